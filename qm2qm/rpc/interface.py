@@ -1,0 +1,68 @@
+"""What an RPC interface registers with the runtime (C706 ch. 12; MS-RPCE 3.3): opnums, handle types, rundown."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol
+
+# Transfer syntaxes (MS-RPCE 2.2.4.12, 3.3.1.5.3)
+NDR20 = (uuid.UUID("8a885d04-1ceb-11c9-9fe8-08002b104860"), 2)
+NDR64 = (uuid.UUID("71710533-beba-4937-8319-b5dbef9ccc36"), 1)
+
+
+class RpcFault(Exception):
+    """Raised by a handler (or a stub decoder) to answer the call with a fault PDU of this status."""
+
+    def __init__(self, status: int, message: str = "") -> None:
+        super().__init__(message or f"fault 0x{status:08x}")
+        self.status = status
+
+
+@dataclass(frozen=True)
+class ContextHandleType:
+    """A typed context handle (MS-RPCE 3.3.1.4.1); ``rundown`` runs once per live handle when its
+    association group loses its last connection (C706 12.6.4.3 / MS-RPCE 3.3.1.1)."""
+    name: str
+    rundown: Callable[[Any], Awaitable[None] | None]
+
+
+class CallContext(Protocol):
+    """What a handler sees of the call it serves."""
+    call_id: int
+    opnum: int
+    ndr64: bool                     # negotiated transfer syntax of the presentation context
+    connection_id: int
+    association_group_id: int
+
+    def lookup_handle(self, wire: bytes, handle_type: ContextHandleType) -> Any | None:
+        """20-byte wire handle → the object registered for it; None for the NULL handle.
+        Unknown, closed or wrongly typed handles raise RpcFault(nca_s_fault_context_mismatch)."""
+
+    def new_handle(self, handle_type: ContextHandleType, obj: Any) -> bytes:
+        """Register obj in this call's association group; returns the 20-byte wire handle."""
+
+    def close_handle(self, wire: bytes) -> bytes:
+        """Forget a handle (no rundown for it); returns the 20-byte NULL handle to send back."""
+
+
+# A handler takes the request stub bytes and returns the response stub bytes; it may be a plain
+# function (answered at once) or a coroutine function (runs as a task; co_cancel cancels it).
+Handler = Callable[[CallContext, bytes], "bytes | Awaitable[bytes]"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    opnum: int
+    name: str
+    handler: Handler
+
+
+@dataclass
+class Interface:
+    """One abstract syntax (interface UUID + version) with its opnum table."""
+    uuid: uuid.UUID
+    version: tuple[int, int]        # (major, minor)
+    name: str
+    operations: dict[int, Operation] = field(default_factory=dict)
+    handle_types: tuple[ContextHandleType, ...] = ()
+    transfer_syntaxes: tuple[tuple[uuid.UUID, int], ...] = (NDR20, NDR64)
