@@ -1,0 +1,100 @@
+"""Context-handle table of one association group (MS-RPCE 3.3.1.4.1; C706 5.1.6, 12.6.4.3 rundown)."""
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from qm2qm.rpc.interface import ContextHandleType, RpcFault
+
+NCA_S_FAULT_CONTEXT_MISMATCH = 0x1C00001A
+NULL_HANDLE = bytes(20)
+HANDLE_SIZE = 20
+
+_log = logging.getLogger("qm2qm.rpc")
+
+
+@dataclass(slots=True)
+class HandleEntry:
+    """One live context handle: its wire form, type and the object the handler registered."""
+    wire: bytes
+    handle_type: ContextHandleType
+    obj: Any
+
+
+class HandleTable:
+    """The context handles of one association (MS-RPCE 3.3.1.4.1: the association is the handle's scope).
+
+    Keys are the 16-byte UUID part of the 20-byte wire form (4-byte attributes + UUID, C706 / MIDL
+    ndr_context_handle); types are compared by identity (type-strict handles, MS-RPCE 3.1.1.5.3.3)."""
+
+    __slots__ = ("_entries", "_run_down")
+
+    def __init__(self) -> None:
+        self._entries: dict[bytes, HandleEntry] = {}     # insertion order = creation order
+        self._run_down = False
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def new(self, handle_type: ContextHandleType, obj: Any) -> bytes:
+        """Register obj; return its 20-byte wire handle (attributes 0 + random UUID)."""
+        if self._run_down:
+            # The group already lost its last connection: nobody could ever use or run this down.
+            raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, "association already run down")
+        while True:
+            key = uuid.uuid4().bytes
+            if key not in self._entries:
+                break
+        wire = b"\x00\x00\x00\x00" + key
+        self._entries[key] = HandleEntry(wire, handle_type, obj)
+        return wire
+
+    def lookup(self, wire: bytes, handle_type: ContextHandleType) -> Any | None:
+        """Wire handle → object; None for the NULL handle; unknown/closed/wrong-type → context mismatch fault."""
+        if wire == NULL_HANDLE:
+            return None
+        entry = self._entry(wire)
+        if entry.handle_type is not handle_type:
+            raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH,
+                           f"handle of type {entry.handle_type.name!r} where {handle_type.name!r} expected")
+        return entry.obj
+
+    def close(self, wire: bytes) -> HandleEntry:
+        """Forget a handle without running it down; unknown, closed or NULL → context mismatch fault."""
+        entry = self._entry(wire)
+        del self._entries[bytes(wire[4:])]
+        return entry
+
+    def drain(self) -> list[HandleEntry]:
+        """Take every live handle out in creation order and refuse new ones (rundown happens once)."""
+        self._run_down = True
+        entries = list(self._entries.values())
+        self._entries.clear()
+        return entries
+
+    def _entry(self, wire: bytes) -> HandleEntry:
+        if len(wire) != HANDLE_SIZE:
+            raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, f"context handle of {len(wire)} bytes, expected 20")
+        entry = self._entries.get(bytes(wire[4:]))
+        if entry is None:
+            raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, "unknown or closed context handle")
+        return entry
+
+
+async def run_down(entries: list[HandleEntry], *, logger: logging.Logger = _log, extra: dict | None = None) -> None:
+    """Call each handle type's rundown routine once, in the given order (C706 5.1.6); errors are logged."""
+    for entry in entries:
+        fields = dict(extra or {})
+        fields.update(handle=entry.wire[4:].hex(), handle_type=entry.handle_type.name, handle_event="rundown")
+        try:
+            result = entry.handle_type.rundown(entry.obj)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            logger.exception("rundown of %s handle %s failed", entry.handle_type.name, fields["handle"],
+                             extra=fields)
+        else:
+            logger.debug("ran down %s handle %s", entry.handle_type.name, fields["handle"], extra=fields)

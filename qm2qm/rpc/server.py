@@ -1,0 +1,513 @@
+"""asyncio transport and dispatch for connection-oriented DCE/RPC over TCP (C706 12.6.4; MS-RPCE 3.3.3).
+
+One ``RpcConnection`` (an asyncio.Protocol) per TCP connection feeds bytes to the sans-IO
+``qm2qm.rpc.connection.Connection`` and acts on its events: binds join association groups
+(MS-RPCE 3.3.1.5.7), requests run their operation's handler (inline when it is a plain function, as a task
+when it returns an awaitable), co_cancel / orphaned cancel that task (C706 12.6.4.6, 12.6.4.8), and a closing
+connection runs down its group's context handles when it was the group's last (C706 5.1.6).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import logging
+import uuid
+from typing import Any, Iterable
+
+from qm2qm.rpc.connection import Connection
+from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated
+from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
+from qm2qm.rpc.handles import NULL_HANDLE, run_down
+from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
+
+# Fault statuses (C706 Appendix E; MS-RPCE 2.2.2.7 / 3.3.3.4.1)
+NCA_S_FAULT_CANCEL = 0x1C00000D        # call cancelled (client: RPC_S_CALL_CANCELLED)
+NCA_S_FAULT_UNSPEC = 0x1C000012        # server-side failure (client: RPC_S_CALL_FAILED, MS-RPCE 2.2.2.7 table)
+NCA_S_OP_RNG_ERROR = 0x1C010002        # unknown opnum
+NCA_S_PROTO_ERROR = 0x1C01000B
+BIND_NAK_REASON_NOT_SPECIFIED = 0
+
+# MS-RPCE 3.2.3.5.1: status codes a server MUST NOT send in a fault.
+FORBIDDEN_FAULT_STATUSES = frozenset({
+    0x00000000, 0x80000001, 0x80000002, 0x80000003, 0xC0000005, 0xC0000006, 0xC000001D, 0xC0000096,
+    0xC00000AA, 0xC00000FD, 0xC0000194, 0xC0000235, 0xC0000409, 0xC0000420,
+})
+
+DEFAULT_MAX_CONNECTIONS = 1024
+DEFAULT_IDLE_TIMEOUT_S = 300.0
+
+_CANCEL = "cancel"          # co_cancel: answer with the cancel fault
+_ORPHAN = "orphan"          # orphaned: send nothing
+_LOST = "lost"              # connection gone: send nothing
+_SHUTDOWN = "shutdown"      # server closing: answer with the cancel fault
+
+
+def registry_key(interface: Interface) -> tuple[uuid.UUID, int, int]:
+    """The (uuid, major, minor) key the connection core looks interfaces up by."""
+    return (interface.uuid, interface.version[0], interface.version[1])
+
+
+class _Call:
+    """An operation running as a task, and why it was cancelled (None while not cancelled)."""
+    __slots__ = ("task", "reason")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task | None = None
+        self.reason: str | None = None
+
+
+class CallState:
+    """The CallContext of one request (qm2qm/rpc/interface.py): ids, syntax and the group's handle table."""
+    __slots__ = ("call_id", "opnum", "ndr64", "connection_id", "association_group_id", "interface",
+                 "_connection", "_group")
+
+    def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest) -> None:
+        self.call_id = request.call_id
+        self.opnum = request.opnum
+        self.ndr64 = request.ndr64
+        self.interface = request.interface
+        self.connection_id = connection.id
+        self.association_group_id = group.id
+        self._connection = connection
+        self._group = group
+
+    def lookup_handle(self, wire: bytes, handle_type: ContextHandleType) -> Any | None:
+        """20-byte wire handle → object (None for NULL); bad handles fault 0x1C00001A (MS-RPCE 3.3.1.4.1)."""
+        try:
+            return self._group.handles.lookup(wire, handle_type)
+        except RpcFault as fault:
+            self._connection.log_handle(logging.INFO, "rejected", wire, handle_type.name, self.call_id,
+                                        str(fault))
+            raise
+
+    def new_handle(self, handle_type: ContextHandleType, obj: Any) -> bytes:
+        """Register obj in this call's association group; returns the 20-byte wire handle."""
+        wire = self._group.handles.new(handle_type, obj)
+        self._connection.log_handle(logging.DEBUG, "created", wire, handle_type.name, self.call_id)
+        return wire
+
+    def close_handle(self, wire: bytes) -> bytes:
+        """Forget a handle (no rundown); returns the NULL handle; bad handles fault 0x1C00001A."""
+        try:
+            entry = self._group.handles.close(wire)
+        except RpcFault as fault:
+            self._connection.log_handle(logging.INFO, "rejected", wire, "?", self.call_id, str(fault))
+            raise
+        self._connection.log_handle(logging.DEBUG, "closed", wire, entry.handle_type.name, self.call_id)
+        return NULL_HANDLE
+
+
+class RpcConnection(asyncio.Protocol):
+    """One TCP connection: framing-progress tracking, event dispatch, calls in flight, teardown."""
+
+    def __init__(self, server: "RpcServer") -> None:
+        self.server = server
+        self.id = 0
+        self.peer = "?"
+        self.peer_host = ""
+        self.transport: asyncio.Transport | None = None
+        self.conn: Connection | None = None
+        self.group: AssociationGroup | None = None
+        self.calls: dict[int, _Call] = {}
+        self.finished: asyncio.Future | None = None
+        self._lost = False
+        self._last_progress = 0.0
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._header = bytearray()          # partial 16-byte PDU header
+        self._body_left = 0                 # bytes still missing from the current PDU
+
+    # -- asyncio.Protocol --
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        server = self.server
+        self.transport = transport          # type: ignore[assignment]
+        self.id = next(server._ids)
+        peername = transport.get_extra_info("peername")
+        if peername:
+            self.peer_host = str(peername[0])
+            self.peer = f"{peername[0]}:{peername[1]}"
+        if len(server.connections) >= server.max_connections:
+            self.log(logging.WARNING, "connection refused: %d connections open (max_connections)",
+                     len(server.connections))
+            transport.abort()
+            return
+        loop = asyncio.get_running_loop()
+        self.finished = loop.create_future()
+        self.conn = server._new_connection()
+        server.connections[self.id] = self
+        self._last_progress = loop.time()
+        if server.idle_timeout_s is not None:
+            self._idle_timer = loop.call_later(server.idle_timeout_s, self._check_idle)
+        self.log(logging.INFO, "connection opened")
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        if conn is None or self._lost:
+            return
+        self._track_framing(data)
+        try:
+            events = conn.receive_data(data)
+            for event in events:
+                kind = type(event)
+                if kind is CallRequest:
+                    self._on_call(event)
+                elif kind is BindRequest:
+                    self._on_bind(event)
+                elif kind is CancelRequest:
+                    self._on_cancel(event.call_id, _CANCEL)
+                elif kind is CallOrphaned:
+                    self._on_cancel(event.call_id, _ORPHAN)
+                elif kind is ConnectionTerminated:
+                    self.log(logging.INFO, "connection terminated by the protocol core: %s", event.reason)
+                else:
+                    self.log(logging.ERROR, "unexpected event %r", event)
+        except Exception:
+            # A defect below us must cost this connection, never the server.
+            self.log(logging.ERROR, "internal error while handling received data; closing", exc_info=True)
+            self._flush()
+            self.transport.abort()
+            return
+        self._flush()
+
+    def eof_received(self) -> bool | None:
+        conn = self.conn
+        if conn is not None and not self._lost:
+            try:
+                conn.receive_data(b"")
+            except Exception:
+                self.log(logging.ERROR, "internal error at end of stream", exc_info=True)
+            self._flush()
+        return False                        # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn is None or self._lost:
+            return
+        self._lost = True
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self.server.connections.pop(self.id, None)
+        self.log(logging.INFO, "connection closed%s", f": {exc}" if exc else "")
+        tasks = []
+        for call in self.calls.values():
+            if call.task is not None and not call.task.done():
+                if call.reason is None:
+                    call.reason = _LOST
+                call.task.cancel()
+                tasks.append(call.task)
+        self.server._spawn(self._finish(tasks))
+
+    def pause_writing(self) -> None:
+        # A peer that does not read its replies stops being read (bounded buffering).
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if not self._lost:
+            self.transport.resume_reading()
+
+    # -- events --
+
+    def _on_bind(self, request: BindRequest) -> None:
+        conn = self.conn
+        server = self.server
+        if request.is_alter_context or self.group is not None:
+            if self.group is None:
+                self.log(logging.INFO, "alter_context before bind: bind_nak")
+                conn.reject_bind(request, BIND_NAK_REASON_NOT_SPECIFIED)
+                return
+            # alter_context cannot change the group (MS-RPCE 3.3.1.1.2); the core decides about a 2nd bind.
+            conn.accept_bind(request, self.group.id, "" if request.is_alter_context else str(server.port))
+            return
+        if request.assoc_group_id == 0:
+            group = server.groups.create(self.id, self.peer_host)
+            self.group = group
+            self.log(logging.INFO, "association group created")
+        else:
+            group = server.groups.join(request.assoc_group_id, self.id, self.peer_host)
+            if group is None:
+                self.log(logging.INFO, "bind to unknown association group 0x%08x: bind_nak",
+                         request.assoc_group_id)
+                conn.reject_bind(request, BIND_NAK_REASON_NOT_SPECIFIED)
+                return
+            self.group = group
+            self.log(logging.INFO, "joined association group")
+        conn.accept_bind(request, group.id, str(server.port))
+
+    def _on_call(self, request: CallRequest) -> None:
+        conn = self.conn
+        call_id = request.call_id
+        op = request.interface.operations.get(request.opnum)
+        if op is None:
+            conn.send_fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True)
+            return
+        if self.group is None:
+            conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
+            return
+        if call_id in self.calls:
+            self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
+            conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
+            return
+        try:
+            result = op.handler(CallState(self, self.group, request), request.stub)
+        except RpcFault as fault:
+            conn.send_fault(call_id, self._fault_status(fault, call_id))
+            return
+        except Exception:
+            self.log(logging.ERROR, "%s (opnum %d) raised", op.name, request.opnum, call_id=call_id,
+                     exc_info=True)
+            conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+            return
+        if type(result) is bytes:
+            conn.send_response(call_id, result)
+        elif inspect.isawaitable(result):
+            call = _Call()
+            self.calls[call_id] = call
+            call.task = asyncio.get_running_loop().create_task(self._run(call_id, call, op.name, result))
+        else:
+            self._answer(call_id, op.name, result)
+
+    def _on_cancel(self, call_id: int, reason: str) -> None:
+        call = self.calls.get(call_id)
+        if call is None or call.task is None or call.task.done():
+            return                          # not in flight (or answered inline): ignore (C706 12.6.4.6)
+        if call.reason is None or reason == _ORPHAN:
+            call.reason = reason
+        self.log(logging.INFO, "call %s", "cancelled" if reason == _CANCEL else "orphaned", call_id=call_id)
+        call.task.cancel()
+
+    async def _run(self, call_id: int, call: _Call, name: str, awaitable) -> None:
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            if call.reason in (_CANCEL, _SHUTDOWN) and not self._lost:
+                self.conn.send_fault(call_id, NCA_S_FAULT_CANCEL)
+                self._flush()
+            if call.reason is None:
+                raise                       # not our cancellation: let it propagate
+            return
+        except RpcFault as fault:
+            if call.reason not in (_ORPHAN, _LOST) and not self._lost:
+                self.conn.send_fault(call_id, self._fault_status(fault, call_id))
+                self._flush()
+            return
+        except Exception:
+            self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=True)
+            if call.reason not in (_ORPHAN, _LOST) and not self._lost:
+                self.conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+                self._flush()
+            return
+        finally:
+            if self.calls.get(call_id) is call:
+                del self.calls[call_id]
+                if not self.calls:
+                    self._last_progress = asyncio.get_running_loop().time()
+        if call.reason not in (_ORPHAN, _LOST) and not self._lost:
+            self._answer(call_id, name, result)
+            self._flush()
+
+    def _answer(self, call_id: int, name: str, result: Any) -> None:
+        if isinstance(result, (bytes, bytearray, memoryview)):
+            self.conn.send_response(call_id, bytes(result))
+        else:
+            self.log(logging.ERROR, "%s returned %s, not bytes", name, type(result).__name__, call_id=call_id)
+            self.conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+
+    def _fault_status(self, fault: RpcFault, call_id: int) -> int:
+        status = fault.status & 0xFFFFFFFF
+        if status in FORBIDDEN_FAULT_STATUSES or status != fault.status:
+            self.log(logging.ERROR, "handler fault status 0x%x must not be sent (MS-RPCE 3.2.3.5.1)",
+                     fault.status, call_id=call_id)
+            return NCA_S_FAULT_UNSPEC
+        return status
+
+    # -- output, idle, teardown --
+
+    def _flush(self) -> None:
+        conn = self.conn
+        transport = self.transport
+        out = conn.data_to_send()
+        if out and not transport.is_closing():
+            transport.write(out)
+        if conn.closed and not transport.is_closing():
+            transport.close()
+
+    def _track_framing(self, data: bytes) -> None:
+        """Note when a complete PDU arrived (the idle timeout counts from the last one)."""
+        n = len(data)
+        if not self._header and not self._body_left and n >= 16 and data[8] | (data[9] << 8) == n:
+            self._last_progress = self.server._loop.time()      # the common case: one whole PDU
+            return
+        pos = 0
+        header = self._header
+        completed = False
+        while pos < n:
+            if self._body_left:
+                take = min(self._body_left, n - pos)
+                self._body_left -= take
+                pos += take
+                completed = completed or not self._body_left
+            else:
+                take = 16 - len(header)
+                header += data[pos:pos + take]
+                pos += take
+                if len(header) == 16:
+                    self._body_left = max(0, (header[8] | (header[9] << 8)) - 16)
+                    header.clear()
+                    completed = completed or not self._body_left
+        if completed:
+            self._last_progress = self.server._loop.time()
+
+    def _check_idle(self) -> None:
+        if self._lost:
+            return
+        timeout = self.server.idle_timeout_s
+        loop = self.server._loop
+        idle = loop.time() - self._last_progress
+        if self.calls or idle < timeout:
+            delay = timeout if self.calls else timeout - idle
+            self._idle_timer = loop.call_later(delay, self._check_idle)
+            return
+        self.log(logging.INFO, "idle for %.3f s: closing", idle)
+        self.transport.abort()
+
+    def shutdown(self) -> list[asyncio.Task]:
+        """Server closing: cancel in-flight calls (they are answered with the cancel fault)."""
+        tasks = []
+        for call in self.calls.values():
+            if call.task is not None and not call.task.done():
+                call.reason = call.reason or _SHUTDOWN
+                call.task.cancel()
+                tasks.append(call.task)
+        return tasks
+
+    async def _finish(self, tasks: list[asyncio.Task]) -> None:
+        try:
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
+            group = self.group
+            if group is not None and self.server.groups.leave(group, self.id):
+                entries = group.handles.drain()
+                if entries:
+                    self.log(logging.INFO, "association group's last connection closed: running down %d "
+                             "handle(s)", len(entries))
+                await run_down(entries, logger=self.server.logger, extra=self._fields())
+        finally:
+            if self.finished is not None and not self.finished.done():
+                self.finished.set_result(None)
+
+    # -- logging --
+
+    def _fields(self, call_id: int | None = None) -> dict:
+        fields = {"conn_id": self.id, "peer": self.peer,
+                  "assoc_group": self.group.id if self.group is not None else None}
+        if call_id is not None:
+            fields["call_id"] = call_id
+        return fields
+
+    def log(self, level: int, msg: str, *args, call_id: int | None = None, exc_info: bool = False) -> None:
+        logger = self.server.logger
+        if logger.isEnabledFor(level):
+            logger.log(level, "[conn %d %s] " + msg, self.id, self.peer, *args, exc_info=exc_info,
+                       extra=self._fields(call_id))
+
+    def log_handle(self, level: int, event: str, wire: bytes, type_name: str, call_id: int,
+                   detail: str = "") -> None:
+        logger = self.server.logger
+        if logger.isEnabledFor(level):
+            fields = self._fields(call_id)
+            handle = bytes(wire[4:20]).hex()
+            fields.update(handle=handle, handle_type=type_name, handle_event=event)
+            logger.log(level, "[conn %d %s] %s handle %s %s%s", self.id, self.peer, type_name, handle, event,
+                       f": {detail}" if detail else "", extra=fields)
+
+
+class RpcServer:
+    """A DCE/RPC server on ncacn_ip_tcp serving registered interfaces (C706 12; MS-RPCE 3.3.3)."""
+
+    def __init__(self, interfaces: Iterable[Interface] = (), *, host: str = "127.0.0.1", port: int = 0,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                 logger: logging.Logger | None = None, limits: Any = None,
+                 check_group_host: bool = True) -> None:
+        self.host = host
+        self.requested_port = port
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self.logger = logger or logging.getLogger("qm2qm.rpc")
+        self.limits = limits
+        self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
+        self.groups = AssociationGroups(check_host=check_group_host)
+        self.connections: dict[int, RpcConnection] = {}
+        self._ids = itertools.count(1)
+        self._server: asyncio.AbstractServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._background: set[asyncio.Task] = set()
+        for interface in interfaces:
+            self.register(interface)
+
+    def register(self, interface: Interface) -> None:
+        """Serve another interface (new binds see it at once)."""
+        key = registry_key(interface)
+        if key in self.registry and self.registry[key] is not interface:
+            raise ValueError(f"interface {interface.uuid} v{interface.version[0]}.{interface.version[1]} "
+                             "is already registered")
+        self.registry[key] = interface
+
+    @property
+    def port(self) -> int:
+        """The port actually listened on (the ephemeral one when started with port 0)."""
+        if self._server is None or not self._server.sockets:
+            return self.requested_port
+        return self._server.sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        """Listen on (host, port)."""
+        self._loop = asyncio.get_running_loop()
+        self._server = await self._loop.create_server(lambda: RpcConnection(self), self.host,
+                                                      self.requested_port)
+        self.logger.info("listening on %s:%d", self.host, self.port,
+                         extra={"conn_id": None, "peer": None, "assoc_group": None})
+
+    async def close(self, *, grace_s: float = 0.0) -> None:
+        """Stop accepting; give in-flight calls grace_s to finish, fault the rest with nca_s_fault_cancel,
+        close every connection and run every association group's handles down."""
+        if self._server is not None:
+            self._server.close()
+        pending = [c.task for rc in self.connections.values() for c in rc.calls.values()
+                   if c.task is not None and not c.task.done()]
+        if pending and grace_s > 0:
+            await asyncio.wait(pending, timeout=grace_s)
+        cancelled = []
+        for rc in list(self.connections.values()):
+            cancelled += rc.shutdown()
+        if cancelled:
+            await asyncio.gather(*cancelled, return_exceptions=True)
+        finished = []
+        for rc in list(self.connections.values()):
+            if rc.finished is not None:
+                finished.append(rc.finished)
+            if rc.transport is not None and not rc.transport.is_closing():
+                rc.transport.close()
+        if finished:
+            await asyncio.gather(*finished)
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def _new_connection(self) -> Connection:
+        if self.limits is None:
+            return Connection(self.registry)
+        return Connection(self.registry, limits=self.limits)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def __aenter__(self) -> "RpcServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
