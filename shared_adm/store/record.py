@@ -1,0 +1,235 @@
+"""Message (MS-MQDMPR 3.1.1.12) <-> store row encoding: attributes as tagged compact JSON, body as a BLOB.
+
+The data directory is a trust boundary, so nothing here can execute code on decode (no pickle,
+no marshal, no import by name). Encoding is generic over ``dataclasses.fields(Message)``: a field
+another module adds to Message round-trips without a change here. Only non-default attributes are
+written. JSON has no bytes/UUID/tuple/enum, so those values are written as a tagged list
+``[tag, ...]``; a bare JSON list never occurs, which keeps decoding unambiguous:
+
+    ["b", base64]        bytes / bytearray
+    ["u", 32 hex]        uuid.UUID
+    ["t", [items]]       tuple
+    ["l", [items]]       list
+    ["d", {str: value}]  dict with str keys       ["m", [[key, value], ...]]  dict with other keys
+    ["e", name, int]     int-valued Enum (IntEnum, IntFlag); decoded back to the class when it is known
+"""
+from __future__ import annotations
+
+import binascii
+import dataclasses
+import enum
+import json
+import logging
+import typing
+import uuid
+
+from shared_adm.message import Message
+
+__all__ = ["encode_value", "decode_value", "encode_message", "decode_message", "RecordError"]
+
+log = logging.getLogger(__name__)
+
+
+class RecordError(ValueError):
+    """A stored record that cannot be decoded (corrupt or written by an incompatible version)."""
+
+
+_ENUMS: dict[str, type[enum.Enum]] = {}     # enum class name -> class, for the "e" tag
+_FIELD_ENUMS: dict[str, type[enum.Enum]] = {}   # Message field -> its annotated int enum
+
+
+def _register_enum(cls: type) -> None:
+    if isinstance(cls, type) and issubclass(cls, enum.Enum) and issubclass(cls, int):
+        _ENUMS.setdefault(cls.__qualname__, cls)
+
+
+def _enum_in_hint(hint: object) -> type | None:
+    if isinstance(hint, type):
+        return hint if issubclass(hint, enum.Enum) and issubclass(hint, int) else None
+    for arg in typing.get_args(hint):
+        found = _enum_in_hint(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _scan_message_type() -> None:
+    try:
+        hints = typing.get_type_hints(Message)
+    except Exception:       # an annotation that does not resolve must not make the store unusable
+        log.warning("cannot resolve Message annotations; enum fields decode as int", exc_info=True)
+        hints = {}
+    for name, hint in hints.items():
+        cls = _enum_in_hint(hint)
+        if cls is not None:
+            _FIELD_ENUMS[name] = cls
+            _register_enum(cls)
+    try:
+        from shared_adm import enums as _enums_module     # owned by another helper; optional
+    except Exception:
+        return
+    for value in vars(_enums_module).values():
+        _register_enum(value)
+
+
+_scan_message_type()
+
+
+def encode_value(value: object) -> object:
+    """Turn a Python value into a JSON-able value, tagging what JSON cannot carry (see module doc)."""
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int or kind is float:
+        return value
+    if isinstance(value, enum.Enum):
+        if not isinstance(value, int):
+            raise TypeError(f"cannot store enum {kind.__qualname__}: only int-valued enums are supported")
+        _register_enum(kind)
+        return ["e", kind.__qualname__, int(value)]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return ["b", binascii.b2a_base64(value, newline=False).decode("ascii")]
+    if kind is uuid.UUID:
+        return ["u", value.hex]
+    if isinstance(value, tuple):
+        return ["t", [encode_value(item) for item in value]]
+    if isinstance(value, list):
+        return ["l", [encode_value(item) for item in value]]
+    if isinstance(value, dict):
+        if all(type(key) is str for key in value):
+            return ["d", {key: encode_value(item) for key, item in value.items()}]
+        return ["m", [[encode_value(key), encode_value(item)] for key, item in value.items()]]
+    for native in (int, str, float):    # a subclass of a native (not an enum): store the plain value
+        if isinstance(value, native):
+            return native(value)
+    raise TypeError(f"cannot store a value of type {kind.__qualname__}")
+
+
+def decode_value(value: object) -> object:
+    """Inverse of encode_value; raises RecordError on anything encode_value cannot have written."""
+    if type(value) is not list:
+        if type(value) is dict:
+            raise RecordError("untagged JSON object in record")
+        return value
+    if not value or type(value[0]) is not str:
+        raise RecordError(f"untagged JSON array in record: {value!r:.60}")
+    tag = value[0]
+    try:
+        if tag == "b":
+            return binascii.a2b_base64(value[1], strict_mode=True)
+        if tag == "u":
+            return uuid.UUID(hex=value[1])
+        if tag == "t":
+            return tuple(decode_value(item) for item in value[1])
+        if tag == "l":
+            return [decode_value(item) for item in value[1]]
+        if tag == "d":
+            return {key: decode_value(item) for key, item in value[1].items()}
+        if tag == "m":
+            return {decode_value(key): decode_value(item) for key, item in value[1]}
+        if tag == "e":
+            number = value[2]
+            if type(number) is not int:
+                raise RecordError(f"enum value is not an int: {number!r:.40}")
+            cls = _ENUMS.get(value[1])
+            if cls is None:
+                return number
+            try:
+                return cls(number)
+            except ValueError:
+                return number       # a value this version does not name: keep the number
+    except RecordError:
+        raise
+    except (IndexError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+        raise RecordError(f"malformed {tag!r} value in record: {exc}") from None
+    raise RecordError(f"unknown tag {tag!r} in record")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _FieldSpec:
+    name: str
+    default: object
+    default_type: type
+    has_default: bool
+
+
+def _field_specs() -> tuple[_FieldSpec, ...]:
+    specs = []
+    for f in dataclasses.fields(Message):
+        if not f.init or f.name == "body":
+            continue
+        if f.default is not dataclasses.MISSING:
+            specs.append(_FieldSpec(f.name, f.default, type(f.default), True))
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory()
+            specs.append(_FieldSpec(f.name, default, type(default), True))
+        else:
+            specs.append(_FieldSpec(f.name, None, type(None), False))
+    return tuple(specs)
+
+
+_SPECS = _field_specs()
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Message) if f.init)
+_warned_unknown: set[str] = set()
+
+
+def encode_message(message: Message, lookup_identifier: int | None = None) -> tuple[str, bytes]:
+    """Encode a Message as (attributes JSON text, body bytes); defaults are left out.
+
+    ``lookup_identifier`` is the row key; the Message's own LookupIdentifier is written only when
+    it differs from it.
+    """
+    attrs: dict[str, object] = {}
+    for spec in _SPECS:
+        value = getattr(message, spec.name)
+        if spec.name == "lookup_identifier" and lookup_identifier is not None:
+            if value == lookup_identifier and type(value) is int:
+                continue
+        elif spec.has_default and (value is spec.default or
+                                   (type(value) is spec.default_type and value == spec.default)):
+            continue
+        try:
+            attrs[spec.name] = encode_value(value)
+        except TypeError as exc:
+            raise TypeError(f"Message.{spec.name}: {exc}") from None
+    body = message.body
+    if type(body) is not bytes:
+        if not isinstance(body, (bytes, bytearray, memoryview)):
+            raise TypeError(f"Message.body: expected bytes, got {type(body).__qualname__}")
+        body = bytes(body)
+    return json.dumps(attrs, separators=(",", ":")), body
+
+
+def decode_message(attrs: str, body: bytes, lookup_identifier: int | None = None) -> Message:
+    """Inverse of encode_message; raises RecordError for a record that is not a valid encoding."""
+    try:
+        raw = json.loads(attrs)
+    except (ValueError, TypeError) as exc:
+        raise RecordError(f"attributes are not valid JSON: {exc}") from None
+    if type(raw) is not dict:
+        raise RecordError("attributes are not a JSON object")
+    kwargs = {}
+    for name, value in raw.items():
+        if name not in _FIELD_NAMES or name == "body":
+            if name not in _warned_unknown:
+                _warned_unknown.add(name)
+                log.warning("stored Message attribute %r is unknown to this version; dropped", name)
+            continue
+        if type(value) is list:
+            value = decode_value(value)
+        elif type(value) is dict:
+            raise RecordError(f"untagged JSON object in attribute {name!r}")
+        cls = _FIELD_ENUMS.get(name)
+        if cls is not None and type(value) is int:
+            try:
+                value = cls(value)
+            except ValueError:
+                pass
+        kwargs[name] = value
+    if lookup_identifier is not None and "lookup_identifier" not in kwargs:
+        kwargs["lookup_identifier"] = lookup_identifier
+    if body is None:
+        raise RecordError("message body is NULL")
+    kwargs["body"] = body if type(body) is bytes else bytes(body)
+    try:
+        return Message(**kwargs)
+    except TypeError as exc:
+        raise RecordError(f"attributes do not fit Message: {exc}") from None

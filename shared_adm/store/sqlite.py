@@ -1,0 +1,592 @@
+"""SqliteStore: the Store contract (base.py) on stdlib SQLite in WAL mode with group commit (MS-MQDMPR 3.1.1).
+
+Durability choice: ``journal_mode=WAL`` with ``synchronous=NORMAL`` (the default here). A commit
+appends the transaction's pages to the -wal file with write(2) before COMMIT returns; once that
+returns the bytes are in the kernel page cache, so a kill -9 of this process (or any crash of the
+process alone) cannot lose them, and the next open replays the WAL. What NORMAL does not promise
+is survival of the last commits across a power loss or kernel crash, because the WAL is fsynced
+only at checkpoints; pass ``synchronous="FULL"`` to fsync the WAL on every commit (one fsync per
+group commit, not per message) when that matters.
+
+Group commit: mutations are recorded on the caller's thread into an in-memory pending batch,
+coalesced per key (cheap, no I/O). One writer thread takes the whole batch and commits it in one
+SQLite transaction. ``await durable()`` / ``flush()`` wait for the batch holding every mutation
+recorded before the call; a commit failure is logged and raised to those waiters, and the batch is
+kept and retried (in order, before newer batches) on the next commit.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
+from shared_adm.store.record import RecordError, decode_message, decode_value, encode_message, encode_value
+
+__all__ = ["SqliteStore", "SCHEMA_VERSION", "DB_FILE_NAME"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+DB_FILE_NAME = "qm2qm.sqlite3"
+_FILE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
+
+# PositionState (MS-MQDMPR 3.1.1.11) names <-> the small integers stored in messages.state
+_STATE_CODES = {"Available": 0, "Locked": 1, "PurgePending": 2, "Deleted": 3}
+_STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
+
+# LookupIdentifier and the sequential id are 64-bit unsigned; SQLite INTEGER is signed. Shifting by
+# 2**63 maps [0, 2**64) onto the signed range and keeps the order, so ORDER BY stays enqueue order.
+_BIAS = 1 << 63
+
+_SCHEMA = (
+    "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    "CREATE TABLE queues (identifier TEXT PRIMARY KEY, attributes TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE messages (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
+    " state INTEGER NOT NULL, attributes TEXT NOT NULL, body BLOB NOT NULL,"
+    " PRIMARY KEY (queue_identifier, lookup_identifier))",
+)
+
+
+def _u64(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__qualname__}")
+    if not 0 <= value < 1 << 64:
+        raise ValueError(f"{what} {value} is outside the 64-bit unsigned range")
+    return int(value) - _BIAS
+
+
+def _state_code(state: str) -> int:
+    try:
+        return _STATE_CODES[state]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown MessagePosition state {state!r}; expected one of "
+                         f"{', '.join(_STATE_CODES)}") from None
+
+
+def _resolve_path(data_dir_or_file: str | os.PathLike) -> Path:
+    path = Path(data_dir_or_file)
+    if path.is_dir():
+        return path / DB_FILE_NAME
+    if path.exists() or path.suffix in _FILE_SUFFIXES:
+        return path
+    return path / DB_FILE_NAME
+
+
+@dataclass(slots=True)
+class _QueueOp:
+    purge_messages: bool = False        # delete_queue seen: delete every stored message of the queue
+    attributes: str | None = None       # encoded attributes to store, or None: delete the queue row
+
+
+@dataclass(slots=True)
+class _Batch:
+    """Mutations recorded between two commits, coalesced to one operation per key."""
+    queue_manager_identifier: str | None = None
+    sequential_id: int | None = None
+    queues: dict[str, _QueueOp] = field(default_factory=dict)
+    # (queue, lookup) -> ["put", state, attrs, body] | ["state", state] | ["delete"]
+    messages: dict[tuple[str, int], list] = field(default_factory=dict)
+
+    def empty(self) -> bool:
+        return (self.queue_manager_identifier is None and self.sequential_id is None
+                and not self.queues and not self.messages)
+
+
+class _Waiter:
+    """One durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
+    __slots__ = ("target", "loop", "future", "event", "error")
+
+    def __init__(self, target: int, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.target = target
+        self.loop = loop
+        self.future = loop.create_future() if loop is not None else None
+        self.event = threading.Event() if loop is None else None
+        self.error: BaseException | None = None
+
+    def resolve(self, error: BaseException | None) -> None:
+        if self.loop is None:
+            self.error = error
+            self.event.set()
+            return
+        try:
+            self.loop.call_soon_threadsafe(self._settle, error)
+        except RuntimeError:        # the loop is closed: nobody is awaiting any more
+            pass
+
+    def _settle(self, error: BaseException | None) -> None:
+        if self.future.done():      # cancelled by its awaiter
+            return
+        if error is None:
+            self.future.set_result(None)
+        else:
+            self.future.set_exception(error)
+
+
+class SqliteStore:
+    """The Store contract (base.py) on SQLite WAL with group commit; see the module docstring.
+
+    ``data_dir_or_file_path``: a directory (created if missing; the database is
+    ``<dir>/qm2qm.sqlite3``) or a file path ending in .sqlite3/.sqlite/.db.
+    ``commit_interval_ms``: the longest a mutation nobody awaits stays uncommitted; a
+    durable()/flush() starts a commit at once.
+    ``synchronous``: "NORMAL" (durable against kill -9) or "FULL" (also against power loss).
+    Raises StoreError naming the file when it cannot be opened, is not a qm2qm store, is corrupt,
+    has a newer schema, or is already open in another process.
+    """
+
+    def __init__(self, data_dir_or_file_path: str | os.PathLike, *, commit_interval_ms: float = 10.0,
+                 synchronous: str = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        if not commit_interval_ms >= 0:
+            raise ValueError(f"commit_interval_ms must be >= 0, not {commit_interval_ms!r}")
+        self.path = _resolve_path(data_dir_or_file_path)
+        self._interval = commit_interval_ms / 1000.0
+        self._lock_file = None
+        self._conn: sqlite3.Connection | None = None
+        self._open(synchronous)
+        self._db_lock = threading.Lock()            # the connection: writer thread vs load()
+        self._lock = threading.Lock()               # pending batch, counters, waiters
+        self._wake = threading.Condition(self._lock)
+        self._pending = _Batch()
+        self._pending_seq = 1                       # number of the batch being recorded
+        self._committed_seq = 0                     # every batch up to this one is committed
+        self._failed: list[tuple[int, _Batch]] = []  # taken batches whose commit failed, oldest first
+        self._dirty = False                         # the pending batch holds something
+        self._demand = False                        # a waiter wants a commit now
+        self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
+        self._waiters: list[_Waiter] = []
+        self._closing = False
+        self._closed = False
+        self.commits = 0                            # transactions committed (for benchmarks and tests)
+        self._writer = threading.Thread(target=self._run_writer, name=f"SqliteStore writer {self.path}",
+                                        daemon=True)
+        self._writer.start()
+
+    # ---- opening and validation -------------------------------------------------------------
+
+    def _fail(self, what: str) -> StoreError:
+        return StoreError(f"{self.path}: {what}")
+
+    def _open(self, synchronous: str) -> None:
+        directory = self.path.parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._fail(f"cannot create the data directory {directory}: {exc.strerror or exc}") from None
+        if self.path.exists() and not self.path.is_file():
+            raise self._fail("exists but is not a regular file")
+        self._lock_file = self._acquire_process_lock()
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            self._release_process_lock()
+            raise self._fail(f"cannot open: {exc}") from None
+        try:
+            self._check_truncation()
+            conn.execute("PRAGMA journal_mode=WAL").fetchone()
+            mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            if mode.lower() != "wal":
+                raise self._fail(f"cannot switch to WAL journal mode (got {mode!r})")
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+            conn.execute("PRAGMA cache_size=-65536")        # 64 MiB: load() and large batches
+            conn.execute("BEGIN IMMEDIATE")                  # proves the file and directory are writable
+            try:
+                self._check_or_create_schema(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except StoreError:
+            conn.close()
+            self._release_process_lock()
+            raise
+        except sqlite3.Error as exc:
+            conn.close()
+            self._release_process_lock()
+            raise self._fail(self._describe(exc)) from None
+        self._conn = conn
+
+    def _describe(self, exc: sqlite3.Error) -> str:
+        text = str(exc)
+        if "not a database" in text:
+            return f"not an SQLite database or corrupt header ({text})"
+        if "malformed" in text or "corrupt" in text:
+            return f"the database is corrupt ({text})"
+        if "unable to open" in text or "readonly" in text or "read-only" in text:
+            return (f"cannot open for writing ({text}); check that the file and the directory "
+                    f"{self.path.parent} are writable")
+        return text
+
+    def _acquire_process_lock(self):
+        """Refuse a data directory another live process has open (the lock dies with the process)."""
+        try:
+            import fcntl
+        except ImportError:         # not POSIX: no cross-process guard
+            return None
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        try:
+            handle = open(lock_path, "a+b")
+        except OSError as exc:
+            raise self._fail(f"cannot create the lock file {lock_path}: {exc.strerror or exc}; "
+                             f"check that {self.path.parent} is writable") from None
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise self._fail("is in use by another process (lock file "
+                             f"{lock_path} is held)") from None
+        return handle
+
+    def _release_process_lock(self) -> None:
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _check_truncation(self) -> None:
+        """A database file shorter than its header's page count lost pages (2.2.3 of the SQLite format)."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists() and wal.stat().st_size > 0:
+            return      # pages may legitimately live only in the WAL until the next checkpoint
+        size = self.path.stat().st_size if self.path.exists() else 0
+        if size == 0:
+            return
+        with open(self.path, "rb") as handle:
+            header = handle.read(100)
+        if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+            raise self._fail(f"not an SQLite database (bad header, file is {size} bytes)")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        page_count = int.from_bytes(header[28:32], "big")
+        change_counter = header[24:28]
+        valid_for = header[92:96]
+        if page_count and change_counter == valid_for and size < page_count * page_size:
+            raise self._fail(f"truncated: the header says {page_count} pages of {page_size} bytes "
+                             f"({page_count * page_size} bytes) but the file has {size} bytes")
+
+    def _check_or_create_schema(self, conn: sqlite3.Connection) -> None:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            return
+        if "schema_version" not in tables:
+            raise self._fail(f"an SQLite database but not a qm2qm store (tables: {', '.join(sorted(tables))})")
+        rows = conn.execute("SELECT version FROM schema_version").fetchall()
+        if len(rows) != 1 or type(rows[0][0]) is not int:
+            raise self._fail(f"corrupt schema_version table ({rows!r:.80})")
+        version = rows[0][0]
+        if version > SCHEMA_VERSION:
+            raise self._fail(f"schema version {version} was written by a newer qm2qm; this one reads "
+                             f"up to version {SCHEMA_VERSION}")
+        if version < 1:
+            raise self._fail(f"invalid schema version {version}")
+        missing = {"meta", "queues", "messages"} - tables
+        if missing:
+            raise self._fail(f"corrupt store: missing tables {', '.join(sorted(missing))}")
+
+    # ---- recording (caller's thread) ---------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise StoreError(f"{self.path}: the store is closed")
+
+    def set_queue_manager_identifier(self, identifier: str) -> None:
+        """Record LocalQueueManager.Identifier (3.1.1.1)."""
+        if not isinstance(identifier, str):
+            raise TypeError(f"queue manager identifier must be a str, got {type(identifier).__qualname__}")
+        with self._lock:
+            self._check_open()
+            self._pending.queue_manager_identifier = identifier
+            self._nudge()
+
+    def set_sequential_id(self, value: int) -> None:
+        """Record the last allocated sequential (lookup) identifier; only the last value is written."""
+        stored = _u64(value, "sequential id")
+        with self._lock:
+            self._check_open()
+            self._pending.sequential_id = stored
+            self._nudge()
+
+    def put_queue(self, queue: StoredQueue) -> None:
+        """Record a Queue's Persistent attributes (3.1.1.2), replacing any stored ones."""
+        if not isinstance(queue.identifier, str):
+            raise TypeError("queue identifier must be a str")
+        attributes = json.dumps(encode_value(dict(queue.attributes)), separators=(",", ":"))
+        with self._lock:
+            self._check_open()
+            op = self._pending.queues.get(queue.identifier)
+            if op is None:
+                self._pending.queues[queue.identifier] = _QueueOp(False, attributes)
+            else:
+                op.attributes = attributes
+            self._nudge()
+
+    def delete_queue(self, identifier: str) -> None:
+        """Record the deletion of a Queue and of every message stored in it."""
+        with self._lock:
+            self._check_open()
+            messages = self._pending.messages
+            for key in [key for key in messages if key[0] == identifier]:
+                del messages[key]
+            self._pending.queues[identifier] = _QueueOp(True, None)
+            self._nudge()
+
+    def put_message(self, stored: StoredMessage) -> None:
+        """Record a MessagePosition (3.1.1.11) with its Message, replacing any stored one."""
+        if not isinstance(stored.queue_identifier, str):
+            raise TypeError("queue identifier must be a str")
+        lookup = _u64(stored.lookup_identifier, "lookup identifier")
+        state = _state_code(stored.state)
+        attributes, body = encode_message(stored.message, stored.lookup_identifier)
+        with self._lock:
+            self._check_open()
+            self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, attributes, body]
+            self._nudge()
+
+    def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
+        """Record a new MessagePosition.State (3.1.1.11) of a stored message."""
+        key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
+        code = _state_code(state)
+        with self._lock:
+            self._check_open()
+            op = self._pending.messages.get(key)
+            if op is None:
+                self._pending.messages[key] = ["state", code]
+            elif op[0] == "delete":
+                pass                    # like MemoryStore: a state change of a deleted message is a no-op
+            else:
+                op[1] = code
+            self._nudge()
+
+    def delete_message(self, queue_identifier: str, lookup_identifier: int) -> None:
+        """Record the deletion of a stored message."""
+        key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
+        with self._lock:
+            self._check_open()
+            # A put earlier in this batch is dropped: the DELETE then finds no row (no page written)
+            # unless an older commit stored one, which it must remove.
+            self._pending.messages[key] = ["delete"]
+            self._nudge()
+
+    def _nudge(self) -> None:
+        # Wake the writer only on the first mutation of a batch, to start its commit_interval_ms
+        # clock; a waiter (durable/flush) wakes it at once through _demand.
+        if not self._dirty:
+            self._dirty = True
+            self._wake.notify()
+
+    # ---- waiting -----------------------------------------------------------------------------
+
+    def _register(self, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.path}: the store is closed")
+            target = self._pending_seq if self._dirty else self._pending_seq - 1
+            if target <= self._committed_seq:
+                return None
+            waiter = _Waiter(target, loop)
+            self._waiters.append(waiter)
+            self._demand = True
+            self._wake.notify()
+            return waiter
+
+    async def durable(self) -> None:
+        """Return once every mutation recorded before the call is committed (group commit)."""
+        waiter = self._register(asyncio.get_running_loop())
+        if waiter is None:
+            return
+        await waiter.future
+
+    def flush(self) -> None:
+        """Blocking durable(): commit every recorded mutation before returning."""
+        waiter = self._register(None)
+        if waiter is None:
+            return
+        waiter.event.wait()
+        if waiter.error is not None:
+            raise waiter.error
+
+    def close(self) -> None:
+        """Flush, stop the writer thread and close the database; a flush failure is raised after closing."""
+        with self._lock:
+            if self._closed:
+                return
+        error = None
+        try:
+            self.flush()
+        except BaseException as exc:    # still stop the writer and release the file
+            error = exc
+        with self._lock:
+            self._closing = True
+            self._closed = True
+            self._wake.notify()
+        self._writer.join()
+        with self._db_lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+        self._release_process_lock()
+        if error is not None:
+            raise error
+
+    # ---- the writer thread -------------------------------------------------------------------
+
+    def _run_writer(self) -> None:
+        closed = False
+        while not closed:
+            with self._lock:
+                deadline = None
+                while not self._closed and not self._demand:
+                    if not self._dirty and not self._failed:
+                        deadline = None
+                        self._wake.wait()
+                        continue
+                    now = time.monotonic()
+                    if deadline is None:
+                        deadline = now + (self._retry_delay if self._failed else self._interval)
+                    if now >= deadline:
+                        break
+                    self._wake.wait(deadline - now)
+                closed = self._closed       # closing: commit what is left once, then stop
+                self._demand = False
+                if self._dirty:
+                    self._failed.append((self._pending_seq, self._pending))
+                    self._pending = _Batch()
+                    self._pending_seq += 1
+                    self._dirty = False
+                batches = self._failed
+                self._failed = []
+                if not batches:
+                    continue
+            error = self._commit(batches)
+            with self._lock:
+                last = batches[-1][0]
+                if error is None:
+                    self._committed_seq = last
+                    self._retry_delay = 0.0
+                    self.commits += 1
+                else:
+                    self._failed = batches + self._failed
+                    self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
+                ready = [w for w in self._waiters if w.target <= last]
+                if ready:
+                    self._waiters = [w for w in self._waiters if w.target > last]
+            for waiter in ready:
+                waiter.resolve(None if error is None else
+                               StoreError(f"{self.path}: commit failed: {error}"))
+
+    def _commit(self, batches: list[tuple[int, _Batch]]) -> BaseException | None:
+        try:
+            with self._db_lock:
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for _, batch in batches:
+                        self._apply(conn, batch)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            return None
+        except Exception as exc:
+            log.error("%s: group commit of batches %d..%d failed; will retry on the next commit",
+                      self.path, batches[0][0], batches[-1][0], exc_info=True)
+            return exc
+
+    @staticmethod
+    def _apply(conn: sqlite3.Connection, batch: _Batch) -> None:
+        if batch.queue_manager_identifier is not None:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('queue_manager_identifier', ?)",
+                         (batch.queue_manager_identifier,))
+        if batch.sequential_id is not None:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('sequential_id', ?)",
+                         (batch.sequential_id,))
+        for identifier, op in batch.queues.items():
+            if op.purge_messages:
+                conn.execute("DELETE FROM messages WHERE queue_identifier = ?", (identifier,))
+            if op.attributes is None:
+                conn.execute("DELETE FROM queues WHERE identifier = ?", (identifier,))
+            else:
+                conn.execute("INSERT OR REPLACE INTO queues (identifier, attributes) VALUES (?, ?)",
+                             (identifier, op.attributes))
+        puts, states, deletes = [], [], []
+        for (queue, lookup), op in batch.messages.items():
+            kind = op[0]
+            if kind == "put":
+                puts.append((queue, lookup, op[1], op[2], op[3]))
+            elif kind == "state":
+                states.append((op[1], queue, lookup))
+            else:
+                deletes.append((queue, lookup))
+        if deletes:
+            conn.executemany("DELETE FROM messages WHERE queue_identifier = ? AND lookup_identifier = ?",
+                             deletes)
+        if states:
+            conn.executemany("UPDATE messages SET state = ? WHERE queue_identifier = ? AND lookup_identifier = ?",
+                             states)
+        if puts:
+            conn.executemany("INSERT OR REPLACE INTO messages (queue_identifier, lookup_identifier, state,"
+                             " attributes, body) VALUES (?, ?, ?, ?, ?)", puts)
+
+    # ---- loading -----------------------------------------------------------------------------
+
+    def load(self) -> Snapshot:
+        """Everything stored, after committing what is pending (3.1.3); states exactly as stored."""
+        self.flush()
+        try:
+            with self._db_lock:
+                if self._conn is None:
+                    raise StoreError(f"{self.path}: the store is closed")
+                return self._read(self._conn)
+        except sqlite3.Error as exc:
+            raise self._fail(f"cannot read: {self._describe(exc)}") from None
+
+    def _read(self, conn: sqlite3.Connection) -> Snapshot:
+        conn.execute("BEGIN")
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+            identifier = meta.get("queue_manager_identifier")
+            if identifier is not None and type(identifier) is not str:
+                raise self._fail(f"corrupt queue manager identifier {identifier!r:.60}")
+            sequential = meta.get("sequential_id", -_BIAS)
+            if type(sequential) is not int:
+                raise self._fail(f"corrupt sequential id {sequential!r:.60}")
+            queues = []
+            for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
+                try:
+                    attributes = decode_value(json.loads(text))
+                    if type(attributes) is not dict:
+                        raise RecordError("queue attributes are not a dict")
+                except (RecordError, ValueError, TypeError) as exc:
+                    raise self._fail(f"corrupt attributes of queue {queue_id}: {exc}") from None
+                queues.append(StoredQueue(queue_id, attributes))
+            messages = []
+            append = messages.append
+            names = _STATE_NAMES
+            interned: dict[str, str] = {}
+            rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
+                                " FROM messages ORDER BY queue_identifier, lookup_identifier")
+            for queue_id, lookup, state, attributes, body in rows:
+                queue_id = interned.setdefault(queue_id, queue_id)
+                lookup += _BIAS
+                try:
+                    append(StoredMessage(queue_id, lookup, names[state],
+                                         decode_message(attributes, body, lookup)))
+                except (RecordError, KeyError, TypeError) as exc:
+                    raise self._fail(f"corrupt message {lookup} of queue {queue_id}: "
+                                     f"{'unknown state ' + repr(state) if isinstance(exc, KeyError) else exc}"
+                                     ) from None
+        finally:
+            conn.execute("COMMIT")
+        return Snapshot(identifier, sequential + _BIAS, queues, messages)
