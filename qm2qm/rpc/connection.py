@@ -1,0 +1,528 @@
+"""Sans-IO server side of one ncacn_ip_tcp connection: bytes in → events, answers → bytes (C706 12.6; MS-RPCE 3.3.1.5, 3.3.3).
+
+Usage (the transport): feed every read to ``receive_data`` (``b""`` on EOF), handle the returned events in order,
+write ``data_to_send()`` after each batch. A ``BindRequest`` must be answered (``accept_bind``/``reject_bind``)
+before the events after it in the same list are handled; once ``closed`` is true, stop handling events, write
+``data_to_send()`` and close the socket. The context items of a bind/alter_context are negotiated when the PDU
+is parsed, so requests pipelined behind it in the same read already see the new presentation contexts.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Union
+
+from qm2qm.rpc import faults as F
+from qm2qm.rpc import pdu as P
+from qm2qm.rpc.events import (
+    BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated, ContextItem, SyntaxId,
+)
+from qm2qm.rpc.interface import NDR64, Interface
+from qm2qm.rpc.limits import DEFAULT_LIMITS, MAX_BIND_FRAG, OLD_CALL_WINDOW, Limits
+
+Event = Union[BindRequest, CallRequest, CancelRequest, CallOrphaned, ConnectionTerminated]
+Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface | None"]]
+
+_HEADER_UNPACK = P.HEADER.unpack_from
+_REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
+_FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
+_SUPPORTED_BTFN = F.BTFN_KEEP_CONNECTION_ON_ORPHAN      # we never multiplex security contexts (3.3.1.5.4)
+_AWAIT_BIND, _BOUND, _CLOSED = 0, 1, 2
+
+
+@dataclass(slots=True)
+class _PresentationContext:
+    """A row of the Table of Presentation Contexts (MS-RPCE 3.3.3.1.1)."""
+    abstract_syntax: SyntaxId
+    transfer_syntax: SyntaxId
+    interface: Interface
+    ndr64: bool
+
+
+@dataclass(slots=True)
+class _Call:
+    """A dispatched call the transport has not answered yet (MS-RPCE 3.3.3.1.5, STATE_DISPATCHED)."""
+    context_id: int
+    maybe: bool
+    cancel_count: int = 0
+
+
+@dataclass(slots=True)
+class _Reassembly:
+    """A request whose first fragment arrived and last has not (C706 12.6.3.7; MS-RPCE 3.3.3.1.5 STATE_RECEIVE_PDU)."""
+    call_id: int
+    context_id: int
+    opnum: int
+    object_uuid: uuid.UUID | None
+    context: _PresentationContext
+    maybe: bool
+    stub: bytearray
+    fragments: int
+
+
+@dataclass(slots=True)
+class _PendingBind:
+    """A bind/alter_context whose per-item results are computed and which awaits accept_bind/reject_bind."""
+    request: BindRequest
+    results: list[tuple[int, int, SyntaxId | None]]
+
+
+class _Terminate(Exception):
+    """Internal: queue ``reply`` (if any) and end the connection with ConnectionTerminated(reason)."""
+
+    def __init__(self, reason: str, reply: bytes = b"") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.reply = reply
+
+
+class Connection:
+    """Server-side DCE/RPC connection state machine (MS-RPCE 3.3.3 state diagram; C706 12.6.4)."""
+
+    def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True) -> None:
+        self._registry = registry
+        self._limits = limits
+        self._prefer_ndr64 = prefer_ndr64
+        self._state = _AWAIT_BIND
+        self._buf = bytearray()
+        self._out = bytearray()
+        self._contexts: dict[int, _PresentationContext] = {}
+        self._calls: dict[int, _Call] = {}
+        self._reassembly: _Reassembly | None = None
+        self._discard_call_id: int | None = None     # tail fragments of a call we already faulted (3.3.3.5.6)
+        self._current_call_id = 0                    # Current call_id (MS-RPCE 3.3.3.1.1)
+        self._pending_binds: dict[int, _PendingBind] = {}
+        self._assoc_group_id: int | None = None
+        self._max_xmit_frag = limits.min_frag
+        # Incoming fragments are checked against the transport limit, not the negotiated size (Samba does the same).
+        self._max_recv_frag = limits.max_frag
+        self._features: int | None = None
+
+    # --- public state -------------------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True after ConnectionTerminated: nothing more is parsed or sent except what data_to_send() still holds."""
+        return self._state == _CLOSED
+
+    @property
+    def assoc_group_id(self) -> int | None:
+        """The association group given to accept_bind for this connection's bind (MS-RPCE 3.3.1.5.7)."""
+        return self._assoc_group_id
+
+    @property
+    def max_xmit_frag(self) -> int:
+        """Negotiated fragment size for PDUs we send (C706 12.6.3.1; Samba dcesrv_bind)."""
+        return self._max_xmit_frag
+
+    @property
+    def bind_time_features(self) -> int | None:
+        """BindTimeFeatureNegotiationResponseBitmask we acknowledged, None if the client did not ask (MS-RPCE 3.3.1.5.3)."""
+        return self._features
+
+    def context_ids(self) -> dict[int, tuple[Interface, bool]]:
+        """Accepted presentation contexts: p_cont_id → (interface, ndr64)."""
+        return {cid: (c.interface, c.ndr64) for cid, c in self._contexts.items()}
+
+    # --- input ------------------------------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> list[Event]:
+        """Consume bytes read from the peer (``b""`` = EOF) and return the events they complete, in order."""
+        if self._state == _CLOSED:
+            return []
+        events: list[Event] = []
+        if not data:
+            reason = "peer closed the connection"
+            if self._buf:
+                reason += f" inside a PDU ({len(self._buf)} bytes of an incomplete PDU dropped)"
+            self._state = _CLOSED
+            self._buf.clear()
+            events.append(ConnectionTerminated(reason))
+            return events
+        buf = self._buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        try:
+            while end - pos >= P.HEADER_SIZE:
+                vers, minor, ptype, flags, drep0, drep1, frag_length, auth_length, call_id = _HEADER_UNPACK(buf, pos)
+                if ptype == 0 and vers == 5 and minor == 0 and drep0 == 0x10 and drep1 == 0 \
+                        and auth_length == 0 and self._state == _BOUND:
+                    if frag_length > self._max_recv_frag or frag_length < P.REQUEST_HEADER_SIZE:
+                        self._bad_request_length(frag_length, call_id)
+                    if end - pos < frag_length:
+                        break
+                    self._on_request(buf, pos, flags, frag_length, call_id, events)
+                    pos += frag_length
+                    continue
+                frag_length = self._check_header(buf, pos, vers, minor, ptype, flags, drep0, drep1, frag_length,
+                                                 auth_length, call_id)
+                if end - pos < frag_length:
+                    break
+                self._dispatch(buf, pos, ptype, flags, frag_length, auth_length, call_id, events)
+                pos += frag_length
+                if self._state == _CLOSED:
+                    break
+        except _Terminate as stop:
+            self._out += stop.reply
+            self._state = _CLOSED
+            self._buf = bytearray()
+            events.append(ConnectionTerminated(stop.reason))
+            return events
+        if pos:
+            del buf[:pos]
+        return events
+
+    def _check_header(self, buf: bytearray, pos: int, vers: int, minor: int, ptype: int, flags: int, drep0: int,
+                      drep1: int, frag_length: int, auth_length: int, call_id: int) -> int:
+        """Validate the common header (C706 12.6.3.1; MS-RPCE 3.3.1.5.1); returns frag_length or raises _Terminate."""
+        is_bind = ptype in (F.PTYPE_BIND, F.PTYPE_ALTER_CONTEXT)
+        if vers != P.RPC_VERS or minor > 1:
+            # MS-RPCE 3.3.1.5.1 recognizes 5.0 only; we tolerate 5.1 (C706 DCE 1.1) as Samba does.
+            why = f"unsupported protocol version {vers}.{minor}"
+            if ptype == F.PTYPE_BIND and vers == P.RPC_VERS:
+                raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
+            if vers == P.RPC_VERS:
+                raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            raise _Terminate(why)
+        if drep0 != 0x10 or drep1 != 0:
+            # Big-endian / EBCDIC / non-IEEE data representations are not supported (impacket and Windows send 0x10).
+            why = f"unsupported packed_drep {drep0:#04x} {drep1:#04x} (only little-endian ASCII IEEE)"
+            if ptype == F.PTYPE_BIND:
+                raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
+            raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if frag_length < P.HEADER_SIZE:
+            raise _Terminate(f"frag_length {frag_length} shorter than the 16-byte header")
+        limit = MAX_BIND_FRAG if is_bind else self._max_recv_frag
+        if frag_length > limit:
+            raise _Terminate(f"frag_length {frag_length} exceeds {limit}",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if auth_length and auth_length + P.SEC_TRAILER_SIZE + P.HEADER_SIZE > frag_length:
+            raise _Terminate(f"auth_length {auth_length} does not fit in frag_length {frag_length}",
+                             self._protocol_error_reply(ptype, call_id))
+        return frag_length
+
+    def _protocol_error_reply(self, ptype: int, call_id: int) -> bytes:
+        if ptype == F.PTYPE_BIND and self._state == _AWAIT_BIND:
+            return P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
+        return P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
+
+    def _bad_request_length(self, frag_length: int, call_id: int) -> None:
+        if frag_length > self._max_recv_frag:
+            raise _Terminate(f"request frag_length {frag_length} exceeds {self._max_recv_frag}",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        raise _Terminate(f"request frag_length {frag_length} shorter than its 24-byte header",
+                         P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+
+    def _dispatch(self, buf: bytearray, pos: int, ptype: int, flags: int, frag_length: int, auth_length: int,
+                  call_id: int, events: list[Event]) -> None:
+        """Route one complete PDU by PTYPE and connection state (MS-RPCE 3.3.3 state machine)."""
+        if ptype == F.PTYPE_BIND:
+            self._on_bind(bytes(buf[pos:pos + frag_length]), False, frag_length, auth_length, call_id, events)
+            return
+        if self._state == _AWAIT_BIND:
+            raise _Terminate(f"PDU type {ptype} before bind",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if ptype == F.PTYPE_REQUEST:
+            if auth_length:
+                # No security context was negotiated (we nak authenticated binds), so a sec_trailer is a protocol
+                # violation (Samba dcesrv_auth_pkt_pull fails the call and disconnects).
+                raise _Terminate("request carries an auth trailer on an unauthenticated connection",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            if frag_length < P.REQUEST_HEADER_SIZE:
+                self._bad_request_length(frag_length, call_id)
+            self._on_request(buf, pos, flags, frag_length, call_id, events)
+        elif ptype == F.PTYPE_ALTER_CONTEXT:
+            self._on_bind(bytes(buf[pos:pos + frag_length]), True, frag_length, auth_length, call_id, events)
+        elif ptype == F.PTYPE_CO_CANCEL:
+            call = self._calls.get(call_id)
+            if call is not None:
+                call.cancel_count += 1
+                events.append(CancelRequest(call_id))
+        elif ptype == F.PTYPE_ORPHANED:
+            self._on_orphaned(call_id, events)
+        else:
+            # shutdown is server → client only; bind_ack, response, fault, auth3 without auth, RTS and
+            # connectionless types are all protocol errors from a client (MS-RPCE 3.3.3.5.7).
+            raise _Terminate(f"unexpected PDU type {ptype} from client",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+
+    # --- bind / alter_context -------------------------------------------------------------------------------
+
+    def _on_bind(self, pdu: bytes, alter: bool, frag_length: int, auth_length: int, call_id: int,
+                 events: list[Event]) -> None:
+        """rpc_bind / rpc_alter_context (C706 12.6.4.3; MS-RPCE 3.3.1.5.3, 3.3.1.5.6)."""
+        def refuse(why: str, reason: int) -> _Terminate:
+            if alter:
+                return _Terminate(f"alter_context refused: {why}",
+                                  P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            return _Terminate(f"bind refused: {why}", P.build_bind_nak(call_id, reason))
+
+        if not alter and self._state != _AWAIT_BIND:
+            raise refuse("second bind on the connection", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if auth_length:
+            # No security provider is registered yet: refuse before looking at the items (MS-RPCE 3.3.3.5.3;
+            # Samba raw_protocol _test_auth_type_level_bind_nak: valid level → reason 8, invalid level → 0).
+            trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if F.RPC_C_AUTHN_LEVEL_CONNECT <= trailer.auth_level <= F.RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+                raise refuse(f"authentication type {trailer.auth_type} level {trailer.auth_level} not supported",
+                             F.BIND_NAK_AUTHENTICATION_TYPE_NOT_RECOGNIZED)
+            raise refuse(f"invalid authentication level {trailer.auth_level}", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        try:
+            body = P.parse_bind_body(pdu, frag_length)
+        except P.PduError as exc:
+            raise refuse(str(exc), F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED) from None
+        btfn_items = sum(1 for item in body.items if _btfn_bits(item) is not None)
+        if btfn_items > 1:
+            raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        results = self._negotiate(body.items, alter, refuse)
+        if not alter:
+            n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
+            n = min(n, self._limits.max_frag)
+            self._max_xmit_frag = n - n % 8
+        self._state = _BOUND
+        request = BindRequest(call_id=call_id, is_alter_context=alter, max_xmit_frag=body.max_xmit_frag,
+                              max_recv_frag=body.max_recv_frag, assoc_group_id=body.assoc_group_id,
+                              items=body.items, auth_type=None, auth_level=None)
+        self._pending_binds[call_id] = _PendingBind(request, results)
+        events.append(request)
+
+    def _negotiate(self, items: tuple[ContextItem, ...], alter: bool, refuse) -> list[tuple[int, int, SyntaxId | None]]:
+        """Per-item results in item order; accepts at most one presentation context per PDU (MS-RPCE 3.3.1.5.6)."""
+        results: list[tuple[int, int, SyntaxId | None]] = []
+        candidates: list[tuple[int, _PresentationContext]] = []
+        for index, item in enumerate(items):
+            bits = _btfn_bits(item)
+            if bits is not None:
+                if alter:
+                    results.append((F.RESULT_PROVIDER_REJECTION, F.PROPOSED_TRANSFER_SYNTAXES_NOT_SUPPORTED, None))
+                else:
+                    self._features = bits & _SUPPORTED_BTFN
+                    results.append((F.RESULT_NEGOTIATE_ACK, self._features, None))
+                continue
+            existing = self._contexts.get(item.context_id)
+            if existing is not None and existing.abstract_syntax != item.abstract_syntax:
+                raise refuse(f"p_cont_id {item.context_id} already names another abstract syntax",
+                             F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
+            interface = self._lookup(item.abstract_syntax)
+            if interface is None:
+                results.append((F.RESULT_PROVIDER_REJECTION, F.ABSTRACT_SYNTAX_NOT_SUPPORTED, None))
+                continue
+            syntax = self._choose_transfer_syntax(item.transfer_syntaxes, interface)
+            if syntax is None:
+                results.append((F.RESULT_PROVIDER_REJECTION, F.PROPOSED_TRANSFER_SYNTAXES_NOT_SUPPORTED, None))
+                continue
+            if existing is not None and existing.transfer_syntax != syntax:
+                raise refuse(f"p_cont_id {item.context_id} already negotiated another transfer syntax",
+                             F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
+            ndr64 = (syntax[0], syntax[1]) == NDR64
+            candidates.append((index, _PresentationContext(item.abstract_syntax, syntax, interface, ndr64)))
+            results.append((F.RESULT_PROVIDER_REJECTION, F.PROPOSED_TRANSFER_SYNTAXES_NOT_SUPPORTED, None))
+        if candidates:
+            winner = next((c for c in candidates if c[1].ndr64 == self._prefer_ndr64), candidates[0])
+            index, context = winner
+            context_id = items[index].context_id
+            if context_id not in self._contexts and len(self._contexts) >= self._limits.max_presentation_contexts:
+                results[index] = (F.RESULT_PROVIDER_REJECTION, F.LOCAL_LIMIT_EXCEEDED, None)
+            else:
+                self._contexts[context_id] = context
+                results[index] = (F.RESULT_ACCEPTANCE, 0, context.transfer_syntax)
+        return results
+
+    def _lookup(self, abstract: SyntaxId) -> Interface | None:
+        """Interface for (uuid, major, minor): same UUID and major, client minor ≤ ours (C706 12.6.3.1 / 2.7)."""
+        registry = self._registry
+        if not isinstance(registry, Mapping):
+            return registry(abstract)
+        found = registry.get(abstract)
+        if found is not None:
+            return found
+        if_uuid, major, minor = abstract
+        best = None
+        for (k_uuid, k_major, k_minor), interface in registry.items():
+            if k_uuid == if_uuid and k_major == major and k_minor >= minor:
+                if best is None or k_minor > best[0]:
+                    best = (k_minor, interface)
+        return None if best is None else best[1]
+
+    def _choose_transfer_syntax(self, offered: tuple[SyntaxId, ...], interface: Interface) -> SyntaxId | None:
+        """The preferred syntax if offered and supported, else the first supported one offered (MS-RPCE 3.3.1.5.6)."""
+        supported = interface.transfer_syntaxes
+        usable = [s for s in offered if s[2] == 0 and (s[0], s[1]) in supported]
+        if not usable:
+            return None
+        for syntax in usable:
+            if ((syntax[0], syntax[1]) == NDR64) == self._prefer_ndr64:
+                return syntax
+        return usable[0]
+
+    def accept_bind(self, request: BindRequest, assoc_group_id: int, secondary_address: str) -> None:
+        """Queue the bind_ack (secondary address = our port) or alter_context_resp (empty address) (C706 12.6.4.4)."""
+        pending = self._pending_binds.pop(request.call_id, None)
+        if pending is None or self._state == _CLOSED:
+            return
+        if request.is_alter_context:
+            assoc_group_id = self._assoc_group_id or 0
+            secondary_address = ""
+        else:
+            self._assoc_group_id = assoc_group_id
+        self._out += P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
+                                      max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
+                                      assoc_group_id=assoc_group_id, secondary_address=secondary_address,
+                                      results=pending.results)
+
+    def reject_bind(self, request: BindRequest, reason: int) -> None:
+        """Queue a bind_nak with ``reason`` (alter_context: fault nca_s_proto_error) and close (C706 12.6.4.5)."""
+        self._pending_binds.pop(request.call_id, None)
+        if self._state == _CLOSED:
+            return
+        if request.is_alter_context:
+            self._out += P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
+        else:
+            self._out += P.build_bind_nak(request.call_id, reason)
+        self._close()
+
+    # --- requests -----------------------------------------------------------------------------------------------
+
+    def _on_request(self, buf: bytearray, pos: int, flags: int, frag_length: int, call_id: int,
+                    events: list[Event]) -> None:
+        """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8)."""
+        alloc_hint, context_id, opnum = _REQUEST_UNPACK(buf, pos + 16)
+        stub_start = pos + P.REQUEST_HEADER_SIZE
+        object_uuid = None
+        if flags & F.PFC_OBJECT_UUID:
+            if frag_length < P.REQUEST_HEADER_SIZE + 16:
+                raise _Terminate("request with PFC_OBJECT_UUID too short for the object UUID",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            object_uuid = uuid.UUID(bytes_le=bytes(buf[stub_start:stub_start + 16]))
+            stub_start += 16
+        stub_end = pos + frag_length
+        if not flags & F.PFC_FIRST_FRAG:
+            self._on_next_fragment(buf, stub_start, stub_end, flags, call_id, context_id, opnum, events)
+            return
+        if self._reassembly is not None:
+            older = self._reassembly.call_id
+            raise _Terminate(f"first fragment of call {call_id} while call {older} is still being reassembled",
+                             P.build_fault(older, F.NCA_S_PROTO_ERROR))
+        if flags & F.PFC_PENDING_CANCEL:
+            raise _Terminate(f"call {call_id}: PFC_PENDING_CANCEL on the first fragment",
+                             P.build_fault(call_id, F.RPC_S_NO_CALL_ACTIVE, did_not_execute=True))
+        if call_id in self._calls:
+            raise _Terminate(f"call_id {call_id} reused while that call is outstanding",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if call_id > self._current_call_id:
+            self._current_call_id = call_id
+        last = flags & F.PFC_LAST_FRAG
+        context = self._contexts.get(context_id)
+        status = 0
+        if context is None:
+            status, context_id = F.NCA_S_UNK_IF, 0
+        elif opnum not in context.interface.operations:
+            status = F.NCA_S_OP_RNG_ERROR
+        elif len(self._calls) >= self._limits.max_calls_in_flight:
+            status = F.NCA_S_SERVER_TOO_BUSY
+        if status:
+            self._out += P.build_fault(call_id, status, context_id=context_id, did_not_execute=True)
+            self._discard_call_id = None if last else call_id
+            return
+        if alloc_hint > self._limits.max_request_size:
+            raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds {self._limits.max_request_size}",
+                             P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
+        maybe = bool(flags & F.PFC_MAYBE)
+        if last:
+            self._calls[call_id] = _Call(context_id, maybe)
+            events.append(CallRequest(call_id, context_id, opnum, object_uuid, bytes(buf[stub_start:stub_end]),
+                                      context.interface, context.ndr64))
+            return
+        self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
+                                       bytearray(buf[stub_start:stub_end]), 1)
+
+    def _on_next_fragment(self, buf: bytearray, stub_start: int, stub_end: int, flags: int, call_id: int,
+                          context_id: int, opnum: int, events: list[Event]) -> None:
+        """A request fragment without PFC_FIRST_FRAG (C706 12.6.3.7; MS-RPCE 3.3.3.5.6)."""
+        last = flags & F.PFC_LAST_FRAG
+        call = self._reassembly
+        if call is None or call.call_id != call_id:
+            if call is None and call_id == self._discard_call_id:
+                if last:
+                    self._discard_call_id = None
+                return
+            if call is None and self._current_call_id - OLD_CALL_WINDOW < call_id <= self._current_call_id:
+                return
+            raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if context_id != call.context_id or opnum != call.opnum:
+            raise _Terminate(f"call {call_id}: fragment changes p_cont_id/opnum",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
+        call.fragments += 1
+        if len(call.stub) + (stub_end - stub_start) > self._limits.max_request_size:
+            raise _Terminate(f"call {call_id}: request exceeds {self._limits.max_request_size} bytes",
+                             P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
+        if call.fragments > self._limits.max_request_fragments:
+            raise _Terminate(f"call {call_id}: more than {self._limits.max_request_fragments} fragments",
+                             P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
+        call.stub += buf[stub_start:stub_end]
+        if not last:
+            return
+        self._reassembly = None
+        self._calls[call_id] = _Call(call.context_id, call.maybe)
+        events.append(CallRequest(call_id, call.context_id, call.opnum, call.object_uuid, bytes(call.stub),
+                                  call.context.interface, call.context.ndr64))
+
+    def _on_orphaned(self, call_id: int, events: list[Event]) -> None:
+        """orphaned PDU (C706 12.6.4.8; MS-RPCE 3.3.1.5.10): abandon the call, never answer it."""
+        if self._reassembly is not None and self._reassembly.call_id == call_id:
+            self._reassembly = None
+            self._discard_call_id = call_id
+            return
+        if self._calls.pop(call_id, None) is not None:
+            events.append(CallOrphaned(call_id))
+
+    # --- output -------------------------------------------------------------------------------------------------
+
+    def send_response(self, call_id: int, stub: bytes) -> None:
+        """Queue the response fragments of a dispatched call; dropped if the call is unknown, orphaned or maybe."""
+        call = self._calls.pop(call_id, None)
+        if call is None or call.maybe or self._state == _CLOSED:
+            return
+        P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
+
+    def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
+        """Queue a fault for a dispatched call (C706 12.6.4.7); statuses MS-RPCE 3.3.3.5.1 forbids become nca_s_fault_unspec."""
+        call = self._calls.pop(call_id, None)
+        if call is None or call.maybe or self._state == _CLOSED:
+            return
+        if status in F.FORBIDDEN_FAULT_STATUSES:
+            status = F.NCA_S_FAULT_UNSPEC
+        cancels = call.cancel_count if status == F.NCA_S_FAULT_CANCEL else 0
+        self._out += P.build_fault(call_id, status, context_id=call.context_id, cancel_count=cancels,
+                                   did_not_execute=did_not_execute)
+
+    def data_to_send(self) -> bytes:
+        """Everything queued for the peer since the last call."""
+        if not self._out:
+            return b""
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def calls_in_flight(self) -> int:
+        """Dispatched calls not answered yet."""
+        return len(self._calls)
+
+    def _close(self) -> None:
+        self._state = _CLOSED
+        self._buf = bytearray()
+        self._reassembly = None
+        self._calls.clear()
+
+
+def _btfn_bits(item: ContextItem) -> int | None:
+    """Bitmask of a bind time feature negotiation item: one transfer syntax 6CB71C2C-9812-4540-… v1.0 (MS-RPCE 3.3.1.5.3)."""
+    if len(item.transfer_syntaxes) != 1:
+        return None
+    syntax = item.transfer_syntaxes[0]
+    if syntax[1] != 1 or syntax[2] != 0:
+        return None
+    return F.btfn_bitmask(syntax[0])

@@ -1,0 +1,224 @@
+"""Connection-oriented PDU encodings: common header, bind family, request/response/fault (C706 12.6; MS-RPCE 2.2.2)."""
+from __future__ import annotations
+
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Sequence
+
+from qm2qm.rpc.events import ContextItem, SyntaxId
+from qm2qm.rpc.faults import (
+    PFC_DID_NOT_EXECUTE, PFC_FIRST_FRAG, PFC_LAST_FRAG, PFC_OBJECT_UUID, PTYPE_ALTER_CONTEXT,
+    PTYPE_ALTER_CONTEXT_RESP, PTYPE_BIND, PTYPE_BIND_ACK, PTYPE_BIND_NAK, PTYPE_FAULT, PTYPE_REQUEST,
+    PTYPE_RESPONSE,
+)
+
+RPC_VERS = 5
+RPC_VERS_MINOR = 0
+# packed_drep: little-endian integers, ASCII characters, IEEE floats (C706 14.1; NDR64 requires it, MS-RPCE 2.2.5)
+DREP_LE_ASCII_IEEE = b"\x10\x00\x00\x00"
+
+# rpc_vers, rpc_vers_minor, PTYPE, pfc_flags, drep[0], drep[1], (drep[2..3] skipped), frag_length, auth_length, call_id
+HEADER = struct.Struct("<BBBBBBxxHHI")
+HEADER_SIZE = HEADER.size                      # 16
+_HEADER_OUT = struct.Struct("<BBBB4sHHI")
+REQUEST_FIELDS = struct.Struct("<IHH")         # alloc_hint, p_cont_id, opnum (C706 12.6.4.9)
+REQUEST_HEADER_SIZE = 24
+RESPONSE_HEADER = struct.Struct("<BBBB4sHHIIHBB")  # common header + alloc_hint, p_cont_id, cancel_count, reserved
+RESPONSE_HEADER_SIZE = RESPONSE_HEADER.size    # 24
+FAULT_SIZE = 32
+SEC_TRAILER = struct.Struct("<BBBBI")          # auth_type, auth_level, auth_pad_length, auth_reserved, auth_context_id
+SEC_TRAILER_SIZE = SEC_TRAILER.size            # 8
+_SYNTAX = struct.Struct("<16sHH")
+SYNTAX_SIZE = _SYNTAX.size                     # 20
+_BIND_FIXED = struct.Struct("<HHIB3x")         # max_xmit_frag, max_recv_frag, assoc_group_id, n_context_elem
+_ITEM_FIXED = struct.Struct("<HBx")            # p_cont_id, n_transfer_syn, reserved
+_RESULT = struct.Struct("<HH")
+_ZERO_SYNTAX = bytes(SYNTAX_SIZE)
+
+
+class PduError(Exception):
+    """A PDU body that cannot be decoded; ``str()`` says which field was wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class BindBody:
+    """Decoded rpc_bind / rpc_alter_context body (C706 12.6.4.3)."""
+    max_xmit_frag: int
+    max_recv_frag: int
+    assoc_group_id: int
+    items: tuple[ContextItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SecTrailer:
+    """sec_trailer / auth_verifier_co_t (MS-RPCE 2.2.2.11)."""
+    auth_type: int
+    auth_level: int
+    auth_pad_length: int
+    auth_context_id: int
+
+
+def encode_syntax(syntax: SyntaxId | None) -> bytes:
+    """p_syntax_id_t: GUID in wire byte order + u16 major + u16 minor (C706 12.6.3.1); None → 20 zero bytes."""
+    if syntax is None:
+        return _ZERO_SYNTAX
+    return _SYNTAX.pack(syntax[0].bytes_le, syntax[1], syntax[2])
+
+
+def decode_syntax(buf: bytes | bytearray | memoryview, offset: int) -> SyntaxId:
+    """Inverse of encode_syntax (C706 12.6.3.1)."""
+    raw, major, minor = _SYNTAX.unpack_from(buf, offset)
+    return (uuid.UUID(bytes_le=bytes(raw)), major, minor)
+
+
+def pack_header(ptype: int, flags: int, frag_length: int, call_id: int, auth_length: int = 0) -> bytes:
+    """The 16-byte common header (C706 12.6.3.1) with little-endian drep."""
+    return _HEADER_OUT.pack(RPC_VERS, RPC_VERS_MINOR, ptype, flags, DREP_LE_ASCII_IEEE, frag_length, auth_length,
+                            call_id)
+
+
+def parse_sec_trailer(pdu: bytes | bytearray | memoryview, frag_length: int, auth_length: int) -> SecTrailer:
+    """The sec_trailer located at frag_length − auth_length − 8 (MS-RPCE 2.2.2.11); raises PduError if it cannot fit."""
+    start = frag_length - auth_length - SEC_TRAILER_SIZE
+    if start < HEADER_SIZE:
+        raise PduError(f"auth_length {auth_length} does not fit in frag_length {frag_length}")
+    auth_type, auth_level, pad, _reserved, ctx_id = SEC_TRAILER.unpack_from(pdu, start)
+    return SecTrailer(auth_type, auth_level, pad, ctx_id)
+
+
+def parse_bind_body(pdu: bytes | bytearray | memoryview, end: int) -> BindBody:
+    """Decode a bind / alter_context PDU body between offset 16 and ``end`` (C706 12.6.4.3, p_cont_list_t)."""
+    if end < HEADER_SIZE + _BIND_FIXED.size:
+        raise PduError(f"bind body truncated: {end - HEADER_SIZE} bytes, need {_BIND_FIXED.size}")
+    max_xmit, max_recv, group, count = _BIND_FIXED.unpack_from(pdu, HEADER_SIZE)
+    if count == 0:
+        raise PduError("bind with no presentation context items")
+    items = []
+    pos = HEADER_SIZE + _BIND_FIXED.size
+    for index in range(count):
+        if pos + _ITEM_FIXED.size + SYNTAX_SIZE > end:
+            raise PduError(f"context item {index} truncated")
+        context_id, n_syntaxes, = _ITEM_FIXED.unpack_from(pdu, pos)
+        if n_syntaxes == 0:
+            raise PduError(f"context item {index} (p_cont_id {context_id}) has no transfer syntax")
+        abstract = decode_syntax(pdu, pos + _ITEM_FIXED.size)
+        pos += _ITEM_FIXED.size + SYNTAX_SIZE
+        if pos + n_syntaxes * SYNTAX_SIZE > end:
+            raise PduError(f"context item {index} (p_cont_id {context_id}) transfer syntaxes truncated")
+        syntaxes = tuple(decode_syntax(pdu, pos + i * SYNTAX_SIZE) for i in range(n_syntaxes))
+        pos += n_syntaxes * SYNTAX_SIZE
+        items.append(ContextItem(context_id, abstract, syntaxes))
+    return BindBody(max_xmit, max_recv, group, tuple(items))
+
+
+def build_bind_ack(call_id: int, *, alter_context: bool, max_xmit_frag: int, max_recv_frag: int,
+                   assoc_group_id: int, secondary_address: str,
+                   results: Sequence[tuple[int, int, SyntaxId | None]], flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG
+                   ) -> bytes:
+    """rpc_bind_ack / rpc_alter_context_resp (C706 12.6.4.4): port_any_t secondary address, 4-aligned result list.
+
+    An empty ``secondary_address`` is sent as length 0 with no bytes (alter_context_resp, as Windows/Samba)."""
+    addr = secondary_address.encode("ascii") + b"\x00" if secondary_address else b""
+    body = bytearray(struct.pack("<HHIH", max_xmit_frag, max_recv_frag, assoc_group_id, len(addr)))
+    body += addr
+    body += bytes(-(HEADER_SIZE + len(body)) % 4)
+    body += struct.pack("<B3x", len(results))
+    for result, reason, syntax in results:
+        body += _RESULT.pack(result, reason)
+        body += encode_syntax(syntax)
+    ptype = PTYPE_ALTER_CONTEXT_RESP if alter_context else PTYPE_BIND_ACK
+    return pack_header(ptype, flags, HEADER_SIZE + len(body), call_id) + bytes(body)
+
+
+def build_bind_nak(call_id: int, reason: int) -> bytes:
+    """rpc_bind_nak (C706 12.6.4.5, MS-RPCE 2.2.2.9): reject reason + p_rt_versions_supported_t {5.0}, padded to 24."""
+    body = struct.pack("<HBBB3x", reason, 1, RPC_VERS, RPC_VERS_MINOR)
+    return pack_header(PTYPE_BIND_NAK, PFC_FIRST_FRAG | PFC_LAST_FRAG, HEADER_SIZE + len(body), call_id) + body
+
+
+def build_fault(call_id: int, status: int, *, context_id: int = 0, cancel_count: int = 0,
+                did_not_execute: bool = False) -> bytes:
+    """rpc_fault (C706 12.6.4.7, MS-RPCE 2.2.2.8): no stub; alloc_hint 32 = no extended error information."""
+    flags = PFC_FIRST_FRAG | PFC_LAST_FRAG | (PFC_DID_NOT_EXECUTE if did_not_execute else 0)
+    return (RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_FAULT, flags, DREP_LE_ASCII_IEEE, FAULT_SIZE, 0,
+                                 call_id, FAULT_SIZE, context_id & 0xFFFF, cancel_count & 0xFF, 0)
+            + struct.pack("<II", status, 0))
+
+
+def response_chunk_size(max_xmit_frag: int) -> int:
+    """Stub bytes per response fragment: max_xmit_frag − 24, rounded down to 16 (Samba dcesrv_reply; MS-RPCE 2.2.2.11)."""
+    chunk = max_xmit_frag - RESPONSE_HEADER_SIZE
+    return chunk - chunk % 16
+
+
+def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes | bytearray | memoryview,
+                    max_xmit_frag: int) -> None:
+    """Append the response PDUs for ``stub`` to ``out``, fragmented at max_xmit_frag (C706 12.6.4.10).
+
+    Each fragment's alloc_hint is the stub bytes remaining from it on (MS-RPCE 2.2.2.6); p_cont_id is written
+    modulo 256 as Windows/Samba do."""
+    total = len(stub)
+    ctx8 = context_id & 0xFF
+    if total + RESPONSE_HEADER_SIZE <= max_xmit_frag:
+        out += RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, PFC_FIRST_FRAG | PFC_LAST_FRAG,
+                                    DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + total, 0, call_id, total, ctx8, 0, 0)
+        out += stub
+        return
+    chunk = response_chunk_size(max_xmit_frag)
+    view = memoryview(stub)
+    pos = 0
+    pack = RESPONSE_HEADER.pack
+    while pos < total:
+        n = min(chunk, total - pos)
+        flags = (PFC_FIRST_FRAG if pos == 0 else 0) | (PFC_LAST_FRAG if pos + n == total else 0)
+        out += pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, flags, DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + n, 0,
+                    call_id, total - pos, ctx8, 0, 0)
+        out += view[pos:pos + n]
+        pos += n
+
+
+def build_header_only(ptype: int, call_id: int, flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG) -> bytes:
+    """A body-less PDU: shutdown (12.6.4.11), co_cancel (12.6.4.6), orphaned (12.6.4.8) without auth verifier."""
+    return pack_header(ptype, flags, HEADER_SIZE, call_id)
+
+
+# --- client-side builders (used by the client, scripts and tests; the server never sends these) ---
+
+def build_bind(call_id: int, items: Sequence[ContextItem], *, alter_context: bool = False,
+               max_xmit_frag: int = 5840, max_recv_frag: int = 5840, assoc_group_id: int = 0,
+               flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG) -> bytes:
+    """rpc_bind / rpc_alter_context without authentication (C706 12.6.4.3); items may carry several transfer syntaxes."""
+    body = bytearray(_BIND_FIXED.pack(max_xmit_frag, max_recv_frag, assoc_group_id, len(items)))
+    for item in items:
+        body += _ITEM_FIXED.pack(item.context_id, len(item.transfer_syntaxes))
+        body += encode_syntax(item.abstract_syntax)
+        for syntax in item.transfer_syntaxes:
+            body += encode_syntax(syntax)
+    ptype = PTYPE_ALTER_CONTEXT if alter_context else PTYPE_BIND
+    return pack_header(ptype, flags, HEADER_SIZE + len(body), call_id) + bytes(body)
+
+
+def build_request(call_id: int, context_id: int, opnum: int, stub: bytes, *, object_uuid: uuid.UUID | None = None,
+                  flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG, alloc_hint: int | None = None) -> bytes:
+    """One rpc_request fragment (C706 12.6.4.9); PFC_OBJECT_UUID is set when object_uuid is given."""
+    obj = b""
+    if object_uuid is not None:
+        flags |= PFC_OBJECT_UUID
+        obj = object_uuid.bytes_le
+    length = REQUEST_HEADER_SIZE + len(obj) + len(stub)
+    return (pack_header(PTYPE_REQUEST, flags, length, call_id)
+            + REQUEST_FIELDS.pack(len(stub) if alloc_hint is None else alloc_hint, context_id, opnum) + obj + stub)
+
+
+def fragment_request(call_id: int, context_id: int, opnum: int, stub: bytes, max_xmit_frag: int) -> list[bytes]:
+    """A request split into fragments with alloc_hint = bytes remaining (MS-RPCE 2.2.2.6)."""
+    chunk = response_chunk_size(max_xmit_frag)
+    if len(stub) <= chunk:
+        return [build_request(call_id, context_id, opnum, stub)]
+    out = []
+    for pos in range(0, len(stub), chunk):
+        part = stub[pos:pos + chunk]
+        flags = (PFC_FIRST_FRAG if pos == 0 else 0) | (PFC_LAST_FRAG if pos + len(part) == len(stub) else 0)
+        out.append(build_request(call_id, context_id, opnum, part, flags=flags, alloc_hint=len(stub) - pos))
+    return out
