@@ -52,22 +52,26 @@ class Message:
     response_multi_queue_format_name: list[str] | None = None
     administration_queue_format_name: str | None = None
     administration_multi_queue_format_name: list[str] | None = None
+    destination_queue_type: int | None = None          # UserHeader.Flags.DQ code; None = derive from the name
+    administration_queue_type: int | None = None       # UserHeader.Flags.AQ code; None = derive
+    response_queue_type: int | None = None             # UserHeader.Flags.RQ code; None = derive (1 only if asked)
+    multiple_destination_signature: bytes = b""        # MultiQueueFormatHeader.Signature
     destination_queue_manager_identifier: uuid.UUID = GUID_NULL
     source_machine_identifier: uuid.UUID = GUID_NULL
     # security
     privacy_level: int = 0
-    authentication_level: int = 0
+    authentication_level: int = 0                 # 0 None, 1 Sig10, 3 Sig20, 5 Sig30 (SecurityHeader.Flags.AS)
     hash_algorithm: int = 0x8004                  # CALG_SHA1
     encryption_algorithm: int = 0x6801            # CALG_RC4
     sender_id: bytes = b""
-    sender_id_type: int = 0
+    sender_id_type: int = 0                       # SecurityHeader.Flags.ST: 0 None, 1 Sid, 2 QueueManagerIdentifier
     sender_certificate: bytes = b""
     symmetric_key: bytes = b""
     signature: bytes = b""
     authentication_provider_type: int = 1
     authentication_provider_name: str = ""
     # transactions
-    transaction_identifier: bytes | None = None
+    transaction_identifier: int | None = None     # TransactionHeader.Flags.ID (20 bits); None = not transactional
     transactional_message_sequence_identifier: tuple[int, int] | None = None   # TxSequenceId (Ordinal, TimeStamp)
     transaction_sequence_number: int = 0
     transaction_previous_sequence_number: int = 0
@@ -82,4 +86,4 @@ class Message:
     soap_envelope: str | None = None
     soap_header: str | None = None
     soap_body: str | None = None
-    extra: dict = field(default_factory=dict)     # fields carried by a parsed packet with no ADM attribute
+    extra: dict = field(default_factory=dict)     # reserved bits etc. of a parsed packet (shared_adm/packet/README.md)

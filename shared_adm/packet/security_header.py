@@ -1,0 +1,73 @@
+"""SecurityHeader (MS-MQMQ 2.2.20.6): sender id, key, signature, certificate, provider info."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared_adm.packet.errors import PacketError
+from shared_adm.packet.layout import SECURITY_HEADER, U32, ZEROS, pad4
+from shared_adm.packet.reader import Reader, decode_wstring, encode_wstring
+
+
+@dataclass(slots=True)
+class ProviderInfo:
+    """SecurityData.ProviderInfo: ProviderType + NUL-terminated ProviderName."""
+    provider_type: int
+    provider_name: str
+
+
+@dataclass(slots=True)
+class SecurityHeader:
+    """MS-MQMQ 2.2.20.6. SecurityData items are each aligned to 4 bytes; empty items take no space."""
+    flags: int
+    security_id: bytes = b""
+    encryption_key: bytes = b""
+    signature: bytes = b""
+    sender_cert: bytes = b""
+    provider_info: ProviderInfo | None = None
+
+    def pack(self) -> bytes:
+        """The header bytes, a multiple of 4 long."""
+        info = b""
+        if self.provider_info is not None:
+            info = U32.pack(self.provider_info.provider_type) + encode_wstring(
+                self.provider_info.provider_name, "SecurityHeader", "ProviderInfo.ProviderName")
+        items = (self.security_id, self.encryption_key, self.signature, self.sender_cert, info)
+        for name, item, limit in zip(("SenderIdSize", "EncryptionKeySize", "SignatureSize", "SenderCertSize"),
+                                     items, (0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF)):
+            if len(item) > limit:
+                raise PacketError("SecurityHeader", name, None, f"{len(item)} bytes exceeds {limit:#x}")
+        if not any(items):
+            raise PacketError("SecurityHeader", "", None, "at least one SecurityData item MUST be non-empty")
+        parts = [SECURITY_HEADER.pack(self.flags, *(len(i) for i in items))]
+        for item in items:
+            if item:
+                parts += (item, ZEROS[:pad4(len(item))])
+        return b"".join(parts)
+
+    @classmethod
+    def parse(cls, r: Reader) -> SecurityHeader:
+        """Parse at the reader's cursor, including the padding after each SecurityData item."""
+        base = r.pos
+        flags, *sizes = r.unpack(SECURITY_HEADER, "fixed part")
+        if not any(sizes):
+            raise r.error("SenderIdSize", "all SecurityData sizes are zero (at least one MUST be non-zero)", base + 2)
+        if sizes[3] > 0xFFFF:
+            raise r.error("SenderCertSize", f"{sizes[3]} exceeds 0xFFFF", base + 8)
+        names = ("SecurityID", "EncryptionKey", "Signature", "SenderCert", "ProviderInfo")
+        items = []
+        for name, size in zip(names, sizes):
+            items.append(bytes(r.take(size, "SecurityData." + name)))
+            if size:
+                r.skip_padding(base, "SecurityData." + name)
+        info = None
+        if items[4]:
+            offset = r.pos - len(items[4]) - pad4(len(items[4]))
+            if len(items[4]) < 6:
+                raise r.error("SecurityData.ProviderInfo", f"{len(items[4])} bytes cannot hold ProviderType "
+                              "and a NUL-terminated ProviderName", offset)
+            if len(items[4]) & 1:
+                raise r.error("SecurityData.ProviderInfo", "ProviderName has an odd byte length", offset)
+            (ptype,) = U32.unpack_from(items[4])
+            info = ProviderInfo(ptype, decode_wstring(items[4][4:], r.header, "ProviderInfo.ProviderName",
+                                                      offset + 4))
+        return cls(flags, *items[:4], info)
