@@ -38,6 +38,7 @@ class Probe:
     type_a: ContextHandleType = field(init=False)
     type_b: ContextHandleType = field(init=False)
     rundowns: list[tuple[str, bytes]] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)     # "blocked", "cancelled", "rundown probe_a <label>"
     blocked: int = 0
     cancelled: int = 0
 
@@ -80,11 +81,13 @@ class Probe:
 
     def _rundown_a(self, label: bytes) -> None:
         self.rundowns.append(("probe_a", label))
+        self.events.append(f"rundown probe_a {label.decode(errors='replace')}")
         self._notify()
 
     async def _rundown_b(self, label: bytes) -> None:
         await asyncio.sleep(0)
         self.rundowns.append(("probe_b", label))
+        self.events.append(f"rundown probe_b {label.decode(errors='replace')}")
         self._notify()
 
     # -- operations --
@@ -94,11 +97,13 @@ class Probe:
 
     async def block(self, ctx: CallContext, stub: bytes) -> bytes:
         self.blocked += 1
+        self.events.append("blocked")
         self._notify()
         try:
             await self._release.wait()
         except asyncio.CancelledError:
             self.cancelled += 1
+            self.events.append("cancelled")
             self._notify()
             raise
         return stub

@@ -1,0 +1,137 @@
+"""Operational limits: max connections, idle timeout, bad input never hurts other connections."""
+import asyncio
+import logging
+import struct
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from qm2qm.rpc import testing as t
+from qm2qm.rpc.testing import Probe
+from tests.rpc.conftest import (BIND_ACK, FAULT, RawClient, bind_pdu, cancel_pdu, header, request_pdu,
+                                server_side)
+
+NCA_S_FAULT_CANCEL = 0x1C00000D
+
+
+async def test_connections_beyond_max_are_closed_at_once_and_logged(make_server, caplog):
+    server = await make_server(max_connections=2)
+    a, b = await RawClient.connect(server.port), await RawClient.connect(server.port)
+    assert (await a.bind()).ptype == BIND_ACK and (await b.bind()).ptype == BIND_ACK
+    with caplog.at_level(logging.WARNING, logger="qm2qm.rpc"):
+        c = await RawClient.connect(server.port)
+        c.send(bind_pdu())
+        assert await c.recv() is None
+    assert any("max_connections" in r.getMessage() for r in caplog.records)
+    rc = server_side(server, a)
+    await a.close()
+    await rc.finished
+    d = await RawClient.connect(server.port)
+    assert (await d.bind()).ptype == BIND_ACK
+    assert (await d.call(t.OP_ECHO, b"in")).stub == b"in"
+    for client in (b, d):
+        await client.close()
+
+
+async def test_idle_connections_are_closed_silent_or_half_sent(make_server, probe, caplog):
+    caplog.set_level(logging.INFO, logger="qm2qm.rpc")
+    server = await make_server(idle_timeout_s=0.05)
+    silent = await RawClient.connect(server.port)
+    half_header = await RawClient.connect(server.port)
+    half_header.send(bind_pdu()[:10])
+    half_pdu = await RawClient.connect(server.port)
+    await half_pdu.bind()
+    wire = (await half_pdu.call(t.OP_OPEN_A, b"idle")).stub
+    half_pdu.send(request_pdu(2, t.OP_ECHO, b"x" * 100)[:60])
+    for client in (silent, half_header, half_pdu):
+        assert await client.recv() is None
+    await server_side_finished(server)
+    assert probe.rundowns == [("probe_a", b"idle")]
+    assert sum("idle for" in r.getMessage() for r in caplog.records) == 3
+    assert len(wire) == 20
+
+
+async def server_side_finished(server):
+    for rc in list(server.connections.values()):
+        await rc.finished
+    while server._background:
+        await asyncio.gather(*list(server._background))
+
+
+async def test_a_call_in_flight_keeps_its_connection_from_idling_out(make_server, probe):
+    server = await make_server(idle_timeout_s=0.05)
+    busy = await RawClient.connect(server.port)
+    await busy.bind()
+    busy.send(request_pdu(1, t.OP_BLOCK, b""))
+    await probe.wait_for(lambda p: p.blocked == 1)
+    # A connection opened after the call started idles out: at least one idle period has passed since.
+    idle = await RawClient.connect(server.port)
+    assert await idle.recv() is None
+    busy.send(cancel_pdu(1))
+    reply = await busy.recv()
+    assert reply.call_id == 1 and reply.status == NCA_S_FAULT_CANCEL
+    await busy.close()
+
+
+async def test_garbage_closes_only_that_connection(server, bound):
+    bad = await RawClient.connect(server.port)
+    bad.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    while await bad.recv() is not None:        # the core decides how it answers; it must end the connection
+        pass
+    assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
+
+
+async def test_request_before_bind_and_oversized_fragment_are_refused(server, bound):
+    early = await RawClient.connect(server.port)
+    early.send(request_pdu(1, t.OP_ECHO, b"x"))
+    reply = await early.recv()
+    assert reply is None or reply.ptype == FAULT
+    assert await early.recv() is None
+    huge = await RawClient.connect(server.port)
+    await huge.bind()
+    huge.send(header(0, 3, 0xFFFF, 2) + b"\0" * (0xFFFF - 16))
+    while (pdu := await huge.recv()) is not None:
+        assert pdu.ptype == FAULT
+    assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
+
+
+async def test_auth_bind_does_not_hang(server, bound):
+    client = await RawClient.connect(server.port)
+    pdu = bytearray(bind_pdu())
+    auth = struct.pack("<BBBBI", 10, 6, 0, 0, 79231) + b"NTLMSSP\0" + b"\x01\0\0\0" + b"\0" * 20
+    pdu += auth
+    struct.pack_into("<HH", pdu, 8, len(pdu), len(auth) - 8)
+    client.send(bytes(pdu))
+    reply = await client.recv()
+    assert reply is None or reply.ptype in (13, 12)     # bind_nak (or an ack without auth), never silence
+    assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(prefix=st.sampled_from([b"", bind_pdu()]), junk=st.binary(min_size=1, max_size=300))
+async def test_random_bytes_never_hurt_the_server(make_server, junk, prefix):
+    server = await make_server(idle_timeout_s=0.05)
+    victim = await RawClient.connect(server.port)
+    victim.send(prefix + junk)
+    while await victim.recv() is not None:     # whatever comes back, the connection must end (or idle out)
+        pass
+    healthy = await RawClient.connect(server.port)
+    assert (await healthy.bind()).ptype == BIND_ACK
+    assert (await healthy.call(t.OP_ECHO, junk)).stub == junk
+    await healthy.close()
+    await server.close()
+    assert server.connections == {}
+
+
+async def test_many_connections_in_parallel(server):
+    async def one(n):
+        client = await RawClient.connect(server.port)
+        await client.bind()
+        for k in range(5):
+            stub = struct.pack("<II", n, k)
+            assert (await client.call(t.OP_ASYNC_ECHO if k % 2 else t.OP_ECHO, stub, call_id=k + 1)).stub == stub
+        await client.close()
+    await asyncio.gather(*(one(n) for n in range(40)))
+
+
+def test_probe_is_usable_without_a_loop():
+    assert Probe().interface.operations[t.OP_ECHO].handler(None, b"z") == b"z"
