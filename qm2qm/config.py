@@ -1,0 +1,130 @@
+"""Server configuration: defaults < TOML file < command line (ports per MS-MQQP 3.1.4.8, MS-MQMP 3.1.4.24)."""
+from __future__ import annotations
+
+import ipaddress
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+# MS-MQQP 3.1.4.8: IP_READ (qm2qm) default 2105, IP_HANDSHAKE (qmcomm/qmcomm2) default 2103; a busy default
+# port is incremented by 11 until a free one is found.
+DEFAULT_QM2QM_PORT = 2105
+DEFAULT_QMCOMM_PORT = 2103
+PORT_INCREMENT = 11
+# Not from any spec: the admin API's own default, chosen next to 2105 so it is easy to remember.
+DEFAULT_ADMIN_PORT = 8105
+DEFAULT_DATA_DIR = "./qm2qm-data"
+# Loopback by default: a queue manager that answers unauthenticated remote reads (MS-MQQP 5) must not be
+# exposed by accident. Windows peers need --host 0.0.0.0 (or the host's address).
+DEFAULT_HOST = "127.0.0.1"
+ADMIN_HOST = "127.0.0.1"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A configuration value or file that cannot be used; the message names the key or the file."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What `qm2qm serve` runs with. ``explicit`` names the keys set by the file or the command line."""
+    data_dir: str = DEFAULT_DATA_DIR
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_QM2QM_PORT
+    qmcomm_port: int = DEFAULT_QMCOMM_PORT
+    admin_port: int = DEFAULT_ADMIN_PORT
+    log_level: str = "warning"
+    explicit: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def increments_busy_port(self) -> bool:
+        """MS-MQQP 3.1.4.8: only the *default* qm2qm port is moved by +11 when busy; a chosen one must bind or fail."""
+        return "port" not in self.explicit and self.port == DEFAULT_QM2QM_PORT
+
+
+KEYS = tuple(f.name for f in fields(ServerConfig) if f.name != "explicit")
+
+
+def _check_port(key: str, value: Any, *, allow_zero: bool) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{key}: expected an integer port, got {value!r}")
+    low = 0 if allow_zero else 1
+    if not low <= value <= 65535:
+        raise ConfigError(f"{key}: port {value} is outside {low}..65535")
+    return value
+
+
+def _check_host(key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected an IP address string, got {value!r}")
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if value != "localhost":
+            raise ConfigError(f"{key}: {value!r} is not an IP address") from None
+    return value
+
+
+def _check_value(key: str, value: Any) -> Any:
+    if key == "data_dir":
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"data_dir: expected a non-empty path string, got {value!r}")
+        return value
+    if key == "host":
+        return _check_host(key, value)
+    if key == "port":
+        return _check_port(key, value, allow_zero=True)
+    if key == "qmcomm_port":
+        # RemoteQMGetQMQMServerPort must answer a non-zero port for IP_HANDSHAKE (MS-MQQP 3.1.4.8).
+        return _check_port(key, value, allow_zero=False)
+    if key == "admin_port":
+        return _check_port(key, value, allow_zero=True)
+    if key == "log_level":
+        if value not in LOG_LEVELS:
+            raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
+        return value
+    raise ConfigError(f"unknown configuration key {key!r} (known: {', '.join(KEYS)})")
+
+
+def normalize(values: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """Check keys and types; keys may be spelled like the options (``data-dir``) or in snake_case."""
+    out: dict[str, Any] = {}
+    for raw_key, value in values.items():
+        key = raw_key.replace("-", "_")
+        if key not in KEYS:
+            raise ConfigError(f"{source}: unknown configuration key {raw_key!r} (known: {', '.join(KEYS)})")
+        if key in out:
+            raise ConfigError(f"{source}: key {raw_key!r} given twice")
+        try:
+            out[key] = _check_value(key, value)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+    return out
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Read a config file: top-level keys, or the same keys under a ``[server]`` table."""
+    p = Path(path)
+    try:
+        with p.open("rb") as fh:
+            doc = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(p)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(p)!r} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    if set(doc) == {"server"} and isinstance(doc["server"], dict):
+        doc = doc["server"]
+    return normalize(doc, source=f"config file {str(p)!r}")
+
+
+def load_config(config_file: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> ServerConfig:
+    """Defaults, then the TOML file, then the command-line ``overrides`` (None values mean 'not given')."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        values.update(read_toml(config_file))
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(normalize(given, source="command line"))
+    return replace(ServerConfig(), **values, explicit=frozenset(values))

@@ -1,0 +1,1 @@
+"""Tests of the product around the server: config, CLI, admin API, client."""

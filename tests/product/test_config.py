@@ -1,0 +1,81 @@
+"""qm2qm.config: defaults < TOML file < command line; bad keys and values name what is wrong."""
+from __future__ import annotations
+
+import pytest
+
+from qm2qm.config import (DEFAULT_ADMIN_PORT, DEFAULT_QM2QM_PORT, DEFAULT_QMCOMM_PORT, ConfigError, ServerConfig,
+                          load_config)
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "qm2qm.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_defaults_bind_loopback_on_the_msmq_ports():
+    config = load_config()
+    assert (config.host, config.port, config.qmcomm_port, config.admin_port) == \
+        ("127.0.0.1", DEFAULT_QM2QM_PORT, DEFAULT_QMCOMM_PORT, DEFAULT_ADMIN_PORT)
+    assert (DEFAULT_QM2QM_PORT, DEFAULT_QMCOMM_PORT) == (2105, 2103)
+    assert config.data_dir == "./qm2qm-data"
+    assert config.explicit == frozenset()
+
+
+def test_file_overrides_defaults_and_command_line_overrides_file(tmp_path):
+    path = write(tmp_path, 'data_dir = "/var/q"\nport = 3000\nadmin-port = 0\nqmcomm_port = 2203\n')
+    config = load_config(path, {"port": 4000, "host": None})
+    assert config.data_dir == "/var/q"
+    assert config.port == 4000                 # command line wins
+    assert config.admin_port == 0              # hyphenated key accepted
+    assert config.qmcomm_port == 2203
+    assert config.host == "127.0.0.1"          # None = not given on the command line
+    assert config.explicit == {"data_dir", "port", "admin_port", "qmcomm_port"}
+
+
+def test_keys_may_sit_under_a_server_table(tmp_path):
+    path = write(tmp_path, '[server]\nhost = "0.0.0.0"\n')
+    assert load_config(path).host == "0.0.0.0"
+
+
+def test_unknown_key_in_file_is_named(tmp_path):
+    path = write(tmp_path, 'prot = 2105\n')
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'prot'"):
+        load_config(path)
+
+
+def test_unknown_key_on_command_line_is_named():
+    with pytest.raises(ConfigError, match=r"command line: unknown configuration key 'colour'"):
+        load_config(None, {"colour": "blue"})
+
+
+@pytest.mark.parametrize("text, message", [
+    ('port = "2105"\n', r"port: expected an integer port, got '2105'"),
+    ('port = 70000\n', r"port: port 70000 is outside 0..65535"),
+    ('qmcomm_port = 0\n', r"qmcomm_port: port 0 is outside 1..65535"),
+    ('host = "my host"\n', r"host: 'my host' is not an IP address"),
+    ('log_level = "loud"\n', r"log_level: expected one of debug, info, warning, error, got 'loud'"),
+    ('data_dir = ""\n', r"data_dir: expected a non-empty path string"),
+    ('port = true\n', r"port: expected an integer port, got True"),
+    ('port = 1\nport-x = 2\n', r"unknown configuration key 'port-x'"),
+    ('port = 1\n"port" = 2\n', r"not valid TOML"),
+    ('data_dir = "a"\ndata-dir = "b"\n', r"key 'data-dir' given twice"),
+])
+def test_bad_values_name_the_key(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_is_named(tmp_path):
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=r"config file '.*nope\.toml' does not exist"):
+        load_config(missing)
+
+
+def test_only_the_default_port_is_incremented_when_busy(tmp_path):
+    assert load_config().increments_busy_port
+    assert not load_config(None, {"port": 2105}).increments_busy_port    # chosen explicitly
+    assert not load_config(None, {"port": 0}).increments_busy_port
+    assert not ServerConfig(port=3000).increments_busy_port
