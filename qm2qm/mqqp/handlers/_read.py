@@ -1,0 +1,131 @@
+"""Steps shared by the three read methods (MS-MQQP 3.1.4.1, 3.1.4.10, 3.1.4.11) and by every message release."""
+from __future__ import annotations
+
+import inspect
+import logging
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from qm2qm.mqqp.adm import RemoteReadEntry
+from qm2qm.mqqp.constants import MAX_REMOTEREAD_BUFFER, REMOTEREADDESC_RESERVED_SERVER
+from qm2qm.mqqp.handlers._events import split_result
+from qm2qm.mqqp.handlers._service import Service
+from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
+from shared_adm.packet import PacketError, serialize_message_to_buffer
+
+# MS-MQQP 3.1.4.6 names it; MS-MQMQ 2.4 does not list it, so shared_adm.status lacks it.
+MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT = 0x400E03E9
+# REMOTEREADDESC.dwSize is [range(0, 4325376)] (2.2.2.1): a larger packet cannot be returned at all. (MS-MQMQ
+# 2.2.19.1 caps PacketSize at 0x00400000; enforcing that is the business of whoever accepts a message.)
+MAX_PACKET_SIZE = MAX_REMOTEREAD_BUFFER
+# REMOTEREADDESC2.SequentialId: "the least significant seven bytes" of Message.LookupIdentifier (2.2.2.2).
+SEQUENTIAL_ID_MASK = (1 << 56) - 1
+NULL_HANDLE = bytes(20)
+# MS-MQMQ 2.2.19.1 BaseHeader: VersionNumber(1) Reserved(1) Flags(2) Signature(4) PacketSize(4) ...
+_PACKET_SIZE = struct.Struct("<I")
+_PACKET_SIZE_OFFSET = 8
+
+_log = logging.getLogger("qm2qm.mqqp")
+
+
+@dataclass(slots=True)
+class Delivery:
+    """What a read answers: rStatus and, on MQ_OK, the UserMessage packet, its PacketSize and the handle."""
+    status: int
+    message: Any = None
+    buffer: bytes | None = None
+    size: int = 0
+    handle: bytes = NULL_HANDLE
+
+
+async def wait_for_read(entry: RemoteReadEntry, result: Any) -> tuple[int, Any]:
+    """rStatus and rMessage of a read event, waiting while it is a PendingRead (MS-MQDMPR 3.1.7.3.1).
+
+    While it waits, ``entry.waiting`` lets RemoteQMCancelReceive end it. If the call itself is cancelled
+    (co_cancel, lost connection) the PendingRead withdraws the read and returns a message it had already
+    Locked to the queue (shared_adm.descriptor.PendingRead.wait)."""
+    if not inspect.isawaitable(result):
+        return split_result(result)
+    entry.waiting = result
+    try:
+        return split_result(await result)
+    finally:
+        entry.waiting = None
+
+
+def read_tag(entry: RemoteReadEntry) -> tuple[int, int]:
+    """iTag of a remote receive: (hRemoteQueue, dwRequestID). MS-MQDMPR 3.1.7.1.17 matches tags across every
+    descriptor of the queue, so dwRequestID alone would let one client cancel another's read."""
+    return (entry.open_queue_descriptor_handle, entry.request_id)
+
+
+def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, status: int, message: Any,
+            *, receive: bool) -> Delivery:
+    """Construct and serialize the UserMessage packet (MS-MQDMPR 3.1.7.1.30, 3.1.7.1.32) and, for a receive,
+    hand out the PCTX_REMOTEREAD_HANDLE_TYPE; any failure returns a Locked message to the queue."""
+    if status != st.MQ_OK:
+        return Delivery(status)
+    entry.user_message_packet = message
+    try:
+        try:
+            buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
+        except PacketError as exc:
+            _log.error("message %#x cannot be returned: %s", getattr(message, "lookup_identifier", 0), exc)
+            if receive:
+                release(service, entry)
+            return Delivery(st.MQ_ERROR_INSUFFICIENT_RESOURCES)
+        size = _PACKET_SIZE.unpack_from(buffer, _PACKET_SIZE_OFFSET)[0]
+        if size < len(buffer):
+            buffer = buffer[:size]      # a trailing SessionHeader (MS-MQQB) is not part of PacketSize
+        handle = NULL_HANDLE
+        if receive:
+            handle = ctx.new_handle(service.remoteread_handle_type, entry)
+            service.adm.receive_handles.add(entry)
+    except BaseException:
+        if receive:
+            release(service, entry)
+        raise
+    return Delivery(status, message, buffer, size, handle)
+
+
+def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -> int:
+    """Dequeue Message End (MS-MQDMPR 3.1.7.1.12) for the message of a receive, once: ACK deletes it, NACK
+    makes it Available again. Uses the descriptor the read was made through, even if it has since been closed,
+    so that no message stays Locked. Returns its rStatus (MQ_ERROR_INVALID_HANDLE if already released)."""
+    if entry.finished or entry.user_message_packet is None:
+        return st.MQ_ERROR_INVALID_HANDLE
+    entry.finished = True
+    service.adm.receive_handles.remove(entry)
+    descriptor = entry.open_queue_descriptor
+    if descriptor is None:
+        return st.MQ_ERROR_INVALID_HANDLE
+    status, _ = split_result(service.qm.dequeue_message_end(
+        queue_desc=descriptor, message=entry.user_message_packet, delete_message=delete))
+    return status
+
+
+
+def answer(desc: Any, delivery: Delivery) -> Any:
+    """The [out] REMOTEREADDESC (2.2.2.1): on MQ_OK lpBuffer, dwSize, dwArriveTime and Reserved = 1 (server);
+    otherwise no buffer. Every other field goes back as the client sent it."""
+    if desc is None:
+        return None
+    if delivery.status != st.MQ_OK:
+        desc.lpBuffer, desc.dwSize = None, 0
+        return desc
+    desc.lpBuffer, desc.dwSize = delivery.buffer, delivery.size
+    desc.dwArriveTime = delivery.message.arrival_time & 0xFFFFFFFF
+    desc.Reserved = REMOTEREADDESC_RESERVED_SERVER
+    return desc
+
+
+def answer2(desc2: Any, delivery: Delivery) -> Any:
+    """The [out] REMOTEREADDESC2 (2.2.2.2): answer() plus SequentialId = low 7 bytes of LookupIdentifier."""
+    if desc2 is None:
+        return None
+    answer(desc2.pRemoteReadDesc, delivery)
+    if delivery.status == st.MQ_OK:
+        desc2.SequentialId = delivery.message.lookup_identifier & SEQUENTIAL_ID_MASK
+    return desc2

@@ -1,0 +1,19 @@
+"""What every qm2qm handler works on: the QueueManager, the private ADM and the two handle types (MS-MQQP 3.1.1)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qm2qm.mqqp.adm import ServerAdm
+from qm2qm.mqqp.server_config import MqqpConfig
+from qm2qm.rpc.interface import ContextHandleType
+
+
+@dataclass(eq=False)
+class Service:
+    """One qm2qm server: its QueueManager (MS-MQDMPR 3.1.1.1), private ADM (3.1.1.2–3.1.1.5) and handle types."""
+    qm: Any
+    adm: ServerAdm
+    config: MqqpConfig
+    rrsession_handle_type: ContextHandleType | None = None      # PCTX_RRSESSION_HANDLE_TYPE (2.2.1.1)
+    remoteread_handle_type: ContextHandleType | None = None     # PCTX_REMOTEREAD_HANDLE_TYPE (2.2.1.2)

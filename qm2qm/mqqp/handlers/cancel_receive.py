@@ -1,0 +1,45 @@
+"""RemoteQMCancelReceive (MS-MQQP 3.1.4.6, opnum 5): end a pending read with MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT."""
+from __future__ import annotations
+
+from qm2qm.mqqp.adm import RemoteReadEntry
+from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT, read_tag
+from qm2qm.mqqp.handlers._service import Service
+from shared_adm import status as st
+from qm2qm.mqqp import codec
+from qm2qm.rpc.interface import CallContext
+
+
+def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int) -> int:
+    """The processing rules of 3.1.4.6; returns rStatus."""
+    if p_queue == 0 or p_queue != h_queue:
+        return st.MQ_ERROR_INVALID_PARAMETER
+    if not service.adm.remote_read_entries.for_descriptor(h_queue):
+        return st.MQ_ERROR_INVALID_HANDLE
+    entry = service.adm.remote_read_entries.find(h_queue, request_id)
+    if entry is None:
+        return st.MQ_ERROR
+    return cancel_remote_read(service, entry)
+
+
+def cancel_remote_read(service: Service, entry: RemoteReadEntry,
+                       status: int = MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT) -> int:
+    """Cancel Waiting Message Read Request (MS-MQDMPR 3.1.7.1.17) for the entry, then delete the entry.
+
+    A wait MS-MQDMPR raised without a tag (a peek, 3.1.7.1.14/15) is ended through its PendingRead, and
+    then counts as found (docs/mqqp-choices.md)."""
+    result = st.STATUS_NOT_FOUND
+    descriptor = entry.open_queue_descriptor
+    if descriptor is not None and descriptor.queue_reference is not None:
+        result = service.qm.cancel_waiting_message_read_request(
+            queue=descriptor.queue_reference, tag=read_tag(entry), status=status)
+    if result == st.STATUS_NOT_FOUND and entry.waiting is not None and entry.waiting.cancel(status):
+        result = st.MQ_OK
+    service.adm.remote_read_entries.remove(entry)
+    return result
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 5 on the wire: decode, apply 3.1.4.6, encode."""
+    r = codec.decode_request(5, stub, ctx.ndr64)
+    status = cancel_receive(service, r.hQueue, r.pQueue, r.dwRequestID)
+    return codec.encode_response(5, codec.RemoteQMCancelReceiveResponse(status), ctx.ndr64)

@@ -1,0 +1,48 @@
+"""RemoteQMCloseQueue (MS-MQQP 3.1.4.4, opnum 3) and PCTX_RRSESSION_HANDLE_TYPE rundown (3.1.6.1)."""
+from __future__ import annotations
+
+from qm2qm.mqqp.adm import OpenQueueEntry
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
+from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
+from qm2qm.mqqp.handlers._service import Service
+from qm2qm.mqqp.handlers.cancel_receive import cancel_remote_read
+from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
+from qm2qm.mqqp import codec
+
+
+def close_queue(service: Service, ctx: CallContext, context: bytes) -> tuple[int, bytes]:
+    """The processing rules of 3.1.4.4; returns (rStatus, pphContext out)."""
+    entry = ctx.lookup_handle(context, service.rrsession_handle_type)
+    if entry is None:
+        return st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE
+    close_open_queue_entry(service, entry)
+    return st.MQ_OK, ctx.close_handle(context)
+
+
+def close_open_queue_entry(service: Service, entry: OpenQueueEntry) -> None:
+    """Remove the OpenQueueEntry, cancel its reads, release its Locked messages, raise Close Queue; once."""
+    if entry.closed:
+        return
+    entry.closed = True
+    adm, handle = service.adm, entry.open_queue_descriptor_handle
+    adm.open_queue_entries.remove(entry)
+    for remote_read in adm.remote_read_entries.for_descriptor(handle):
+        cancel_remote_read(service, remote_read)
+    for received in adm.receive_handles.for_descriptor(handle):
+        release(service, received, delete=False)
+    descriptor = find_open_queue_descriptor(service.qm, handle)
+    if descriptor is not None:
+        service.qm.close_queue(queue_desc=descriptor)
+
+
+def run_down_session(service: Service, entry: OpenQueueEntry) -> None:
+    """PCTX_RRSESSION_HANDLE_TYPE rundown (3.1.6.1): close the session as RemoteQMCloseQueue does."""
+    close_open_queue_entry(service, entry)
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 3 on the wire: decode, apply 3.1.4.4, encode."""
+    request = codec.decode_request(3, stub, ctx.ndr64)
+    status, context = close_queue(service, ctx, request.pphContext)
+    return codec.encode_response(3, codec.RemoteQMCloseQueueResponse(context, status), ctx.ndr64)

@@ -1,0 +1,28 @@
+"""RemoteQMPurgeQueue (MS-MQQP 3.1.4.7, opnum 6): delete every message of the queue; failures are faults (<18>)."""
+from __future__ import annotations
+
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
+from qm2qm.mqqp.handlers._service import Service
+from qm2qm.rpc.interface import RpcFault
+from shared_adm import status as st
+from qm2qm.mqqp import codec
+from qm2qm.rpc.interface import CallContext
+
+
+async def purge_queue(service: Service, h_queue: int) -> int:
+    """The processing rules of 3.1.4.7; returns MQ_OK once the purge is durable, else raises RpcFault."""
+    if service.adm.open_queue_entries.find(h_queue) is None:
+        raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue entry for hQueue {h_queue:#x}")
+    descriptor = find_open_queue_descriptor(service.qm, h_queue)
+    if descriptor is None or descriptor.queue_reference is None:
+        raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue descriptor {h_queue:#x}")
+    service.qm.purge_queue(queue=descriptor.queue_reference)
+    await service.qm.durable()
+    return st.MQ_OK
+
+
+async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 6 on the wire: decode, apply 3.1.4.7, encode."""
+    request = codec.decode_request(6, stub, ctx.ndr64)
+    status = await purge_queue(service, request.hQueue)
+    return codec.encode_response(6, codec.RemoteQMPurgeQueueResponse(status), ctx.ndr64)

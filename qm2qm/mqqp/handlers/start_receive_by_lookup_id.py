@@ -1,0 +1,79 @@
+"""RemoteQMStartReceiveByLookupId (MS-MQQP 3.1.4.11, opnum 10): peek or receive the message a lookup identifier names."""
+from __future__ import annotations
+
+from typing import Any
+
+from qm2qm.mqqp.adm import RemoteReadEntry
+from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
+                                  MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor, split_result
+from qm2qm.mqqp.handlers._read import Delivery, deliver
+from qm2qm.mqqp.handlers._service import Service
+from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
+from shared_adm.enums import MessageSeekAction
+from qm2qm.mqqp import codec
+from qm2qm.mqqp.handlers._read import answer2
+
+FIRST_LOOKUP_ID = 0                         # with MQ_LOOKUP_*_NEXT: SeekFirst
+LAST_LOOKUP_ID = 0xFFFFFFFFFFFFFFFF         # with MQ_LOOKUP_*_PREV: SeekLast
+
+# ulAction → (iPeekOperation, MessageSeekAction for an ordinary LookupId)
+LOOKUP_ACTIONS = {
+    MQ_LOOKUP_PEEK_CURRENT: (True, MessageSeekAction.SEEK_CURRENT),
+    MQ_LOOKUP_PEEK_NEXT: (True, MessageSeekAction.SEEK_NEXT),
+    MQ_LOOKUP_PEEK_PREV: (True, MessageSeekAction.SEEK_PREVIOUS),
+    MQ_LOOKUP_RECEIVE_CURRENT: (False, MessageSeekAction.SEEK_CURRENT),
+    MQ_LOOKUP_RECEIVE_NEXT: (False, MessageSeekAction.SEEK_NEXT),
+    MQ_LOOKUP_RECEIVE_PREV: (False, MessageSeekAction.SEEK_PREVIOUS),
+}
+
+
+def lookup_operation(seek: MessageSeekAction, lookup_id: int) -> MessageSeekAction:
+    """iLookupOperation (3.1.4.11): *_NEXT with LookupId 0 is SeekFirst, *_PREV with 0xFFFFFFFFFFFFFFFF SeekLast."""
+    if seek is MessageSeekAction.SEEK_NEXT and lookup_id == FIRST_LOOKUP_ID:
+        return MessageSeekAction.SEEK_FIRST
+    if seek is MessageSeekAction.SEEK_PREVIOUS and lookup_id == LAST_LOOKUP_ID:
+        return MessageSeekAction.SEEK_LAST
+    return seek
+
+
+def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: int, desc: Any) -> Delivery:
+    """The processing rules of 3.1.4.11 for one LookupId and REMOTEREADDESC (lookup reads never wait)."""
+    adm, qm = service.adm, service.qm
+    if desc is None:
+        return Delivery(st.MQ_ERROR_INVALID_HANDLE)
+    if desc.hRemoteQueue == 0 or desc.ulTimeout != 0 or desc.hCursor != 0:
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+    action = LOOKUP_ACTIONS.get(desc.ulAction)
+    if action is None:
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+    peek, seek = action
+    if lookup_id == FIRST_LOOKUP_ID and seek is not MessageSeekAction.SEEK_NEXT:
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+    if adm.open_queue_entries.find(desc.hRemoteQueue) is None:
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+    descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue)
+    if descriptor is None:
+        return Delivery(st.MQ_ERROR_INVALID_HANDLE)
+    entry = RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
+                            action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
+                            open_queue_descriptor=descriptor)
+    adm.remote_read_entries.add(entry)
+    try:
+        status, message = split_result(qm.read_message_by_lookup_identifier(
+            queue_desc=descriptor, lookup_id=lookup_id, peek_operation=peek,
+            lookup_operation=lookup_operation(seek, lookup_id), two_phase_read=not peek))
+        return deliver(service, ctx, entry, status, message, receive=not peek)
+    finally:
+        adm.remote_read_entries.remove(entry)
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 10 on the wire: decode, apply 3.1.4.11, encode."""
+    request = codec.decode_request(10, stub, ctx.ndr64)
+    desc2 = request.lpRemoteReadDesc2
+    delivery = start_receive_by_lookup_id(service, ctx, request.LookupId, desc2.pRemoteReadDesc)
+    response = codec.RemoteQMStartReceiveByLookupIdResponse(delivery.handle, answer2(desc2, delivery),
+                                                           delivery.status)
+    return codec.encode_response(10, response, ctx.ndr64)
