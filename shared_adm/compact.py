@@ -1,0 +1,128 @@
+"""Compact in-memory form of a queued Message (3.1.1.12): only non-default attributes, packed with marshal.
+
+A MessagePosition (3.1.1.11) holds this form so a queued message costs a few dozen bytes beyond its body
+instead of a ~60-slot Message object; ``unpack`` rebuilds an equal Message on demand. Values marshal
+cannot hold (or UUID-typed fields holding something else) fall back to pickle, so every Message round-trips.
+"""
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import pickle
+import uuid
+
+from shared_adm.message import DeliveryGuarantee, Message
+
+_MARSHAL = b"M"
+_PICKLE = b"P"
+
+
+def _field_table():
+    table = []
+    for f in dataclasses.fields(Message):
+        if f.default is not dataclasses.MISSING:
+            default, factory = f.default, None
+        else:
+            default, factory = None, f.default_factory
+        ann = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if "tuple[uuid.UUID" in ann:
+            kind = "objectid"
+        elif "uuid.UUID" in ann:
+            kind = "uuid"
+        elif "DeliveryGuarantee" in ann:
+            kind = "guarantee"
+        else:
+            kind = "plain"
+        table.append((f.name, default, factory, kind))
+    return tuple(table)
+
+
+_FIELDS = _field_table()
+
+
+class _Unmarshalable(Exception):
+    pass
+
+
+def _encode(kind: str, value):
+    if kind == "uuid":
+        if value is None:
+            return None
+        if not isinstance(value, uuid.UUID):
+            raise _Unmarshalable
+        return value.bytes
+    if kind == "objectid":
+        if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], uuid.UUID)):
+            raise _Unmarshalable
+        return (value[0].bytes, value[1])
+    if kind == "guarantee":
+        return int(value)
+    return value
+
+
+def _decode(kind: str, value):
+    if kind == "uuid":
+        return None if value is None else uuid.UUID(bytes=value)
+    if kind == "objectid":
+        return (uuid.UUID(bytes=value[0]), value[1])
+    if kind == "guarantee":
+        return DeliveryGuarantee(value)
+    return value
+
+
+_ALLOW_PEEK_WHEN_LOCKED = 0x01
+
+
+_RECOVERABLE = 0x02
+
+
+def _flags(message: Message) -> bytes:
+    flags = _ALLOW_PEEK_WHEN_LOCKED if message.allow_peek_when_locked else 0
+    if message.delivery_guarantee == DeliveryGuarantee.RECOVERABLE:
+        flags |= _RECOVERABLE
+    return bytes((flags,))
+
+
+def recoverable(blob: bytes) -> bool:
+    """Message.DeliveryGuarantee == Recoverable, read straight from the compact form."""
+    return len(blob) > 1 and bool(blob[1] & _RECOVERABLE)
+
+
+def allow_peek_when_locked(blob: bytes) -> bool:
+    """Message.AllowPeekWhenLocked read straight from the compact form (no unpacking)."""
+    return len(blob) > 1 and bool(blob[1] & _ALLOW_PEEK_WHEN_LOCKED)
+
+
+def pack(message: Message) -> bytes:
+    """The compact form of ``message`` (every attribute that differs from its default)."""
+    flat = []
+    try:
+        for index, (name, default, factory, kind) in enumerate(_FIELDS):
+            value = getattr(message, name)
+            if factory is None:
+                if value is default or (type(value) is type(default) and value == default):
+                    continue
+            elif value == factory():
+                continue
+            flat.append(index)
+            flat.append(_encode(kind, value))
+        return _MARSHAL + _flags(message) + marshal.dumps(tuple(flat))
+    except (_Unmarshalable, ValueError):
+        return _PICKLE + _flags(message) + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(blob: bytes) -> Message:
+    """Rebuild the Message packed by ``pack``."""
+    if blob[:1] == _PICKLE:
+        return pickle.loads(blob[2:])
+    flat = marshal.loads(blob[2:])
+    kwargs = {}
+    for i in range(0, len(flat), 2):
+        name, _, _, kind = _FIELDS[flat[i]]
+        kwargs[name] = _decode(kind, flat[i + 1])
+    return Message(**kwargs)
+
+
+def body_size(blob: bytes) -> int:
+    """Storage the message consumes (3.1.7.2.1 'headers and body'): the size of its compact form."""
+    return len(blob)

@@ -1,0 +1,141 @@
+"""OpenQueueDescriptor (MS-MQDMPR 3.1.1.16), WaitingMessageReadOperation (3.1.1.10), and the read results.
+
+A read that must wait (Wait For New Message, 3.1.7.3.1) returns a ``PendingRead``: awaitable on the
+asyncio loop, or observable without a loop through ``done()``/``result()``/``add_done_callback``.
+It always resolves — to the ``ReadResult`` the immediate path would have returned, to the Waiting
+Message Read Timer's MQ_ERROR_IO_TIMEOUT (3.1.6.3), or to the status given to Cancel Waiting Message
+Read Request (3.1.7.1.17) by a caller, Close Queue, Close Cursor or Delete Queue.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Callable
+
+from shared_adm import status as st
+from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.message import Message
+
+
+@dataclass(slots=True)
+class ReadResult:
+    """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked."""
+    status: int
+    message: Message | None = None
+    position: object = None
+    two_phase: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == st.MQ_OK
+
+
+class PendingRead:
+    """A read waiting for a message (3.1.7.3.1); resolves exactly once to a ReadResult."""
+    __slots__ = ("operation", "_result", "_callbacks")
+
+    def __init__(self, operation: "WaitingMessageReadOperation") -> None:
+        self.operation = operation
+        self._result: ReadResult | None = None
+        self._callbacks: list[Callable[["PendingRead"], None]] = []
+
+    @property
+    def tag(self):
+        return self.operation.tag
+
+    def done(self) -> bool:
+        return self._result is not None
+
+    def result(self) -> ReadResult:
+        if self._result is None:
+            raise asyncio.InvalidStateError("read still waiting")
+        return self._result
+
+    def add_done_callback(self, callback: Callable[["PendingRead"], None]) -> None:
+        if self._result is not None:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def _resolve(self, result: ReadResult) -> None:
+        if self._result is not None:
+            return
+        self._result = result
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self)
+
+    def cancel(self, status: int = st.MQ_ERROR_OPERATION_CANCELLED) -> bool:
+        """Stop waiting with ``status`` (Waiting Message Read Timer Stop, 3.1.7.3.5); False if already resolved."""
+        if self._result is not None:
+            return False
+        self.operation.queue_manager._stop_waiting(self.operation, status)
+        return True
+
+    async def wait(self) -> ReadResult:
+        """Await the result. If the awaiting task is cancelled the read is cancelled too, and a message it
+        had already Locked by a two-phase read is made Available again, so nothing is left hanging."""
+        if self._result is not None:
+            return self._result
+        future = asyncio.get_running_loop().create_future()
+
+        def _wake(_: PendingRead) -> None:
+            if not future.done():
+                future.set_result(None)
+
+        self.add_done_callback(_wake)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if self._result is None:
+                self.cancel(st.MQ_ERROR_OPERATION_CANCELLED)
+            else:
+                self.operation.queue_manager._abandon(self._result)
+            raise
+        return self._result
+
+    def __await__(self):
+        return self.wait().__await__()
+
+
+@dataclass(eq=False)
+class WaitingMessageReadOperation:
+    """WaitingMessageReadOperation (3.1.1.10): DestructiveRead, Tag, CursorReference, plus how to finish the read."""
+    destructive_read: bool
+    tag: object
+    cursor_reference: object
+    descriptor: "OpenQueueDescriptor"
+    queue_manager: object
+    complete: Callable[[object], ReadResult | None] = None     # Waiting Message Read Satisfied continuation
+    expire: Callable[[int], ReadResult] = None                 # Waiting Message Read Timer Stop continuation
+    timer: object = None
+    pending: PendingRead | None = None
+
+
+@dataclass(eq=False)
+class OpenQueueDescriptor:
+    """OpenQueueDescriptor (3.1.1.16)."""
+    handle: int
+    context_value: int
+    access_type: QueueAccessType
+    share_mode: QueueShareMode
+    queue_reference: object
+    format_name: str
+    multiple: bool = False
+    remote_read_state: RemoteReadState = RemoteReadState.NONE
+    open_queue_descriptor_collection: list = field(default_factory=list)
+    cursor_collection: dict = field(default_factory=dict)                       # Cursor.Handle -> Cursor
+    waiting_message_read_operation_collection: list = field(default_factory=list)  # FIFO
+    locked_positions: dict = field(default_factory=dict)   # lookup id -> position Locked by a two-phase read here
+
+    @property
+    def can_receive(self) -> bool:
+        return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS)
+
+    @property
+    def can_peek(self) -> bool:
+        return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS,
+                                    QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS)
+
+
+__all__ = ["ReadResult", "PendingRead", "WaitingMessageReadOperation", "OpenQueueDescriptor", "PositionState"]

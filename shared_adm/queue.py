@@ -1,0 +1,256 @@
+"""Queue (MS-MQDMPR 3.1.1.2), MessagePosition (3.1.1.11) and the ordered MessagePositionList.
+
+The list is keyed by Message.LookupIdentifier: its high byte is 7 - Priority and its low 7 bytes the
+queue manager's SequentialID at enqueue (DEFECTS.md #12), so ascending LookupIdentifier is exactly the
+list order "ascending arrival time within priority" (3.1.1.2). A SortedDict gives O(1) Head/Tail, O(log n)
+insert, lookup and Next/Previous by id; a second SortedList holds only Available ids so that Seek
+Available Message Position (3.1.7.3.2) skips Locked/PurgePending positions in O(log n).
+A removed (Deleted) position keeps its LookupIdentifier, so Next/Previous stay defined for a cursor that
+still references it (DEFECTS.md #20).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from sortedcontainers import SortedDict, SortedList
+
+from shared_adm.compact import allow_peek_when_locked, body_size, pack, unpack
+from shared_adm.enums import PositionState, QueueType
+from shared_adm.message import Message
+
+START_KEY = -1
+END_KEY = 1 << 64
+
+
+class MessagePosition:
+    """MessagePosition (3.1.1.11): State, MessageReference (held packed, see compact.py), QueueReference."""
+    __slots__ = ("queue", "lookup_identifier", "state", "packed")
+
+    def __init__(self, queue: "Queue | None", lookup_identifier: int, state: PositionState, packed: bytes) -> None:
+        self.queue = queue
+        self.lookup_identifier = lookup_identifier
+        self.state = state
+        self.packed = packed
+
+    @property
+    def message(self) -> Message:
+        """MessageReference: a Message rebuilt from the compact form (a fresh object per call)."""
+        return unpack(self.packed)
+
+    @property
+    def is_sentinel(self) -> bool:
+        return self.lookup_identifier in (START_KEY, END_KEY)
+
+    @property
+    def next(self) -> "MessagePosition":
+        """Next (3.1.1.11): the following position, or the queue's End."""
+        return self.queue.positions.after(self.lookup_identifier)
+
+    @property
+    def previous(self) -> "MessagePosition":
+        """Previous (3.1.1.11): the preceding position, or the queue's Start (DEFECTS.md #17)."""
+        return self.queue.positions.before(self.lookup_identifier)
+
+    def __repr__(self) -> str:
+        if self.lookup_identifier == START_KEY:
+            return "<MessagePosition Start>"
+        if self.lookup_identifier == END_KEY:
+            return "<MessagePosition End>"
+        return f"<MessagePosition {self.lookup_identifier:#018x} {self.state.value}>"
+
+
+class MessagePositionList:
+    """Queue.MessagePositionList (3.1.1.2) with its reserved Start and End entries."""
+    __slots__ = ("start", "end", "_by_id", "_available", "peek_locked")
+
+    def __init__(self, queue: "Queue") -> None:
+        self.start = MessagePosition(queue, START_KEY, PositionState.AVAILABLE, b"")
+        self.end = MessagePosition(queue, END_KEY, PositionState.AVAILABLE, b"")
+        self._by_id: SortedDict = SortedDict()
+        self._available: SortedList = SortedList()
+        # Locked positions whose Message.AllowPeekWhenLocked is True (visible to peeks, 3.1.7.3.2)
+        self.peek_locked = 0
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self):
+        return iter(self._by_id.values())
+
+    def __contains__(self, position: MessagePosition) -> bool:
+        return self._by_id.get(position.lookup_identifier) is position
+
+    @property
+    def head(self) -> MessagePosition:
+        """Head: the first entry, or End when the list is empty (3.1.1.2)."""
+        return self._by_id.peekitem(0)[1] if self._by_id else self.end
+
+    @property
+    def tail(self) -> MessagePosition:
+        """Tail: the last entry, or Start when the list is empty."""
+        return self._by_id.peekitem(-1)[1] if self._by_id else self.start
+
+    @property
+    def available_count(self) -> int:
+        return len(self._available)
+
+    def get(self, lookup_identifier: int) -> MessagePosition | None:
+        return self._by_id.get(lookup_identifier)
+
+    def insert(self, position: MessagePosition) -> None:
+        """Insert in list order (ascending LookupIdentifier == priority, then arrival)."""
+        key = position.lookup_identifier
+        if key in self._by_id:
+            raise ValueError(f"LookupIdentifier {key:#x} already in the list")
+        self._by_id[key] = position
+        if position.state is PositionState.AVAILABLE:
+            self._available.add(key)
+        elif position.state is PositionState.LOCKED and allow_peek_when_locked(position.packed):
+            self.peek_locked += 1
+
+    def remove(self, position: MessagePosition) -> None:
+        """Unlink a position (Message Position Deleted, 3.1.7.2.1); its id keeps Next/Previous defined."""
+        key = position.lookup_identifier
+        if self._by_id.get(key) is not position:
+            return
+        del self._by_id[key]
+        if position.state is PositionState.AVAILABLE:
+            self._available.discard(key)
+        elif position.state is PositionState.LOCKED and allow_peek_when_locked(position.packed):
+            self.peek_locked -= 1
+
+    def set_state(self, position: MessagePosition, state: PositionState) -> None:
+        """Change a position's State, keeping the Available index and the peek-locked count right."""
+        old = position.state
+        peekable = allow_peek_when_locked(position.packed)
+        if old is state:
+            return
+        key = position.lookup_identifier
+        linked = self._by_id.get(key) is position
+        if linked and old is PositionState.AVAILABLE:
+            self._available.discard(key)
+        if linked and old is PositionState.LOCKED and peekable:
+            self.peek_locked -= 1
+        position.state = state
+        if linked and state is PositionState.AVAILABLE:
+            self._available.add(key)
+        if linked and state is PositionState.LOCKED and peekable:
+            self.peek_locked += 1
+
+    def after(self, key: int) -> MessagePosition:
+        """The entry following id ``key`` (linked or not), or End."""
+        i = self._by_id.bisect_right(key)
+        return self._by_id.peekitem(i)[1] if i < len(self._by_id) else self.end
+
+    def before(self, key: int) -> MessagePosition:
+        """The entry preceding id ``key`` (linked or not), or Start."""
+        i = self._by_id.bisect_left(key)
+        return self._by_id.peekitem(i - 1)[1] if i > 0 else self.start
+
+    def first_available_after(self, key: int) -> MessagePosition:
+        i = self._available.bisect_right(key)
+        return self._by_id[self._available[i]] if i < len(self._available) else self.end
+
+    def last_available_before(self, key: int) -> MessagePosition:
+        i = self._available.bisect_left(key)
+        return self._by_id[self._available[i - 1]] if i > 0 else self.start
+
+    def irange_after_values(self, key: int):
+        """Linked positions with id > key, in list order."""
+        by_id = self._by_id
+        for k in by_id.irange(minimum=key, inclusive=(False, False)):
+            yield by_id[k]
+
+    def irange_before_values(self, key: int):
+        """Linked positions with id < key, in reverse list order."""
+        by_id = self._by_id
+        for k in by_id.irange(maximum=key, inclusive=(False, False), reverse=True):
+            yield by_id[k]
+
+
+@dataclass(eq=False)
+class Queue:
+    """Queue (3.1.1.2): the attributes of 3.1.1.2 with the Set Queue Defaults values (3.1.7.1.33)."""
+    pathname: str
+    identifier: uuid.UUID = field(default_factory=uuid.uuid4)
+    queue_type: QueueType = QueueType.PRIVATE
+    label: str = ""
+    type: uuid.UUID = uuid.UUID(int=0)
+    create_time: int = 0
+    modify_time: int = 0
+    qualified_pathname: str = ""
+    private_queue_number: int = 0
+    journaling: bool = False
+    quota: int = 0xFFFFFFFF
+    journal_quota: int = 0xFFFFFFFF
+    authentication: bool = False
+    privacy_level: str = "Optional"
+    transactional: bool = False
+    multicast_address: str | None = None
+    security: bytes = b""
+    base_priority: int = 0
+    full_path: str = ""
+    directory_path: str = ""
+    scope: str = "Enterprise"
+    total_bytes: int = 0
+    journal_queue_reference: "Queue | None" = None
+    queue_manager: object = None
+    open_queue_descriptor_collection: list = field(default_factory=list)
+    subqueue_collection: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.message_position_list = MessagePositionList(self)
+
+    @property
+    def positions(self) -> MessagePositionList:
+        return self.message_position_list
+
+    @property
+    def active(self) -> bool:
+        """Active (3.1.1.2): True iff some OpenQueueDescriptor references the queue."""
+        return bool(self.open_queue_descriptor_collection)
+
+    @property
+    def start(self) -> MessagePosition:
+        return self.message_position_list.start
+
+    @property
+    def end(self) -> MessagePosition:
+        return self.message_position_list.end
+
+    def persistent_attributes(self) -> dict:
+        """The Persistent attributes as a JSON-able dict (the Store's StoredQueue.attributes)."""
+        return {
+            "pathname": self.pathname, "queue_type": self.queue_type.value, "label": self.label,
+            "type": str(self.type), "create_time": self.create_time, "modify_time": self.modify_time,
+            "qualified_pathname": self.qualified_pathname, "private_queue_number": self.private_queue_number,
+            "journaling": self.journaling, "quota": self.quota, "journal_quota": self.journal_quota,
+            "authentication": self.authentication, "privacy_level": self.privacy_level,
+            "transactional": self.transactional, "multicast_address": self.multicast_address,
+            "security": self.security.hex(), "base_priority": self.base_priority,
+        }
+
+    @classmethod
+    def from_attributes(cls, identifier: str, attributes: dict) -> "Queue":
+        """Rebuild a Queue from StoredQueue attributes (3.1.3); unknown keys are ignored."""
+        a = dict(attributes)
+        return cls(
+            pathname=a["pathname"], identifier=uuid.UUID(identifier),
+            queue_type=QueueType(a.get("queue_type", "Private")), label=a.get("label", ""),
+            type=uuid.UUID(a.get("type", str(uuid.UUID(int=0)))), create_time=a.get("create_time", 0),
+            modify_time=a.get("modify_time", 0), qualified_pathname=a.get("qualified_pathname", ""),
+            private_queue_number=a.get("private_queue_number", 0), journaling=a.get("journaling", False),
+            quota=a.get("quota", 0xFFFFFFFF), journal_quota=a.get("journal_quota", 0xFFFFFFFF),
+            authentication=a.get("authentication", False), privacy_level=a.get("privacy_level", "Optional"),
+            transactional=a.get("transactional", False), multicast_address=a.get("multicast_address"),
+            security=bytes.fromhex(a.get("security", "")), base_priority=a.get("base_priority", 0),
+        )
+
+
+def new_position(queue: Queue, message: Message, state: PositionState) -> MessagePosition:
+    """A MessagePosition for ``message`` (its LookupIdentifier already set), not yet linked."""
+    return MessagePosition(queue, message.lookup_identifier, state, pack(message))
+
+
+__all__ = ["Queue", "MessagePosition", "MessagePositionList", "new_position", "body_size", "START_KEY", "END_KEY"]

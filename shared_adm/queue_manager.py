@@ -1,0 +1,543 @@
+"""QueueManager (MS-MQDMPR 3.1.1.1) and its events (3.1.3, 3.1.7.1, 3.1.7.2); reads in events_read.py.
+
+How the qm2qm server calls it (everything on the loop thread; statuses are ``shared_adm.status`` ints)::
+
+    qm = QueueManager(store=SqliteStore(path), scheduler=AsyncioScheduler(loop)); qm.initialize()
+    status, queue = qm.create_queue(".\\private$\\orders", transactional=False)
+    status, desc  = qm.open_queue("DIRECT=OS:host\\private$\\orders", QueueAccessType.RECEIVE_ACCESS,
+                                  QueueShareMode.DENY_NONE)          # desc.handle, desc.context_value
+    desc = qm.descriptor_by_handle(handle); cursor = qm.open_cursor(desc); qm.cursor_by_handle(cursor.handle)
+    r = qm.dequeue_message_begin(desc, timeout_ms, cursor=None, tag=request_id)  # ReadResult | PendingRead
+    r = qm.peek_message(desc, timeout_ms, cursor=None, tag=request_id)           # idem
+    r = qm.peek_next_message(desc, timeout_ms, cursor, tag=request_id)           # idem
+    if isinstance(r, PendingRead): r = await r        # -> ReadResult(status, message, position)
+    qm.dequeue_message_end(desc, r.position, delete_message=ack)                  # ACK / NACK -> status
+    qm.read_message_by_lookup_identifier(desc, lookup_id, MessageSeekAction.SEEK_NEXT,
+                                         peek_operation=False, two_phase_read=True)  # ReadResult, never waits
+    qm.cancel_waiting_message_read_request(desc, request_id, status)             # MQ_OK | STATUS_NOT_FOUND
+    qm.close_cursor(cursor); qm.close_queue(desc); qm.purge_queue(queue)
+    status = qm.enqueue_message(queue, message); await qm.durable()              # 0 ok, 1/2 quota
+
+Defect decisions are numbered as in shared_adm/DEFECTS.md.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import uuid
+
+from shared_adm import status as st
+from shared_adm.clock import INFINITE, AsyncioScheduler, Scheduler
+from shared_adm.compact import body_size, pack, recoverable
+from shared_adm.cursor import Cursor
+from shared_adm.descriptor import OpenQueueDescriptor, ReadResult
+from shared_adm.enums import (MessageClass, OperationType, PositionState, QueueAccessType, QueueShareMode,
+                              QueueType, RemoteReadState)
+from shared_adm.events_read import ReadEvents
+from shared_adm.events_transaction import TransactionEvents
+from shared_adm.format_name import FormatName, parse, pathname_key
+from shared_adm.message import Message
+from shared_adm.queue import MessagePosition, Queue, new_position
+from shared_adm.store.base import MemoryStore, Store, StoredMessage, StoredQueue
+from shared_adm.transaction import TransactionalOperation
+
+LOW_7_BYTES = (1 << 56) - 1
+RESERVED_PRIVATE_QUEUES = {1: "admin_queue$", 2: "order_queue$", 3: "notify_queue$"}
+FIRST_USER_PRIVATE_QUEUE_NUMBER = 4
+SYSTEM_QUEUE_PATHS = {"journal": "system$;journal", "deadletter": "system$;deadletter", "deadxact": "system$;deadxact"}
+DEFAULT_QUEUE_MANAGER_QUOTA_KB = 0x00100000      # 3.1.1.1 says bytes; Windows' MachineQuota is KB (DEFECTS.md extra)
+_MAX_HANDLE = 0xFFFFFFFF
+
+
+class QueueManager(ReadEvents, TransactionEvents):
+    """QueueManager (3.1.1.1): the LocalQueueManager with its QueueCollection and events."""
+
+    def __init__(self, store: Store | None = None, scheduler: Scheduler | None = None,
+                 identifier: uuid.UUID | None = None, computer_name: str = "qm2qm",
+                 queue_manager_quota_kb: int = DEFAULT_QUEUE_MANAGER_QUOTA_KB) -> None:
+        self.store: Store = store if store is not None else MemoryStore()
+        self.scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
+        self.identifier = identifier
+        self.computer_name = computer_name
+        self.queue_manager_quota = queue_manager_quota_kb
+        self.queue_manager_state = "Stopped"
+        self.throttled = False
+        self.sequential_id = 0
+        self.queue_collection: dict[uuid.UUID, Queue] = {}
+        self.transaction_collection: dict[bytes, object] = {}
+        self.system_deadletter_queue: Queue | None = None
+        self.system_transactional_deadletter_queue: Queue | None = None
+        self.system_journal_queue: Queue | None = None
+        self.total_bytes = 0
+        self._by_path: dict[str, Queue] = {}
+        self._by_number: dict[int, Queue] = {}
+        self._descriptors: dict[int, OpenQueueDescriptor] = {}
+        self._context_values: set[int] = set()
+        self._cursors: dict[int, Cursor] = {}
+        self._handle_seq = itertools.count(1)
+        self._ttbr_heap: list[tuple[int, int, str]] = []
+        self._ttbr_timer = None
+        self._ttbr_timer_due: int | None = None
+        self._ttbr_deferred: set[tuple[uuid.UUID, int]] = set()
+
+    # ------------------------------------------------------------------ 3.1.3 Initialization
+    def initialize(self) -> None:
+        """Initialization (3.1.3): load the store's Snapshot, release remote locks, create missing system queues."""
+        snapshot = self.store.load()
+        if snapshot.queue_manager_identifier:
+            self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
+        elif self.identifier is None:
+            self.identifier = uuid.uuid4()
+        if snapshot.queue_manager_identifier != str(self.identifier):
+            self.store.set_queue_manager_identifier(str(self.identifier))
+        for stored in snapshot.queues:
+            self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
+        highest = snapshot.sequential_id
+        for stored in sorted(snapshot.messages, key=lambda m: m.lookup_identifier):
+            queue = self.queue_collection.get(uuid.UUID(stored.queue_identifier))
+            highest = max(highest, stored.lookup_identifier & LOW_7_BYTES)
+            if queue is None or stored.state == PositionState.PURGE_PENDING.value:
+                self.store.delete_message(stored.queue_identifier, stored.lookup_identifier)
+                continue
+            message = stored.message
+            message.lookup_identifier = stored.lookup_identifier
+            position = new_position(queue, message, PositionState.AVAILABLE)
+            queue.message_position_list.insert(position)
+            self._add_bytes(queue, position, +1)
+            if stored.state != PositionState.AVAILABLE.value:
+                self.store.set_message_state(stored.queue_identifier, stored.lookup_identifier,
+                                             PositionState.AVAILABLE.value)
+            self._start_ttbr_timer(queue, message)
+        self.sequential_id = highest
+        self._create_system_queues()
+        self.queue_manager_state = "Ready"
+
+    def _create_system_queues(self) -> None:
+        by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}
+        for role, path in SYSTEM_QUEUE_PATHS.items():
+            queue = by_path.get(path)
+            if queue is None:
+                queue = self._new_queue(path, QueueType.SYSTEM, {"transactional": role == "deadxact"})
+            setattr(self, {"journal": "system_journal_queue", "deadletter": "system_deadletter_queue",
+                           "deadxact": "system_transactional_deadletter_queue"}[role], queue)
+        for number, name in RESERVED_PRIVATE_QUEUES.items():
+            if number not in self._by_number:
+                self._new_queue("private$\\" + name, QueueType.SYSTEM, {"private_queue_number": number})
+
+    async def durable(self) -> None:
+        """Wait until every change recorded so far is durable (group commit of the Store)."""
+        await self.store.durable()
+
+    # ------------------------------------------------------------------ lookups for the server
+    def descriptor_by_handle(self, handle: int) -> OpenQueueDescriptor | None:
+        """The open OpenQueueDescriptor whose Handle is ``handle`` (3.1.1.16), or None."""
+        return self._descriptors.get(handle) if isinstance(handle, int) else None
+
+    def cursor_by_handle(self, handle: int) -> Cursor | None:
+        """The open Cursor whose Handle is ``handle`` (3.2.1.2), or None."""
+        return self._cursors.get(handle) if isinstance(handle, int) else None
+
+    def queue_by_pathname(self, pathname: str) -> Queue | None:
+        """The local Queue with this pathname (MS-MQMQ 2.1.1), or None."""
+        key = pathname_key(pathname)
+        return self._by_path.get(key[1]) if key and self._is_local_host(key[0]) else None
+
+    def _new_handle(self, in_use) -> int:
+        for _ in range(1 << 20):
+            handle = next(self._handle_seq) & _MAX_HANDLE
+            if handle and handle not in in_use:
+                return handle
+        raise RuntimeError("no free handle")
+
+    def _is_local_host(self, host: str) -> bool:
+        host = host.lower()
+        return host in (".", "localhost", self.computer_name.lower()) or host.split(".")[0] == self.computer_name.lower()
+
+    # ------------------------------------------------------------------ 3.1.7.1.3 / 3.1.7.1.4
+    def create_queue(self, pathname: str, **attributes) -> tuple[int, Queue | None]:
+        """Create Queue (3.1.7.1.3) with Set Queue Defaults (3.1.7.1.33); MQ_ERROR_ILLEGAL_QUEUE_PATHNAME/QUEUE_EXISTS."""
+        key = pathname_key(pathname)
+        if key is None or not self._is_local_host(key[0]):
+            return st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, None
+        if key[1] in self._by_path:
+            return st.MQ_ERROR_QUEUE_EXISTS, None
+        allowed = {"label", "type", "journaling", "quota", "journal_quota", "authentication", "privacy_level",
+                   "transactional", "multicast_address", "security", "base_priority"}
+        unknown = set(attributes) - allowed
+        if unknown:
+            return st.MQ_ERROR_ILLEGAL_PROPERTY_VALUE, None
+        private = key[1].startswith("private$\\")
+        if private:
+            attributes["private_queue_number"] = max(
+                [FIRST_USER_PRIVATE_QUEUE_NUMBER - 1, *self._by_number]) + 1
+        queue = self._new_queue(key[1], QueueType.PRIVATE if private else QueueType.PUBLIC, attributes)
+        return st.MQ_OK, queue
+
+    def _new_queue(self, pathname: str, queue_type: QueueType, attributes: dict) -> Queue:
+        now = int(self.scheduler.wall_time())
+        queue = Queue(pathname=pathname, queue_type=queue_type, create_time=now, modify_time=now, **attributes)
+        self._register_queue(queue)
+        self.store.put_queue(StoredQueue(str(queue.identifier), queue.persistent_attributes()))
+        return queue
+
+    def _register_queue(self, queue: Queue) -> None:
+        queue.queue_manager = self
+        queue.qualified_pathname = queue.pathname
+        queue.journal_queue_reference = Queue(pathname=queue.pathname + ";journal", queue_type=QueueType.SYSTEM)
+        self.queue_collection[queue.identifier] = queue
+        if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
+            self._by_path[queue.pathname.lower()] = queue
+        if queue.private_queue_number:
+            self._by_number[queue.private_queue_number] = queue
+
+    def delete_queue(self, queue: Queue) -> int:
+        """Delete Queue (3.1.7.1.4): messages deleted (NackQueueDeleted), descriptors lose their queue, waiters end."""
+        if self.queue_collection.get(queue.identifier) is not queue:
+            return st.MQ_ERROR_QUEUE_NOT_FOUND
+        for position in list(queue.message_position_list):
+            self.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_DELETED)
+        for desc in list(queue.open_queue_descriptor_collection):
+            for op in list(desc.waiting_message_read_operation_collection):
+                self._stop_waiting(op, st.MQ_ERROR_QUEUE_DELETED)
+            desc.locked_positions.clear()
+            desc.queue_reference = None
+        del self.queue_collection[queue.identifier]
+        self._by_path.pop(queue.pathname.lower(), None)
+        self._by_number.pop(queue.private_queue_number, None)
+        self.store.delete_queue(str(queue.identifier))
+        return st.MQ_OK
+
+    # ------------------------------------------------------------------ 3.1.7.1.5 Open Queue
+    def open_queue(self, format_name: str, required_access: QueueAccessType, shared_mode: QueueShareMode,
+                   remote_read_state: RemoteReadState = RemoteReadState.NONE
+                   ) -> tuple[int, OpenQueueDescriptor | None]:
+        """Open Queue (3.1.7.1.5), every format-name, access and share-mode check; ShareMode is kept (#10)."""
+        if not isinstance(required_access, QueueAccessType) or not isinstance(shared_mode, QueueShareMode):
+            return st.MQ_ERROR_INVALID_PARAMETER, None
+        name = parse(format_name)
+        if name.kind == "illegal":
+            return st.MQ_ERROR_ILLEGAL_FORMATNAME, None
+        if name.kind == "dl":
+            return st.MQ_ERROR_NO_DS, None           # Expand Format Name needs the directory (3.1.7.3.8)
+        send = required_access is QueueAccessType.SEND_ACCESS
+        if name.kind == "multiple":
+            if not send:
+                return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
+            if shared_mode is not QueueShareMode.DENY_NONE:
+                return st.MQ_ERROR_UNSUPPORTED_ACCESS_MODE, None
+            parent = self._new_descriptor(required_access, shared_mode, None, format_name, True, RemoteReadState.NONE)
+            for element in name.elements:
+                status, child = self.open_queue(element.text, QueueAccessType.SEND_ACCESS, QueueShareMode.DENY_NONE)
+                if status != st.MQ_OK:
+                    self.close_queue(parent)
+                    return status, None
+                parent.open_queue_descriptor_collection.append(child)
+            return st.MQ_OK, parent
+        if name.kind == "direct" and name.protocol in ("HTTP", "HTTPS") and not send:
+            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
+        if name.kind == "machine" and send:
+            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
+        if name.kind == "multicast" and not send:
+            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
+        queue_obj = self._find_queue(name)
+        if queue_obj is None:
+            if not send or self._names_this_queue_manager(name):
+                return st.MQ_ERROR_QUEUE_NOT_FOUND, None
+            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None   # no OutgoingQueue here (no transport)
+        status = self._share_mode_check(queue_obj, required_access, shared_mode)
+        if status != st.MQ_OK:
+            return status, None
+        desc = self._new_descriptor(required_access, shared_mode, queue_obj, format_name, False, remote_read_state)
+        queue_obj.open_queue_descriptor_collection.append(desc)
+        return st.MQ_OK, desc
+
+    @staticmethod
+    def _share_mode_check(queue: Queue, access: QueueAccessType, share: QueueShareMode) -> int:
+        """The three ordered share-mode branches of 3.1.7.1.5."""
+        descs = queue.open_queue_descriptor_collection
+        receive = QueueAccessType.RECEIVE_ACCESS
+        if any(d.share_mode is QueueShareMode.DENY_RECEIVE and d.access_type is receive for d in descs):
+            if share is QueueShareMode.DENY_RECEIVE or access is receive:
+                return st.MQ_ERROR_SHARING_VIOLATION
+        elif any(d.share_mode is QueueShareMode.DENY_RECEIVE and d.access_type in (
+                QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS) for d in descs):
+            if access is receive:
+                return st.MQ_ERROR_SHARING_VIOLATION
+        elif any(d.share_mode is QueueShareMode.DENY_NONE and d.access_type is receive for d in descs):
+            if share is QueueShareMode.DENY_RECEIVE:
+                return st.MQ_ERROR_SHARING_VIOLATION
+        return st.MQ_OK
+
+    def _new_descriptor(self, access, share, queue, format_name, multiple, remote_read_state) -> OpenQueueDescriptor:
+        handle = self._new_handle(self._descriptors)
+        context_value = self._new_handle(self._context_values)
+        desc = OpenQueueDescriptor(handle=handle, context_value=context_value, access_type=access, share_mode=share,
+                                   queue_reference=queue, format_name=format_name, multiple=multiple,
+                                   remote_read_state=remote_read_state)
+        self._descriptors[handle] = desc
+        self._context_values.add(context_value)
+        return desc
+
+    def _find_queue(self, name: FormatName) -> Queue | None:
+        queue = None
+        if name.kind == "direct":
+            if name.protocol == "OS" and not self._is_local_host(name.host):
+                return None
+            path = name.path.lower()
+            if "\\" not in path.replace("private$\\", "", 1) and path.count("\\") <= 1:
+                queue = self._by_path.get(path)
+        elif name.kind == "private" and name.guid == self.identifier:
+            queue = self._by_number.get(name.number)
+        elif name.kind == "public":
+            queue = self.queue_collection.get(name.guid)
+            queue = queue if queue is not None and queue.queue_type is QueueType.PUBLIC else None
+        elif name.kind == "machine" and name.guid == self.identifier:
+            return {"journal": self.system_journal_queue, "deadletter": self.system_deadletter_queue,
+                    "deadxact": self.system_transactional_deadletter_queue}[name.suffix]
+        if queue is None or not name.suffix:
+            return queue
+        return queue.journal_queue_reference if name.suffix == "journal" else None
+
+    def _names_this_queue_manager(self, name: FormatName) -> bool:
+        if name.kind == "direct":
+            return name.protocol == "OS" and self._is_local_host(name.host)
+        return name.kind in ("private", "machine") and name.guid == self.identifier
+
+    # ------------------------------------------------------------------ 3.1.7.1.6 Close Queue, 3.1.7.1.1-2 cursors
+    def close_queue(self, descriptor: OpenQueueDescriptor) -> int:
+        """Close Queue (3.1.7.1.6): cancels every waiter (#8, #9), closes cursors, releases two-phase locks."""
+        if self._descriptors.get(descriptor.handle) is not descriptor:
+            return st.MQ_ERROR_INVALID_HANDLE
+        del self._descriptors[descriptor.handle]
+        self._context_values.discard(descriptor.context_value)
+        if descriptor.multiple:
+            for child in descriptor.open_queue_descriptor_collection:
+                self.close_queue(child)
+            return st.MQ_OK
+        for op in list(descriptor.waiting_message_read_operation_collection):
+            self._stop_waiting(op, st.MQ_ERROR_OPERATION_CANCELLED)
+        for cursor in list(descriptor.cursor_collection.values()):
+            self.close_cursor(cursor)
+        queue = descriptor.queue_reference
+        if queue is None:
+            return st.MQ_OK
+        for position in list(descriptor.locked_positions.values()):
+            self._end_two_phase(descriptor, position, delete_message=False)
+        queue.open_queue_descriptor_collection.remove(descriptor)
+        return st.MQ_OK
+
+    def open_cursor(self, descriptor: OpenQueueDescriptor) -> Cursor | None:
+        """Open Cursor (3.1.7.1.1): a new Cursor at the queue's Start, or None without a queue."""
+        if self._descriptors.get(descriptor.handle) is not descriptor or descriptor.queue_reference is None:
+            return None
+        cursor = Cursor(self._new_handle(self._cursors), descriptor)
+        cursor.initialize()
+        descriptor.cursor_collection[cursor.handle] = cursor
+        self._cursors[cursor.handle] = cursor
+        return cursor
+
+    def close_cursor(self, cursor: Cursor) -> int:
+        """Close Cursor (3.1.7.1.2): its waiting reads end with MQ_ERROR_OPERATION_CANCELLED (#9)."""
+        if self._cursors.get(cursor.handle) is not cursor:
+            return st.MQ_ERROR_INVALID_HANDLE
+        descriptor = cursor.open_queue_descriptor_reference
+        for op in list(descriptor.waiting_message_read_operation_collection):
+            if op.cursor_reference is cursor:
+                self._stop_waiting(op, st.MQ_ERROR_OPERATION_CANCELLED)
+        descriptor.cursor_collection.pop(cursor.handle, None)
+        del self._cursors[cursor.handle]
+        return st.MQ_OK
+
+    # ------------------------------------------------------------------ 3.1.7.1.7 Purge Queue
+    def purge_queue(self, queue: Queue) -> int:
+        """Purge Queue (3.1.7.1.7): Available → deleted (NackQueuePurged), anything else → PurgePending."""
+        for position in list(queue.message_position_list):
+            if position.state is PositionState.AVAILABLE:
+                self.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_PURGED)
+            elif position.state is not PositionState.PURGE_PENDING:
+                self._set_state(queue, position, PositionState.PURGE_PENDING)
+        return st.MQ_OK
+
+    # ------------------------------------------------------------------ 3.1.7.1.9 Enqueue Message
+    def enqueue_message(self, queue: Queue, message: Message, transaction=None) -> int:
+        """Enqueue Message (3.1.7.1.9): 0 ok, 1 queue quota, 2 queue manager quota/throttled; LookupIdentifier per #12."""
+        if not isinstance(message, Message):
+            raise TypeError("enqueue_message needs a shared_adm.message.Message")
+        if not (isinstance(message.priority, int) and 0 <= message.priority <= 7):
+            raise ValueError(f"Message.Priority must be 0..7, got {message.priority!r}")
+        if transaction is not None and self.transaction_collection.get(transaction.identifier) is not transaction:
+            raise ValueError("enqueue_message: transaction is not in TransactionCollection")
+        if self.queue_collection.get(queue.identifier) is not queue:
+            raise ValueError(f"enqueue_message: queue {queue.pathname!r} is not in QueueCollection")
+        self.sequential_id += 1
+        message.lookup_identifier = ((7 - message.priority) << 56) | (self.sequential_id & LOW_7_BYTES)
+        message.arrival_time = int(self.scheduler.wall_time())
+        blob = pack(message)
+        size_kb = (self.total_bytes + len(blob) + 1023) // 1024
+        if self.throttled or size_kb > self.queue_manager_quota:
+            self.sequential_id -= 1
+            return 2
+        if (queue.total_bytes + len(blob) + 1023) // 1024 > queue.quota:
+            self.sequential_id -= 1
+            return 1
+        position = MessagePosition(queue, message.lookup_identifier, PositionState.LOCKED, blob)
+        queue.message_position_list.insert(position)
+        self.store.set_sequential_id(self.sequential_id)
+        self._start_ttbr_timer(queue, message)
+        if transaction is not None:
+            transaction.transactional_operation_collection.append(
+                TransactionalOperation(OperationType.ENQUEUE, position))
+            return 0
+        if recoverable(blob):
+            self.store.put_message(StoredMessage(str(queue.identifier), position.lookup_identifier,
+                                                 PositionState.AVAILABLE.value, message))
+        self._make_available(queue, position, record=False)
+        return 0
+
+    # ------------------------------------------------------------------ 3.1.7.1.16 Move Message
+    def move_message(self, message_position: MessagePosition, target_queue: Queue, transaction=None) -> int:
+        """Move Message (3.1.7.1.16): same Message, new position in the target queue (Locked + op in a transaction)."""
+        source = message_position.queue
+        if message_position not in source.message_position_list or self.queue_collection.get(
+                target_queue.identifier) is not target_queue:
+            return st.MQ_ERROR_MESSAGE_NOT_FOUND
+        if transaction is not None:
+            if target_queue.queue_type is QueueType.SYSTEM:
+                return st.MQ_ERROR_TRANSACTION_USAGE
+            self._set_state(source, message_position, PositionState.LOCKED)
+            transaction.transactional_operation_collection.append(
+                TransactionalOperation(OperationType.MOVE, message_position, target_queue_reference=target_queue))
+            return st.MQ_OK
+        self._move_now(message_position, target_queue)
+        return st.MQ_OK
+
+    def _move_now(self, position: MessagePosition, target: Queue) -> MessagePosition:
+        source = position.queue
+        message = position.message
+        self._remove(source, position, PositionState.DELETED)
+        moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
+        target.message_position_list.insert(moved)
+        if recoverable(moved.packed):
+            self.store.put_message(StoredMessage(str(target.identifier), moved.lookup_identifier,
+                                                 PositionState.AVAILABLE.value, message))
+        if target.queue_type is QueueType.SYSTEM:
+            target.message_position_list.set_state(moved, PositionState.AVAILABLE)
+            self._add_bytes(target, moved, +1)
+        else:
+            self._make_available(target, moved, record=False)
+        return moved
+
+    # ------------------------------------------------------------------ 3.1.7.2.1 / 3.1.7.2.2
+    def message_position_deleted(self, queue: Queue, position: MessagePosition, reason: MessageClass) -> None:
+        """Message Position Deleted (3.1.7.2.1): TotalBytes down, State Deleted, unlinked; the store forgets it."""
+        if position not in queue.message_position_list:
+            position.state = PositionState.DELETED
+            return
+        self._remove(queue, position, PositionState.DELETED)
+
+    def _remove(self, queue: Queue, position: MessagePosition, state: PositionState, record: bool = True) -> None:
+        if position.state is PositionState.AVAILABLE:
+            self._add_bytes(queue, position, -1)
+        queue.message_position_list.remove(position)
+        position.state = state
+        self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
+        if record and recoverable(position.packed):
+            self.store.delete_message(str(queue.identifier), position.lookup_identifier)
+
+    def message_position_available(self, queue: Queue, position: MessagePosition) -> None:
+        """Message Position Available (3.1.7.2.2): State Available, then waiting readers are offered it (#7, #13)."""
+        self._make_available(queue, position, record=True)
+
+    def _make_available(self, queue: Queue, position: MessagePosition, record: bool) -> None:
+        if (queue.identifier, position.lookup_identifier) in self._ttbr_deferred:
+            self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
+            self._expire(queue, position)                 # #14: the deferred expiry happens now
+            return
+        if position.state is PositionState.AVAILABLE:
+            return
+        self._set_state(queue, position, PositionState.AVAILABLE, record=record)
+        self._offer(queue, position)
+
+    def _set_state(self, queue: Queue, position: MessagePosition, state: PositionState, record: bool = True) -> None:
+        was_available = position.state is PositionState.AVAILABLE
+        queue.message_position_list.set_state(position, state)
+        if was_available and state is not PositionState.AVAILABLE:
+            self._add_bytes(queue, position, -1)
+        elif not was_available and state is PositionState.AVAILABLE:
+            self._add_bytes(queue, position, +1)
+        if record and recoverable(position.packed):
+            self.store.set_message_state(str(queue.identifier), position.lookup_identifier, state.value)
+
+    def _add_bytes(self, queue: Queue, position: MessagePosition, sign: int) -> None:
+        """TotalBytes counts Available messages only, so Lock/NACK cycles cannot inflate it (#13)."""
+        size = body_size(position.packed) * sign
+        queue.total_bytes += size
+        self.total_bytes += size
+
+    def release_next_reader(self, queue: Queue) -> None:
+        """Release Next Reader (3.1.7.3.7): a satisfied peek hands the message to the next reader at once (#7)."""
+        # Offering in _offer never blocks on a peeker, so there is nothing left to release.
+        return None
+
+    # ------------------------------------------------------------------ 3.1.2.4 / 3.1.7.2.7 Time To Be Received
+    def _start_ttbr_timer(self, queue: Queue, message: Message) -> None:
+        ttbr = message.time_to_be_received
+        if ttbr is None or ttbr == INFINITE or queue.queue_type is QueueType.SYSTEM:
+            return
+        base = message.sent_time or message.arrival_time
+        delay_ms = max(0, int((base + ttbr - self.scheduler.wall_time()) * 1000))
+        due = self.scheduler.now_ms() + delay_ms
+        heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, str(queue.identifier)))
+        self._arm_ttbr_timer()
+
+    def _arm_ttbr_timer(self) -> None:
+        if not self._ttbr_heap:
+            return
+        due = self._ttbr_heap[0][0]
+        if self._ttbr_timer is not None and self._ttbr_timer_due is not None and self._ttbr_timer_due <= due:
+            return
+        if self._ttbr_timer is not None:
+            self._ttbr_timer.cancel()
+        self._ttbr_timer_due = due
+        self._ttbr_timer = self.scheduler.call_later(due - self.scheduler.now_ms(), self._ttbr_fired)
+
+    def _ttbr_fired(self) -> None:
+        self._ttbr_timer = None
+        self._ttbr_timer_due = None
+        now = self.scheduler.now_ms()
+        while self._ttbr_heap and self._ttbr_heap[0][0] <= now:
+            _, lookup_id, queue_id = heapq.heappop(self._ttbr_heap)
+            queue = self.queue_collection.get(uuid.UUID(queue_id))
+            position = queue.message_position_list.get(lookup_id) if queue is not None else None
+            if position is not None:
+                self.time_to_be_received_timer_expired(position)
+        self._arm_ttbr_timer()
+
+    def time_to_be_received_timer_expired(self, position: MessagePosition) -> None:
+        """Time To Be Received Timer Expired (3.1.7.2.7); a Locked/PurgePending message expires at its End (#14)."""
+        queue = position.queue
+        if position not in queue.message_position_list:
+            return
+        if position.state is not PositionState.AVAILABLE:
+            self._ttbr_deferred.add((queue.identifier, position.lookup_identifier))
+            return
+        message = position.message
+        transaction = self.transaction_collection.get(message.transaction_identifier) \
+            if message.transaction_identifier else None
+        if transaction is not None:
+            self._set_state(queue, position, PositionState.LOCKED)
+            transaction.transactional_operation_collection.append(TransactionalOperation(
+                OperationType.DEQUEUE, position, dequeue_reason=MessageClass.NACK_RECEIVE_TIMEOUT))
+            return
+        self._expire(queue, position)
+
+    def _expire(self, queue: Queue, position: MessagePosition) -> None:
+        """Delete an expired message (NackReceiveTimeout); dead-letter it if it asked for negative journaling (#19)."""
+        message = position.message
+        self._remove(queue, position, PositionState.DELETED)
+        if message.negative_journaling_requested:
+            dlq = (self.system_transactional_deadletter_queue if message.transaction_identifier
+                   else self.system_deadletter_queue)
+            message.class_ = int(MessageClass.NACK_RECEIVE_TIMEOUT)
+            message.time_to_be_received = INFINITE
+            self.enqueue_message(dlq, message)
