@@ -242,7 +242,7 @@ class SqliteStore:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
-            raise self._fail("is in use by another process (lock file "
+            raise self._fail("is in use by another process or SqliteStore (lock file "
                              f"{lock_path} is held)") from None
         return handle
 

@@ -1,0 +1,90 @@
+"""kill -9 of a process using SqliteStore loses nothing it acknowledged (MS-MQDMPR 3.1.1 Persistent attributes)."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+from shared_adm.store import SqliteStore
+from tests.store import kill_store_writer as child
+
+SCRIPT = os.path.abspath(child.__file__)
+
+
+def _run_until_killed(data_dir, acks_before_kill):
+    """Start the child, read acknowledgements, SIGKILL it mid-load; return every complete ack line."""
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([sys.executable, SCRIPT, str(data_dir)], stdout=subprocess.PIPE, stderr=stderr)
+        watchdog = threading.Timer(60, proc.kill)       # only stops a hung child; not a speed check
+        watchdog.start()
+        lines = []
+        try:
+            while len(lines) < acks_before_kill:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line)
+            proc.send_signal(signal.SIGKILL)
+            # read through the same buffered reader: communicate() would skip what readline buffered
+            rest = proc.stdout.read()
+            proc.wait()
+        finally:
+            watchdog.cancel()
+            proc.stdout.close()
+        stderr.seek(0)
+        err = stderr.read()
+    assert proc.returncode == -signal.SIGKILL, err.decode(errors="replace")
+    lines += rest.splitlines(keepends=True)
+    complete = [line.decode().split() for line in lines if line.endswith(b"\n")]
+    assert complete and complete[0][0] == "start", err.decode(errors="replace")
+    assert len(complete) > acks_before_kill // 2, "the child was killed before the load started"
+    return complete
+
+
+def _check(snapshot, acked):
+    """acked: id -> number of plan steps acknowledged. Compare with what the reopened store holds."""
+    stored = {m.lookup_identifier: m for m in snapshot.messages if m.queue_identifier == child.QUEUE}
+    for lookup, done in acked.items():
+        steps = child.plan(lookup)
+        # what the store may hold: the state after the last acknowledged step, or after the one in flight
+        allowed = {_outcome(steps[:done])}
+        if done < len(steps):
+            allowed.add(_outcome(steps[:done + 1]))
+        got = stored[lookup].state if lookup in stored else "absent"
+        assert got in allowed, f"message {lookup}: stored {got}, acknowledged steps {steps[:done]}"
+        if lookup in stored:
+            message = stored[lookup].message
+            assert (message.body, message.label) == (child.body(lookup), f"m{lookup}")
+    acked_puts = [lookup for lookup, done in acked.items() if done >= 1]
+    assert snapshot.sequential_id >= max(acked_puts)
+    for lookup, m in stored.items():
+        if lookup not in acked:             # an unacknowledged put that made it: allowed, and intact
+            assert m.state == "Available" and m.message.body == child.body(lookup)
+
+
+def _outcome(steps):
+    state = "absent"
+    for op in steps:
+        state = {"put": "Available", "del": "absent"}.get(op[0]) or op[1]
+    return state
+
+
+def test_kill_9_loses_no_acknowledged_mutation(tmp_path):
+    data_dir = tmp_path / "data"
+    acked: dict[int, int] = {}
+    for round_number, acks in enumerate((400, 150, 700)):
+        lines = _run_until_killed(data_dir, acks)
+        if round_number:
+            assert int(lines[0][1]) >= max(acked), "the restarted child reused acknowledged lookup identifiers"
+        for line in lines[1:]:
+            lookup = int(line[1])
+            acked[lookup] = acked.get(lookup, 0) + 1
+            assert tuple(line[:1] + line[2:]) == child.plan(lookup)[acked[lookup] - 1]
+        store = SqliteStore(data_dir)
+        try:
+            _check(store.load(), acked)
+        finally:
+            store.close()
+    assert any(child.plan(lookup)[-1] == ("del",) and done == len(child.plan(lookup))
+               for lookup, done in acked.items()), "no delete was acknowledged: the test proved nothing"

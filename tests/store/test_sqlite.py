@@ -1,0 +1,408 @@
+"""SqliteStore specifics: durability, group commit, coalescing, failures, corrupt files (MS-MQDMPR 3.1.1, 3.1.3)."""
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+import tempfile
+import time
+
+import pytest
+
+from shared_adm.message import Message
+from shared_adm.store import SqliteStore, StoredMessage, StoredQueue, StoreError
+from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION
+
+Q = "6f1d3c52-0b7e-4f4e-9a51-2d3c4b5a6978"
+BIAS = 1 << 63      # lookup identifiers are stored shifted into SQLite's signed range
+
+
+def _msg(lookup, state="Available", body=b"x" * 100):
+    return StoredMessage(Q, lookup, state, Message(lookup_identifier=lookup, body=body))
+
+
+def _rows(path, sql):
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _fill(data_dir, count, body_size=1000):
+    store = SqliteStore(data_dir)
+    for lookup in range(1, count + 1):
+        store.put_message(_msg(lookup, body=bytes([lookup % 256]) * body_size))
+    store.close()
+    return data_dir / DB_FILE_NAME
+
+
+# ---- durability ------------------------------------------------------------------------------
+
+async def test_durable_commits_are_visible_to_a_second_connection(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_queue(StoredQueue(Q, {"pathname": "h\\private$\\q"}))
+    store.put_message(_msg(1))
+    store.put_message(_msg(2, "Locked"))
+    await store.durable()
+    rows = _rows(store.path, "SELECT lookup_identifier + 9223372036854775807 + 1, state FROM messages"
+                             " ORDER BY lookup_identifier")
+    assert rows == [(1, 0), (2, 1)]
+    assert _rows(store.path, "SELECT identifier FROM queues") == [(Q,)]
+    store.close()
+
+
+async def test_nothing_is_committed_before_durable_with_a_long_interval(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
+    await store.durable()
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(1,)]
+    store.close()
+
+
+def test_unawaited_mutations_are_committed_in_the_background(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=1)
+    store.put_message(_msg(1))
+    # a liveness check, not a speed check: the bound only stops a hung test
+    for _ in range(3000):
+        if _rows(store.path, "SELECT count(*) FROM messages") == [(1,)]:
+            break
+        time.sleep(0.01)
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(1,)]
+    store.close()
+
+
+def test_reopen_after_close_returns_what_was_stored(data_dir):
+    store = SqliteStore(data_dir)
+    store.set_queue_manager_identifier("qm-guid")
+    store.set_sequential_id(41)
+    store.put_queue(StoredQueue(Q, {"pathname": "h\\private$\\q", "quota": 10, "journal": [1, "x"]}))
+    for lookup in (2**64 - 1, 1, 2**63, 0):
+        store.put_message(_msg(lookup, "Locked" if lookup == 1 else "Available"))
+    store.close()       # close flushes: nothing above was awaited
+
+    store = SqliteStore(data_dir)
+    snapshot = store.load()
+    store.close()
+    assert snapshot.queue_manager_identifier == "qm-guid"
+    assert snapshot.sequential_id == 41
+    assert [(q.identifier, q.attributes) for q in snapshot.queues] == \
+        [(Q, {"pathname": "h\\private$\\q", "quota": 10, "journal": [1, "x"]})]
+    # enqueue order: lookup identifiers ascending over the whole unsigned 64-bit range
+    assert [(m.lookup_identifier, m.state) for m in snapshot.messages] == \
+        [(0, "Available"), (1, "Locked"), (2**63, "Available"), (2**64 - 1, "Available")]
+    assert all(m.message.lookup_identifier == m.lookup_identifier for m in snapshot.messages)
+
+
+def test_data_dir_or_file_path(tmp_path):
+    store = SqliteStore(tmp_path / "nested" / "dir")
+    assert store.path == tmp_path / "nested" / "dir" / DB_FILE_NAME
+    store.close()
+    store = SqliteStore(tmp_path / "explicit.db")
+    assert store.path == tmp_path / "explicit.db" and store.path.is_file()
+    store.close()
+
+
+# ---- group commit and coalescing -------------------------------------------------------------
+
+async def test_one_commit_covers_every_waiter(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    for lookup in range(1, 101):
+        store.put_message(_msg(lookup))
+    await asyncio.gather(*(store.durable() for _ in range(100)))
+    assert store.commits == 1
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(100,)]
+    store.close()
+
+
+async def test_concurrent_producers_share_commits(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+
+    async def producer(first):
+        for lookup in range(first, first + 20):
+            store.put_message(_msg(lookup))
+            await store.durable()
+            assert _rows(store.path, f"SELECT count(*) FROM messages WHERE lookup_identifier = {lookup - BIAS}") \
+                == [(1,)]
+
+    await asyncio.gather(*(producer(p * 100) for p in range(1, 11)))
+    # every durable() was answered only after its own message committed (checked above), and
+    # all 200 messages are there; 10 producers awaiting together need fewer commits than messages
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(200,)]
+    assert store.commits < 200
+    store.close()
+
+
+async def test_coalescing_within_one_batch(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    await store.durable()
+    with contextlib.closing(sqlite3.connect(store.path)) as conn:
+        conn.executescript("""
+            CREATE TABLE audit (op TEXT, lookup INTEGER, state INTEGER);
+            CREATE TRIGGER audit_insert AFTER INSERT ON messages
+                BEGIN INSERT INTO audit VALUES ('insert', NEW.lookup_identifier, NEW.state); END;
+            CREATE TRIGGER audit_update AFTER UPDATE ON messages
+                BEGIN INSERT INTO audit VALUES ('update', NEW.lookup_identifier, NEW.state); END;
+            CREATE TRIGGER audit_delete AFTER DELETE ON messages
+                BEGIN INSERT INTO audit VALUES ('delete', OLD.lookup_identifier, OLD.state); END;
+            CREATE TRIGGER audit_meta AFTER INSERT ON meta
+                BEGIN INSERT INTO audit VALUES ('meta', NEW.value, NULL); END;
+        """)
+    store.put_message(_msg(2))              # put then delete: never reaches a row
+    store.delete_message(Q, 2)
+    store.put_message(_msg(3))              # put then state changes: one insert with the last state
+    store.set_message_state(Q, 3, "Locked")
+    store.set_message_state(Q, 3, "Available")
+    store.set_message_state(Q, 3, "PurgePending")
+    store.set_message_state(Q, 1, "Locked")     # two state changes of a stored message: one update
+    store.set_message_state(Q, 1, "Available")
+    for value in range(1, 101):
+        store.set_sequential_id(value)          # only the last value is written
+    await store.durable()
+    assert store.commits == 2
+    audit = sorted(_rows(store.path, "SELECT op, lookup, state FROM audit"))
+    assert audit == sorted([("insert", 3 - BIAS, 2), ("update", 1 - BIAS, 0), ("meta", 100 - BIAS, None)])
+    store.close()
+
+
+async def test_delete_of_a_committed_message_then_put_again(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1, body=b"first"))
+    await store.durable()
+    store.delete_message(Q, 1)
+    store.put_message(_msg(1, body=b"second"))
+    store.put_message(_msg(2))
+    store.delete_message(Q, 2)
+    await store.durable()
+    assert [(m.lookup_identifier, m.message.body) for m in store.load().messages] == [(1, b"second")]
+    store.put_message(_msg(1, body=b"third"))   # a re-put of a committed message, then its delete
+    store.delete_message(Q, 1)
+    await store.durable()
+    assert store.load().messages == []
+    store.close()
+
+
+# ---- failures --------------------------------------------------------------------------------
+
+def _limit_pages(store, pages):
+    # SQLITE_FULL ("database or disk is full") is the store's own connection's limit: reach it directly
+    with store._db_lock:
+        store._conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+async def test_commit_failure_reaches_every_waiter_and_is_retried(data_dir, caplog):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    await store.durable()
+    pages = _rows(store.path, "PRAGMA page_count")[0][0]
+    _limit_pages(store, pages)
+    store.put_message(_msg(2, body=b"y" * 200_000))
+    with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
+        results = await asyncio.gather(store.durable(), store.durable(), return_exceptions=True)
+    assert all(isinstance(r, StoreError) and "commit failed" in str(r) and "full" in str(r) for r in results)
+    assert str(store.path) in str(results[0])
+    assert any("group commit" in record.message for record in caplog.records)
+    with pytest.raises(StoreError, match="full"):
+        store.flush()       # still not committed: a later waiter is not told otherwise
+    store.put_message(_msg(3))
+    with pytest.raises(StoreError, match="full"):
+        await store.durable()
+    _limit_pages(store, 1_000_000)
+    await store.durable()   # the failed batches are committed in order, then the new one
+    assert [m.lookup_identifier for m in store.load().messages] == [1, 2, 3]
+    store.close()
+
+
+async def test_close_raises_a_commit_failure_and_still_releases_the_store(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    store.flush()
+    _limit_pages(store, _rows(store.path, "PRAGMA page_count")[0][0])
+    store.put_message(_msg(2, body=b"z" * 200_000))
+    with pytest.raises(StoreError, match="full"):
+        store.close()
+    reopened = SqliteStore(data_dir)        # the lock was released
+    assert [m.lookup_identifier for m in reopened.load().messages] == [1]
+    reopened.close()
+
+
+async def test_cancelled_durable_does_not_disturb_later_waiters(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    task = asyncio.create_task(store.durable())
+    await asyncio.sleep(0)
+    task.cancel()
+    store.put_message(_msg(2))
+    await store.durable()
+    assert len(store.load().messages) == 2
+    store.close()
+
+
+def test_bad_input_is_rejected_and_records_nothing(data_dir):
+    store = SqliteStore(data_dir)
+    with pytest.raises(ValueError, match="unknown MessagePosition state 'Bogus'"):
+        store.put_message(_msg(1, "Bogus"))
+    with pytest.raises(ValueError, match="64-bit unsigned"):
+        store.put_message(_msg(-1))
+    with pytest.raises(ValueError, match="64-bit unsigned"):
+        store.set_message_state(Q, 2**64, "Locked")
+    with pytest.raises(TypeError, match="lookup identifier must be an int"):
+        store.delete_message(Q, "7")
+    with pytest.raises(ValueError, match="64-bit unsigned"):
+        store.set_sequential_id(-5)
+    with pytest.raises(TypeError, match=r"Message\.extra"):
+        store.put_message(StoredMessage(Q, 1, "Available", Message(extra={"f": 1.5j})))
+    with pytest.raises(TypeError, match="cannot store"):
+        store.put_queue(StoredQueue(Q, {"bad": object()}))
+    store.flush()
+    snapshot = store.load()
+    assert (snapshot.messages, snapshot.queues, snapshot.sequential_id) == ([], [], 0)
+    store.close()
+
+
+def test_use_after_close_is_a_store_error(data_dir):
+    store = SqliteStore(data_dir)
+    store.close()
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.put_message(_msg(1))
+    with pytest.raises(StoreError, match="closed"):
+        store.flush()
+    with pytest.raises(StoreError, match="closed"):
+        store.load()
+
+
+def test_constructor_options_are_checked(data_dir):
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteStore(data_dir, synchronous="OFF")
+    with pytest.raises(ValueError, match="commit_interval_ms"):
+        SqliteStore(data_dir, commit_interval_ms=-1)
+
+
+def test_full_synchronous_mode_works(data_dir):
+    store = SqliteStore(data_dir, synchronous="FULL")
+    store.put_message(_msg(1))
+    store.close()
+    store = SqliteStore(data_dir)
+    assert len(store.load().messages) == 1
+    store.close()
+
+
+# ---- files that are not a usable store -------------------------------------------------------
+
+def _open_fails(path, match):
+    with pytest.raises(StoreError, match=match) as info:
+        store = SqliteStore(path)
+        try:
+            store.load()
+        finally:
+            store.close()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("content", [b"garbage!" * 1000, b"short", os.urandom(100) + b"\x00" * 8000])
+def test_garbage_file(data_dir, content):
+    data_dir.mkdir()
+    (data_dir / DB_FILE_NAME).write_bytes(content)
+    message = _open_fails(data_dir, "not an SQLite database")
+    assert str(data_dir / DB_FILE_NAME) in message
+    assert (data_dir / DB_FILE_NAME).read_bytes() == content      # never overwritten
+
+
+def test_truncated_file(data_dir):
+    path = _fill(data_dir, 300)
+    size = path.stat().st_size
+    with open(path, "r+b") as handle:
+        handle.truncate(size // 2)
+    message = _open_fails(data_dir, "truncated")
+    assert str(path) in message and f"{size // 2} bytes" in message
+
+
+def test_truncated_to_a_partial_header(data_dir):
+    path = _fill(data_dir, 3)
+    with open(path, "r+b") as handle:
+        handle.truncate(60)
+    assert str(path) in _open_fails(data_dir, "not an SQLite database")
+
+
+def test_corrupt_pages_are_reported_not_skipped(data_dir):
+    path = _fill(data_dir, 300)
+    page_size = _rows(path, "PRAGMA page_size")[0][0]
+    with open(path, "r+b") as handle:
+        handle.seek(page_size * 4)
+        handle.write(b"\xa5" * page_size * 20)
+    assert str(path) in _open_fails(data_dir, "corrupt|malformed")
+
+
+def test_newer_schema_version(data_dir):
+    path = _fill(data_dir, 1)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+        conn.commit()
+    message = _open_fails(data_dir, f"schema version {SCHEMA_VERSION + 1} was written by a newer qm2qm")
+    assert str(path) in message
+
+
+def test_sqlite_database_of_something_else(data_dir):
+    data_dir.mkdir()
+    with contextlib.closing(sqlite3.connect(data_dir / DB_FILE_NAME)) as conn:
+        conn.execute("CREATE TABLE customers (name TEXT)")
+        conn.commit()
+    assert "customers" in _open_fails(data_dir, "not a qm2qm store")
+
+
+def test_corrupt_message_row(data_dir):
+    path = _fill(data_dir, 2)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE messages SET attributes = '{\"label\":[\"b\"' WHERE lookup_identifier = ?",
+                     (2 - BIAS,))
+        conn.execute("UPDATE messages SET state = 9 WHERE lookup_identifier = ?", (1 - BIAS,))
+        conn.commit()
+    assert "corrupt message 1" in _open_fails(data_dir, "unknown state 9")
+
+
+def test_data_dir_below_a_regular_file(tmp_path):
+    (tmp_path / "file").write_text("x")
+    _open_fails(tmp_path / "file" / "data", "cannot create the data directory")
+
+
+def test_database_path_is_a_directory(data_dir):
+    (data_dir / DB_FILE_NAME).mkdir(parents=True)
+    _open_fails(data_dir, "not a regular file")
+
+
+def test_store_in_use_by_another_opener(data_dir):
+    first = SqliteStore(data_dir)
+    try:
+        _open_fails(data_dir, "in use by another process")
+    finally:
+        first.close()
+
+
+@contextlib.contextmanager
+def _unprivileged():
+    """Run as an unprivileged user: root ignores directory permissions."""
+    if os.geteuid() != 0:
+        yield
+        return
+    os.setegid(65534)
+    os.seteuid(65534)
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(0)
+
+
+def test_directory_not_writable():
+    parent = tempfile.mkdtemp(prefix="qm2qm-store-")
+    readonly = os.path.join(parent, "readonly")
+    try:
+        os.chmod(parent, 0o755)
+        os.mkdir(readonly, 0o555)
+        os.chmod(readonly, 0o555)
+        with _unprivileged():
+            message = _open_fails(readonly, "writable")
+        assert readonly in message
+    finally:
+        os.rmdir(readonly)
+        os.rmdir(parent)
