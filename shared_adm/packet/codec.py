@@ -13,7 +13,7 @@ from shared_adm.packet.debug_header import DebugHeader
 from shared_adm.packet.errors import PacketError
 from shared_adm.packet.format_names import parse_format_name
 from shared_adm.packet.layout import (
-    BASE_DH, BASE_RESERVED, BASE_SH, BASE_TR, MAX_PACKET_SIZE, MAX_TX_ID, PROPERTIES_ACKS, SEC_AI, SEC_AS_SHIFT,
+    BASE_DH, BASE_RESERVED, BASE_SH, BASE_TR, MAX_PACKET_SIZE, MAX_TX_ID, PROPERTIES_ACKS, SEC_AS_SHIFT,
     SEC_AU, SEC_DE, SEC_EB, SEC_ST, SENDER_ID_TYPES, SESSION_HEADER_SIZE, TX_CG, TX_FA, TX_FM, TX_ID_SHIFT, TX_LM,
     TX_RESERVED, USER_AQ_SHIFT, USER_CQ, USER_DM_SHIFT, USER_DQ_SHIFT, USER_HH, USER_JN, USER_JP, USER_MP,
     USER_MQ, USER_RC, USER_RESERVED, USER_RQ_SHIFT, USER_SH, USER_TH, BASE_PR, DEBUG_RESERVED, SEC_AS,
@@ -335,12 +335,7 @@ def _transaction_attributes(m: Message, tx: TransactionHeader, priority: int) ->
 
 
 def _security_attributes(m: Message, sec: SecurityHeader) -> None:
-    st = sec.flags & SEC_ST
-    if st not in SENDER_ID_TYPES:
-        raise PacketError("SecurityHeader", "Flags.ST", None, f"sender id type {st} is invalid (MUST be 0, 1, 2)")
-    if st == 0 and sec.security_id:
-        raise PacketError("SecurityHeader", "SenderIdSize", None, "MUST be 0 when Flags.ST is 0")
-    m.sender_id_type = st
+    m.sender_id_type = sec.flags & SEC_ST
     m.authentication_level = (sec.flags & SEC_AS) >> SEC_AS_SHIFT
     m.sender_id = sec.security_id
     m.symmetric_key = sec.encryption_key

@@ -8,7 +8,6 @@ padded to 4 at the end as every header is (2.2.19.1). Layout UNVERIFIED against 
 """
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass, field
 
 from shared_adm.packet.format_names import DirectName, DistributionListName, FormatName, PrivateName, PublicName
@@ -100,7 +99,7 @@ class MultiQueueFormatHeader:
                 raise r.error(name + ".HeaderSize", f"{size} is outside 12..{r.end - at} (bytes left)", at)
             if count > (size - MQF_ADDRESS_HEADER.size) // 2:
                 raise r.error(name + ".ElementCount", f"{count} elements cannot fit in HeaderSize {size}", at + 8)
-            sub = Reader(r.view, r.pos, at + size, r.header)
+            sub = Reader(r.view, r.pos, at + size, r.header, name + " MQFAddressHeader (HeaderSize)")
             names = [_parse_element(sub, base, f"{name}.FormatNameList[{i}]") for i in range(count)]
             sub.skip_padding(base, name + ".FormatNameList")
             if sub.pos != at + size:

@@ -7,8 +7,8 @@ from shared_adm.packet.base_header import BaseHeader
 from shared_adm.packet.debug_header import DebugHeader
 from shared_adm.packet.errors import PacketError
 from shared_adm.packet.layout import (
-    BASE_DH, BASE_HEADER, BASE_IN, BASE_SH, BASE_TR, MAX_PACKET_SIZE, MAX_ROUTING_COUNT,
-    PROPERTIES_ACKS,    SESSION_HEADER_SIZE, USER_AH, USER_DM, USER_DM_SHIFT, USER_HH, USER_MP, USER_MQ, USER_RC, USER_SH, USER_TH,
+    BASE_DH, BASE_HEADER, BASE_IN, BASE_SH, BASE_TR, MAX_PACKET_SIZE, PROPERTIES_ACKS, SESSION_HEADER_SIZE,
+    USER_HH, USER_MQ, USER_SH, USER_TH,
 )
 from shared_adm.packet.multi_queue_header import MultiQueueFormatHeader
 from shared_adm.packet.properties_header import MessagePropertiesHeader
@@ -18,7 +18,6 @@ from shared_adm.packet.soap_header import SoapHeader
 from shared_adm.packet.transaction_header import TransactionHeader
 from shared_adm.packet.user_header import UserHeader
 
-PRIVATE_ADMIN_TYPES = frozenset({2, 3, 6})
 MIN_PACKET_SIZE = BASE_HEADER.size + 48 + 56
 
 
@@ -82,7 +81,6 @@ class UserMessagePacket:
 
         r = Reader(view, BASE_HEADER.size, size, "UserHeader")
         user = UserHeader.parse(r)
-        _check_user_flags(user)
         uflags = user.flags
         r.header = "TransactionHeader"
         transaction = TransactionHeader.parse(r) if uflags & USER_TH else None
@@ -106,28 +104,3 @@ class UserMessagePacket:
                               f"{size}, but the announced headers end at {r.pos} ({size - r.pos} bytes unaccounted)")
         session = bytes(view[size:]) if flags & BASE_SH else None
         return cls(base, user, properties, transaction, security, debug, soap, multi, session)
-
-
-def _check_user_flags(user: UserHeader) -> None:
-    """Flag rules of 2.2.19.2 that the layout alone does not enforce."""
-    flags = user.flags
-    at = BASE_HEADER.size + 44
-
-    def fail(field: str, reason: str) -> PacketError:
-        return PacketError("UserHeader", field, at, reason)
-
-    if not flags & USER_MP:
-        raise fail("Flags.MP", "MessagePropertiesHeader flag clear; it MUST always be set")
-    if flags & USER_AH:
-        raise fail("Flags.AH", "HTTP-origin packet (SRMP headers of MS-MQRR 2.2.5.1) is not supported")
-    dm = (flags & USER_DM) >> USER_DM_SHIFT
-    if dm > 1:
-        raise fail("Flags.DM", f"delivery mode {dm} is invalid (MUST be 0 or 1)")
-    if flags & USER_TH and dm == 0:
-        raise fail("Flags.TH", "TransactionHeader present with express delivery (DM MUST NOT be 0)")
-    if flags & USER_RC > MAX_ROUTING_COUNT:
-        raise fail("Flags.RC", f"routing count {flags & USER_RC} exceeds 0x1D")
-    if user.rq == 1 and user.aq == 0:
-        raise fail("Flags.RQ", "response queue 'same as admin queue' (1) but no admin queue (AQ = 0)")
-    if user.rq == 4 and user.aq not in PRIVATE_ADMIN_TYPES:
-        raise fail("Flags.RQ", f"response queue on the admin host (4) but admin queue type {user.aq} is not private")

@@ -11,13 +11,14 @@ from shared_adm.packet.layout import pad4
 class Reader:
     """Reads fields of one header between ``pos`` and ``end``; ``header`` names it in errors."""
 
-    __slots__ = ("view", "pos", "end", "header")
+    __slots__ = ("view", "pos", "end", "header", "scope")
 
-    def __init__(self, view: memoryview, pos: int, end: int, header: str) -> None:
+    def __init__(self, view: memoryview, pos: int, end: int, header: str, scope: str = "packet") -> None:
         self.view = view
         self.pos = pos
         self.end = end
         self.header = header
+        self.scope = scope          # what ``end`` is the end of, for error messages
 
     def error(self, field: str, reason: str, offset: int | None = None) -> PacketError:
         """A PacketError for ``field`` of the current header at ``offset`` (default: the cursor)."""
@@ -26,7 +27,7 @@ class Reader:
     def need(self, n: int, field: str) -> None:
         """Fail unless n more bytes remain before the end of the packet."""
         if n > self.end - self.pos:
-            raise self.error(field, f"truncated: needs {n} bytes, {max(self.end - self.pos, 0)} left in packet")
+            raise self.error(field, f"truncated: needs {n} bytes, {max(self.end - self.pos, 0)} left in {self.scope}")
 
     def unpack(self, st: struct.Struct, field: str) -> tuple:
         """Unpack a fixed-size structure and advance."""
@@ -69,7 +70,7 @@ class Reader:
         while True:
             j = raw.find(b"\x00\x00", j)
             if j < 0:
-                raise self.error(field, "no terminating NUL before the end of the packet", start)
+                raise self.error(field, f"no terminating NUL before the end of the {self.scope}", start)
             if j % 2 == 0:
                 break
             j += 1

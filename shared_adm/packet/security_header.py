@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared_adm.packet.errors import PacketError
-from shared_adm.packet.layout import SECURITY_HEADER, U32, ZEROS, pad4
+from shared_adm.packet.layout import SEC_ST, SECURITY_HEADER, SENDER_ID_TYPES, U32, ZEROS, pad4
 from shared_adm.packet.reader import Reader, decode_wstring, encode_wstring
 
 
@@ -49,6 +49,10 @@ class SecurityHeader:
         """Parse at the reader's cursor, including the padding after each SecurityData item."""
         base = r.pos
         flags, *sizes = r.unpack(SECURITY_HEADER, "fixed part")
+        if flags & SEC_ST not in SENDER_ID_TYPES:
+            raise r.error("Flags.ST", f"sender id type {flags & SEC_ST} is invalid (MUST be 0, 1 or 2)", base)
+        if flags & SEC_ST == 0 and sizes[0]:
+            raise r.error("SenderIdSize", f"{sizes[0]}, MUST be 0 when Flags.ST is 0 (no sender id)", base + 2)
         if not any(sizes):
             raise r.error("SenderIdSize", "all SecurityData sizes are zero (at least one MUST be non-zero)", base + 2)
         if sizes[3] > 0xFFFF:

@@ -7,14 +7,17 @@ from dataclasses import dataclass
 from shared_adm.packet.errors import PacketError
 from shared_adm.packet.format_names import PrivateName
 from shared_adm.packet.layout import (
-    AQ_VALID, DQ_VALID, QFT_DIRECT, QFT_NONE, QFT_PRIVATE_ON_OTHER, QFT_PUBLIC, QFT_SAME_AS_ADMIN, U16, U32,
-    USER_AQ, USER_AQ_SHIFT, USER_CQ, USER_DQ, USER_DQ_SHIFT, USER_HEADER, USER_RQ, USER_RQ_SHIFT, ZEROS, pad4,
+    AQ_VALID, DQ_VALID, MAX_ROUTING_COUNT, QFT_DIRECT, QFT_NONE, QFT_PRIVATE_ON_ADMIN, QFT_PRIVATE_ON_DESTINATION,
+    QFT_PRIVATE_ON_OTHER, QFT_PRIVATE_ON_SOURCE, QFT_PUBLIC, QFT_SAME_AS_ADMIN, U16, U32, USER_AH, USER_AQ,
+    USER_AQ_SHIFT, USER_CQ, USER_DM, USER_DM_SHIFT, USER_DQ, USER_DQ_SHIFT, USER_HEADER, USER_MP, USER_RC, USER_RQ,
+    USER_RQ_SHIFT, USER_TH, ZEROS, pad4,
 )
 from shared_adm.packet.reader import Reader, encode_wstring
 
 # A queue field's value by Queue Format Type: int = PrivateQueueFormatNameId (2, 3, 4),
 # UUID = PublicQueueFormatName (5), PrivateName = PrivateQueueFormatName (6), str = DirectQueueFormatName (7).
 QueueField = int | uuid.UUID | PrivateName | str | None
+PRIVATE_ADMIN_TYPES = frozenset({QFT_PRIVATE_ON_SOURCE, QFT_PRIVATE_ON_DESTINATION, QFT_PRIVATE_ON_OTHER})
 
 
 def pack_queue_field(code: int, value: QueueField, field: str) -> bytes:
@@ -102,6 +105,7 @@ class UserHeader:
             raise r.error("Flags.DQ", f"destination queue type {dq} is invalid (MUST be 0, 3, 5 or 7)", flags_offset)
         if aq not in AQ_VALID:
             raise r.error("Flags.AQ", f"admin queue type {aq} is invalid (MUST be 0, 2, 3, 5, 6 or 7)", flags_offset)
+        _check_flags(flags, dq, aq, rq, r, flags_offset)
         hdr = cls(uuid.UUID(bytes_le=src), uuid.UUID(bytes_le=qma), ttbr, sent, msg_id, flags)
         hdr.destination_queue = parse_queue_field(r, dq, "DestinationQueue", base)
         hdr.admin_queue = parse_queue_field(r, aq, "AdminQueue", base)
@@ -109,3 +113,22 @@ class UserHeader:
         if flags & USER_CQ:
             hdr.connector_type = r.guid("ConnectorType")
         return hdr
+
+
+def _check_flags(flags: int, dq: int, aq: int, rq: int, r: Reader, at: int) -> None:
+    """Flag rules of 2.2.19.2 beyond the DQ/AQ code tables."""
+    if not flags & USER_MP:
+        raise r.error("Flags.MP", "MessagePropertiesHeader flag clear; it MUST always be set", at)
+    if flags & USER_AH:
+        raise r.error("Flags.AH", "HTTP-origin packet (SRMP headers of MS-MQRR 2.2.5.1) is not supported", at)
+    dm = (flags & USER_DM) >> USER_DM_SHIFT
+    if dm > 1:
+        raise r.error("Flags.DM", f"delivery mode {dm} is invalid (MUST be 0 or 1)", at)
+    if flags & USER_TH and dm == 0:
+        raise r.error("Flags.TH", "TransactionHeader present with express delivery (DM MUST NOT be 0)", at)
+    if flags & USER_RC > MAX_ROUTING_COUNT:
+        raise r.error("Flags.RC", f"routing count {flags & USER_RC} exceeds 0x1D", at)
+    if rq == QFT_SAME_AS_ADMIN and aq == QFT_NONE:
+        raise r.error("Flags.RQ", "response queue 'same as admin queue' (1) but no admin queue (AQ = 0)", at)
+    if rq == QFT_PRIVATE_ON_ADMIN and aq not in PRIVATE_ADMIN_TYPES:
+        raise r.error("Flags.RQ", f"response queue on the admin host (4) but admin queue type {aq} is not private", at)
