@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import ipaddress
+import re
+import socket
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -20,6 +22,13 @@ DEFAULT_DATA_DIR = "./qm2qm-data"
 DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
+_COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
+
+
+def default_computer_name() -> str:
+    """This host's short name: the Computer part of local path names and DIRECT=OS: format names."""
+    return socket.gethostname().split(".")[0] or "qm2qm"
 
 
 class ConfigError(ValueError):
@@ -35,6 +44,7 @@ class ServerConfig:
     qmcomm_port: int = DEFAULT_QMCOMM_PORT
     admin_port: int = DEFAULT_ADMIN_PORT
     log_level: str = "warning"
+    computer_name: str = field(default_factory=default_computer_name)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -80,6 +90,11 @@ def _check_value(key: str, value: Any) -> Any:
         return _check_port(key, value, allow_zero=False)
     if key == "admin_port":
         return _check_port(key, value, allow_zero=True)
+    if key == "computer_name":
+        if not isinstance(value, str) or not _COMPUTER_NAME.fullmatch(value):
+            raise ConfigError(f"computer_name: expected 1 to 256 printable characters without '\\' "
+                              f"(MS-MQMQ 2.1.1), got {value!r}")
+        return value
     if key == "log_level":
         if value not in LOG_LEVELS:
             raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")

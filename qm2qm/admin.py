@@ -1,0 +1,584 @@
+"""Admin HTTP+JSON API on loopback: queues, messages and remote-read handles (MS-MQDMPR 3.1.7.1, MS-MQMP 3.1.4.2/3.1.4.4)."""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import re
+import time
+import uuid
+from typing import Any, Callable
+
+from aiohttp import web
+
+from shared_adm.message import INFINITE, DeliveryGuarantee, Message
+from shared_adm.status import status_name
+
+log = logging.getLogger("qm2qm.admin")
+
+# MS-MQDMPR 3.1.1.12: Label MUST NOT exceed 249 characters. MSMQ's documented message size limit is 4 MB;
+# MS-MQQP 2.2.2.1 caps a whole UserMessage packet at 0x420000 bytes, leaving room for headers.
+MAX_LABEL = 249
+MAX_BODY = 4 * 1024 * 1024
+# A JSON request carries the body base64-encoded (4/3) plus the other fields.
+MAX_REQUEST = 6 * 1024 * 1024 + 64 * 1024
+# MS-MQMQ 2.1.1 (MSMQ 4.0–6.0): QueueName = 1*124(%x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7f).
+_QUEUE_NAME = re.compile(r"[\x21\x23-\x2a\x2d-\x3a\x3c-\x5b\x5d-\x7f]{1,124}")
+_COMPUTER = re.compile(r"[\x21-\x7e]{1,256}")
+# MQMSG_ACKNOWLEDGMENT_* (MS-MQMQ 2.2.19.3 MessagePropertiesHeader.Flags bits).
+ACK_NAMES = {
+    "none": 0x00, "pos_arrival": 0x01, "pos_receive": 0x02, "neg_arrival": 0x04, "neg_receive": 0x08,
+    "nack_reach_queue": 0x04, "full_reach_queue": 0x05, "nack_receive": 0x0C, "full_receive": 0x0E,
+}
+ACCESS = {"receive": 0x00000001, "peek": 0x00000020}      # MQ_RECEIVE_ACCESS / MQ_PEEK_ACCESS (MS-MQMP 3.1.4.2)
+SHARE = {"deny-none": 0x00000000, "deny-receive": 0x00000001}  # MQ_DENY_NONE / MQ_DENY_RECEIVE_SHARE
+
+
+class AdminError(Exception):
+    """An admin request that cannot be served: HTTP status, a short code and a message saying what is wrong."""
+
+    def __init__(self, http_status: int, code: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.http_status = http_status
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def mq_error(status: int, message: str) -> AdminError:
+    """Map an MS-MQMQ 2.4 status to an HTTP error (404 not found, 409 conflict, else 400)."""
+    http = {
+        "MQ_ERROR_QUEUE_NOT_FOUND": 404, "MQ_ERROR_INVALID_HANDLE": 404, "MQ_ERROR_MESSAGE_NOT_FOUND": 404,
+        "MQ_ERROR_QUEUE_EXISTS": 409, "MQ_ERROR_SHARING_VIOLATION": 409,
+    }.get(status_name(status), 400)
+    return AdminError(http, status_name(status), message, hresult=f"0x{status:08X}")
+
+
+# ----------------------------------------------------------------------------------------------- validation
+
+def check_pathname(value: Any, *, field: str = "pathname") -> str:
+    """A queue path name per MS-MQMQ 2.1.1: Computer\\QueueName or Computer\\private$\\QueueName."""
+    if not isinstance(value, str) or not value:
+        raise AdminError(400, "bad_pathname", f"{field}: expected a queue path name string, got {value!r}")
+    parts = value.split("\\")
+    if len(parts) == 3 and parts[1].lower() == "private$":
+        computer, name = parts[0], parts[2]
+    elif len(parts) == 2:
+        computer, name = parts
+    else:
+        raise AdminError(400, "bad_pathname", f"{field}: {value!r} is not 'Computer\\QueueName' or "
+                                              "'Computer\\private$\\QueueName' (MS-MQMQ 2.1.1)")
+    if not _COMPUTER.fullmatch(computer):
+        raise AdminError(400, "bad_pathname", f"{field}: bad computer name {computer!r} in {value!r} (MS-MQMQ 2.1.1)")
+    if not _QUEUE_NAME.fullmatch(name):
+        raise AdminError(400, "bad_pathname", f"{field}: bad queue name {name!r} in {value!r}: 1 to 124 printable "
+                                              "characters, none of \\ ; + , \" (MS-MQMQ 2.1.1)")
+    return value
+
+
+def _int(body: dict, key: str, low: int, high: int, default: Any = None) -> Any:
+    if key not in body or body[key] is None:
+        return default
+    value = body[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError(400, "bad_value", f"{key}: expected an integer, got {value!r}")
+    if not low <= value <= high:
+        raise AdminError(400, "bad_value", f"{key}: {value} is out of range {low}..{high}")
+    return value
+
+
+def _bool(body: dict, key: str, default: bool = False) -> bool:
+    value = body.get(key, default)
+    if not isinstance(value, bool):
+        raise AdminError(400, "bad_value", f"{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _str(body: dict, key: str, default: Any = None, *, max_len: int | None = None) -> Any:
+    value = body.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise AdminError(400, "bad_value", f"{key}: expected a string, got {value!r}")
+    if max_len is not None and len(value) > max_len:
+        raise AdminError(400, "bad_value", f"{key}: {len(value)} characters is longer than {max_len}")
+    return value
+
+
+def _b64(body: dict, key: str) -> bytes | None:
+    value = _str(body, key)
+    if value is None:
+        return None
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise AdminError(400, "bad_value", f"{key}: not valid base64") from None
+
+
+def _reject_unknown(body: dict, known: set[str]) -> None:
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise AdminError(400, "unknown_field", f"unknown field(s): {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+def _ack_flags(value: Any) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 0 <= value <= 0x0F:
+            raise AdminError(400, "bad_value", f"acknowledgement: {value} is out of range 0..15 (PA/PR/NA/NR bits)")
+        return value
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise AdminError(400, "bad_value", f"acknowledgement: expected an integer, a name or a list of names, got {value!r}")
+    flags = 0
+    for name in names:
+        key = name.lower().replace("-", "_")
+        if key not in ACK_NAMES:
+            raise AdminError(400, "bad_value", f"acknowledgement: unknown flag {name!r} (known: {', '.join(ACK_NAMES)})")
+        flags |= ACK_NAMES[key]
+    return flags
+
+
+QUEUE_FIELDS = {"pathname", "label", "transactional", "journal", "quota", "journal_quota"}
+MESSAGE_FIELDS = {
+    "body", "body_base64", "body_type", "label", "priority", "time_to_be_received", "time_to_reach_queue",
+    "correlation_id", "app_specific", "delivery", "acknowledgement", "admin_queue", "response_queue",
+    "journal", "dead_letter", "extension_base64", "trace",
+}
+
+
+def queue_spec(body: dict) -> dict:
+    """Validate a create-queue request (MS-MQDMPR 3.1.1.2 attributes, Set Queue Defaults 3.1.7.1.33)."""
+    _reject_unknown(body, QUEUE_FIELDS)
+    return {
+        "pathname": check_pathname(body.get("pathname")),
+        "label": _str(body, "label", "", max_len=124),
+        "transactional": _bool(body, "transactional"),
+        "journaling": _bool(body, "journal"),
+        "quota": _int(body, "quota", 0, 0xFFFFFFFF, 0xFFFFFFFF),
+        "journal_quota": _int(body, "journal_quota", 0, 0xFFFFFFFF, 0xFFFFFFFF),
+    }
+
+
+def message_from_request(body: dict, *, now: Callable[[], float] = time.time) -> Message:
+    """Validate a send request and build the Message (MS-MQDMPR 3.1.1.12) a sender would have set."""
+    _reject_unknown(body, MESSAGE_FIELDS)
+    if "body" in body and "body_base64" in body:
+        raise AdminError(400, "bad_value", "give either body (text, sent as UTF-8) or body_base64, not both")
+    if "body_base64" in body:
+        payload = _b64(body, "body_base64") or b""
+    else:
+        payload = _str(body, "body", "").encode("utf-8")
+    if len(payload) > MAX_BODY:
+        raise AdminError(413, "body_too_large", f"body: {len(payload)} bytes is larger than {MAX_BODY}")
+    label = _str(body, "label", "")
+    if len(label) > MAX_LABEL:
+        raise AdminError(400, "label_too_long", f"label: {len(label)} characters is longer than {MAX_LABEL} (MS-MQDMPR 3.1.1.12)")
+    priority = _int(body, "priority", 0, 7, 3)
+    correlation = bytes(20)
+    if body.get("correlation_id") is not None:
+        text = _str(body, "correlation_id")
+        try:
+            correlation = bytes.fromhex(text)
+        except ValueError:
+            raise AdminError(400, "bad_value", f"correlation_id: {text!r} is not hexadecimal") from None
+        if len(correlation) != 20:
+            raise AdminError(400, "bad_value", f"correlation_id: {len(correlation)} bytes, expected 20 (40 hex digits)")
+    delivery = _str(body, "delivery", "express")
+    if delivery not in ("express", "recoverable"):
+        raise AdminError(400, "bad_value", f"delivery: expected 'express' or 'recoverable', got {delivery!r}")
+    acks = _ack_flags(body.get("acknowledgement"))
+    admin_queue = _str(body, "admin_queue")
+    if acks and not admin_queue:
+        raise AdminError(400, "bad_value", "acknowledgement requested without admin_queue (MS-MQMQ 2.2.19.2: "
+                                           "an administration queue MUST be given when acknowledgements are requested)")
+    sent = int(now())
+    return Message(
+        body=payload,
+        body_type=_int(body, "body_type", 0, 0xFFFFFFFF, 0),
+        label=label,
+        priority=priority,
+        time_to_be_received=_int(body, "time_to_be_received", 0, 0xFFFFFFFF, INFINITE),
+        time_to_reach_queue=_int(body, "time_to_reach_queue", 0, 0xFFFFFFFF, 0x54600),
+        correlation_identifier=correlation,
+        application_tag=_int(body, "app_specific", 0, 0xFFFFFFFF, 0),
+        delivery_guarantee=DeliveryGuarantee.RECOVERABLE if delivery == "recoverable" else DeliveryGuarantee.EXPRESS,
+        acknowledgements_requested=acks,
+        administration_queue_format_name=admin_queue,
+        response_queue_format_name=_str(body, "response_queue"),
+        positive_journaling_requested=_bool(body, "journal"),
+        negative_journaling_requested=_bool(body, "dead_letter"),
+        extension=_b64(body, "extension_base64") or b"",
+        tracing_requested=_bool(body, "trace"),
+        sent_time=sent,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- views
+
+def message_view(message: Message, state: str, *, with_body: bool) -> dict:
+    """A message as JSON: its lookup identifier, position state and every attribute a sender sets."""
+    view = {
+        "lookup_id": message.lookup_identifier,
+        "state": state,
+        "identifier": f"{{{message.identifier[0]}}}\\{message.identifier[1]}",
+        "priority": message.priority,
+        "label": message.label,
+        "body_size": len(message.body),
+        "body_type": message.body_type,
+        "app_specific": message.application_tag,
+        "correlation_id": message.correlation_identifier.hex(),
+        "delivery": "recoverable" if message.delivery_guarantee == DeliveryGuarantee.RECOVERABLE else "express",
+        "acknowledgement": message.acknowledgements_requested,
+        "admin_queue": message.administration_queue_format_name,
+        "response_queue": message.response_queue_format_name,
+        "destination_queue": message.destination_queue_format_name,
+        "journal": message.positive_journaling_requested,
+        "dead_letter": message.negative_journaling_requested,
+        "trace": message.tracing_requested,
+        "sent_time": message.sent_time,
+        "arrival_time": message.arrival_time,
+        "time_to_be_received": message.time_to_be_received,
+        "time_to_reach_queue": message.time_to_reach_queue,
+        "class": message.class_,
+    }
+    if with_body:
+        view["body_base64"] = base64.b64encode(message.body).decode("ascii")
+        try:
+            view["body_text"] = message.body.decode("utf-8")
+        except UnicodeDecodeError:
+            view["body_text"] = None
+        view["extension_base64"] = base64.b64encode(message.extension).decode("ascii")
+    return view
+
+
+# ----------------------------------------------------------------------------------------------- HTTP
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, indent=None))
+
+
+@web.middleware
+async def _errors(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except AdminError as exc:
+        return _json({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.http_status)
+    except web.HTTPRequestEntityTooLarge as exc:
+        return _json({"error": "request_too_large", "message": f"request body larger than {MAX_REQUEST} bytes"},
+                     status=413)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reason = {404: "no such endpoint", 405: "method not allowed for this endpoint"}.get(exc.status, exc.reason)
+        return _json({"error": exc.reason.lower().replace(" ", "_"),
+                      "message": f"{reason}: {request.method} {request.path}"}, status=exc.status)
+    except Exception:  # the admin API must answer, not die, whatever a request does
+        log.exception("admin request %s %s failed", request.method, request.path)
+        return _json({"error": "internal_error", "message": "internal error; see the server log"}, status=500)
+
+
+async def _body(request: web.Request) -> dict:
+    raw = await request.read()
+    if not raw:
+        raise AdminError(400, "bad_json", "request body is empty; expected a JSON object")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AdminError(400, "bad_json", f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise AdminError(400, "bad_json", f"request body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _handle_arg(request: web.Request, key: str) -> int:
+    text = request.match_info[key]
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise AdminError(400, "bad_value", f"{key}: {text!r} is not a number") from None
+    if not 0 < value <= 0xFFFFFFFF:
+        raise AdminError(400, "bad_value", f"{key}: {value} is not a DWORD handle (1..0xFFFFFFFF)")
+    return value
+
+
+class AdminApi:
+    """The aiohttp application over a running queue manager (see docs/admin-api.md)."""
+
+    def __init__(self, qm: Any, info: Callable[[], dict], service: Any = None) -> None:
+        self.qm = qm
+        self.info = info
+        self.backend = Backend(qm, service)
+        self.app = web.Application(middlewares=[_errors], client_max_size=MAX_REQUEST)
+        r = self.app.router
+        r.add_get("/v1/info", self.get_info)
+        r.add_get("/v1/queues", self.list_queues)
+        r.add_post("/v1/queues", self.create_queue)
+        r.add_get("/v1/queues/{name}", self.show_queue)
+        r.add_delete("/v1/queues/{name}", self.delete_queue)
+        r.add_get("/v1/queues/{name}/messages", self.list_messages)
+        r.add_post("/v1/queues/{name}/messages", self.send_message)
+        r.add_get("/v1/queues/{name}/messages/{lookup_id}", self.show_message)
+        r.add_post("/v1/queues/{name}/open", self.open_queue)
+        r.add_get("/v1/handles", self.list_handles)
+        r.add_delete("/v1/handles/{handle}", self.close_handle)
+        r.add_post("/v1/handles/{handle}/cursors", self.open_cursor)
+        r.add_get("/v1/reads", self.list_reads)
+
+    def _queue(self, request: web.Request):
+        name = request.match_info["name"]
+        queue = self.backend.find_queue(name)
+        if queue is None:
+            raise AdminError(404, "MQ_ERROR_QUEUE_NOT_FOUND", f"unknown queue {name!r}")
+        return queue
+
+    async def get_info(self, request: web.Request) -> web.Response:
+        return _json(self.info())
+
+    async def list_queues(self, request: web.Request) -> web.Response:
+        return _json({"queues": [self.backend.queue_view(q) for q in self.backend.queues()]})
+
+    async def create_queue(self, request: web.Request) -> web.Response:
+        spec = queue_spec(await _body(request))
+        queue = self.backend.create_queue(spec)
+        await self.qm.durable()
+        return _json(self.backend.queue_view(queue), status=201)
+
+    async def show_queue(self, request: web.Request) -> web.Response:
+        return _json(self.backend.queue_view(self._queue(request)))
+
+    async def delete_queue(self, request: web.Request) -> web.Response:
+        queue = self._queue(request)
+        self.backend.delete_queue(queue)
+        await self.qm.durable()
+        return _json({"deleted": self.backend.queue_view(queue)["pathname"]})
+
+    async def list_messages(self, request: web.Request) -> web.Response:
+        queue = self._queue(request)
+        with_body = request.query.get("body", "0") not in ("0", "false", "")
+        return _json({"queue": self.backend.queue_view(queue)["pathname"],
+                      "messages": [message_view(m, s, with_body=with_body) for m, s in self.backend.messages(queue)]})
+
+    async def send_message(self, request: web.Request) -> web.Response:
+        queue = self._queue(request)
+        message = message_from_request(await _body(request))
+        self.backend.enqueue(queue, message)
+        await self.qm.durable()
+        return _json(message_view(message, "Available", with_body=False), status=201)
+
+    async def show_message(self, request: web.Request) -> web.Response:
+        queue = self._queue(request)
+        text = request.match_info["lookup_id"]
+        try:
+            lookup_id = int(text, 0)
+        except ValueError:
+            raise AdminError(400, "bad_value", f"lookup_id: {text!r} is not a number") from None
+        for message, state in self.backend.messages(queue):
+            if message.lookup_identifier == lookup_id:
+                return _json(message_view(message, state, with_body=True))
+        raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
+
+    async def open_queue(self, request: web.Request) -> web.Response:
+        queue = self._queue(request)
+        body = await _body(request)
+        _reject_unknown(body, {"access", "share_mode"})
+        access = _str(body, "access", "receive")
+        share = _str(body, "share_mode", "deny-none")
+        if access not in ACCESS:
+            raise AdminError(400, "bad_value", f"access: expected one of {', '.join(ACCESS)}, got {access!r}")
+        if share not in SHARE:
+            raise AdminError(400, "bad_value", f"share_mode: expected one of {', '.join(SHARE)}, got {share!r}")
+        desc = self.backend.open_for_remote_read(queue, access, share)
+        return _json(self.backend.descriptor_view(desc), status=201)
+
+    async def list_handles(self, request: web.Request) -> web.Response:
+        return _json({"handles": [self.backend.descriptor_view(d) for d in self.backend.descriptors()]})
+
+    async def close_handle(self, request: web.Request) -> web.Response:
+        handle = _handle_arg(request, "handle")
+        desc = self.backend.find_descriptor(handle)
+        if desc is None:
+            raise AdminError(404, "MQ_ERROR_INVALID_HANDLE", f"no open queue descriptor with handle {handle}")
+        self.backend.close_descriptor(desc)
+        return _json({"closed": handle})
+
+    async def open_cursor(self, request: web.Request) -> web.Response:
+        handle = _handle_arg(request, "handle")
+        desc = self.backend.find_descriptor(handle)
+        if desc is None:
+            raise AdminError(404, "MQ_ERROR_INVALID_HANDLE", f"no open queue descriptor with handle {handle}")
+        cursor = self.backend.open_cursor(desc)
+        return _json({"hRemoteQueue": handle, "hCursor": cursor}, status=201)
+
+    async def list_reads(self, request: web.Request) -> web.Response:
+        return _json({"reads": self.backend.remote_reads(), "waiting": self.backend.waiting_reads()})
+
+
+# ----------------------------------------------------------------------------------------------- queue manager side
+
+class Backend:
+    """The admin operations as MS-MQDMPR events on the QueueManager (shared_adm.queue_manager)."""
+
+    def __init__(self, qm: Any, service: Any = None) -> None:
+        self.qm = qm
+        self.service = service          # the qm2qm Service (qm2qm.mqqp.handlers._service), for pending reads
+
+    # names ------------------------------------------------------------------------------------------------
+    def pathname(self, queue) -> str:
+        """MS-MQMQ 2.1.1 path name: Computer\\QueueName, Computer\\private$\\QueueName, Computer\\system$;Name."""
+        return f"{self.qm.computer_name}\\{queue.pathname}"
+
+    def format_name(self, queue) -> str:
+        """The direct format name a client opens it by (MS-MQMQ 2.1.2)."""
+        return f"DIRECT=OS:{self.pathname(queue)}"
+
+    def find_queue(self, name: str):
+        """By path name (Computer may be '.'), by 'private$\\Name' / 'Name' alone, or by queue GUID."""
+        if "\\" not in name or name.lower().startswith("private$\\"):
+            name = ".\\" + name
+        queue = self.qm.queue_by_pathname(name)
+        if queue is None:
+            try:
+                queue = self.qm.queue_collection.get(uuid.UUID(name.split("\\")[-1]))
+            except ValueError:
+                queue = None
+        return queue
+
+    # queues ------------------------------------------------------------------------------------------------
+    def queues(self) -> list:
+        return sorted(self.qm.queue_collection.values(), key=lambda q: q.pathname.lower())
+
+    def queue_view(self, queue) -> dict:
+        positions = queue.message_position_list
+        return {
+            "pathname": self.pathname(queue),
+            "format_name": self.format_name(queue),
+            "identifier": str(queue.identifier),
+            "type": queue.queue_type.value,
+            "label": queue.label,
+            "transactional": queue.transactional,
+            "journal": queue.journaling,
+            "quota": queue.quota,
+            "journal_quota": queue.journal_quota,
+            "messages": len(positions),
+            "available": positions.available_count,
+            "bytes": queue.total_bytes,
+            "private_queue_number": queue.private_queue_number or None,
+            "create_time": queue.create_time,
+            "open_handles": len(queue.open_queue_descriptor_collection),
+        }
+
+    def create_queue(self, spec: dict):
+        from shared_adm import status as st
+        pathname = spec.pop("pathname")
+        status, queue = self.qm.create_queue(pathname, **spec)
+        if status == st.MQ_ERROR_QUEUE_EXISTS:
+            raise mq_error(status, f"queue {pathname!r} already exists")
+        if status == st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME:
+            raise mq_error(status, f"pathname: {pathname!r} does not name a queue on this queue manager: its "
+                                   f"computer must be '.', 'localhost' or {self.qm.computer_name!r} (MS-MQMQ 2.1.1)")
+        if status != 0:
+            raise mq_error(status, f"Create Queue failed for {pathname!r}: {status_name(status)}")
+        return queue
+
+    def delete_queue(self, queue) -> None:
+        from shared_adm.enums import QueueType
+        if queue.queue_type is QueueType.SYSTEM:
+            raise AdminError(403, "system_queue", f"{self.pathname(queue)!r} is a system queue and cannot be deleted")
+        status = self.qm.delete_queue(queue)
+        if status != 0:
+            raise mq_error(status, f"Delete Queue failed for {self.pathname(queue)!r}: {status_name(status)}")
+
+    # messages ----------------------------------------------------------------------------------------------
+    def messages(self, queue) -> list[tuple[Message, str]]:
+        out = []
+        for position in queue.message_position_list:
+            message = position.message
+            message.lookup_identifier = position.lookup_identifier
+            out.append((message, position.state.value))
+        return out
+
+    def enqueue(self, queue, message: Message) -> None:
+        """Enqueue Message (3.1.7.1.9) of a message this queue manager originates."""
+        qm = self.qm
+        message.destination_queue_format_name = self.format_name(queue)
+        message.source_machine_identifier = qm.identifier
+        message.destination_queue_manager_identifier = qm.identifier
+        message.identifier = (qm.identifier, (qm.sequential_id + 1) & 0xFFFFFFFF)
+        status = qm.enqueue_message(queue, message)
+        if status == 1:
+            raise AdminError(507, "quota_exceeded", f"queue {self.pathname(queue)!r}: its quota of {queue.quota} KB "
+                                                    "would be exceeded (MS-MQDMPR 3.1.7.1.9 rStatus 1)")
+        if status == 2:
+            raise AdminError(507, "quota_exceeded", "the queue manager quota would be exceeded "
+                                                    "(MS-MQDMPR 3.1.7.1.9 rStatus 2)")
+
+    # remote read handles -----------------------------------------------------------------------------------
+    def open_for_remote_read(self, queue, access: str, share: str):
+        """As MS-MQMP R_QMOpenRemoteQueue (3.1.4.2): Open Queue, then RemoteReadState := Opened."""
+        from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
+        required = QueueAccessType.RECEIVE_ACCESS if access == "receive" else QueueAccessType.PEEK_ACCESS
+        mode = QueueShareMode.DENY_RECEIVE if share == "deny-receive" else QueueShareMode.DENY_NONE
+        status, desc = self.qm.open_queue(self.format_name(queue), required, mode,
+                                          remote_read_state=RemoteReadState.OPENED)
+        if status != 0:
+            raise mq_error(status, f"Open Queue {self.pathname(queue)!r} ({access}, {share}) failed: "
+                                   f"{status_name(status)}")
+        return desc
+
+    def descriptors(self) -> list:
+        return [d for q in self.queues() for d in q.open_queue_descriptor_collection]
+
+    def find_descriptor(self, handle: int):
+        return self.qm.descriptor_by_handle(handle)
+
+    def descriptor_view(self, desc) -> dict:
+        queue = desc.queue_reference
+        handle = desc.handle
+        return {
+            # MS-MQMP 3.1.4.2 <28>: phQueue = dwpQueue = pdwContext = OpenQueueDescriptor.Handle
+            "hRemoteQueue": handle, "dwQueue": handle, "pdwContext": handle,
+            "context_value": desc.context_value,
+            "queue": self.pathname(queue) if queue is not None else None,
+            "format_name": desc.format_name,
+            "access": desc.access_type.value,
+            "share_mode": desc.share_mode.value,
+            "remote_read_state": desc.remote_read_state.value,
+            "cursors": sorted(desc.cursor_collection),
+            "waiting_reads": len(desc.waiting_message_read_operation_collection),
+            "locked_messages": len(desc.locked_positions),
+        }
+
+    def close_descriptor(self, desc) -> None:
+        self.qm.close_queue(desc)
+
+    def open_cursor(self, desc) -> int:
+        cursor = self.qm.open_cursor(desc)
+        if cursor is None:
+            raise AdminError(409, "queue_gone", f"handle {desc.handle}: its queue was deleted; no cursor can be opened")
+        return cursor.handle
+
+    def waiting_reads(self) -> list[dict]:
+        """WaitingMessageReadOperation elements (MS-MQDMPR 3.1.1.10) of every open descriptor."""
+        out = []
+        for desc in self.descriptors():
+            for op in desc.waiting_message_read_operation_collection:
+                cursor = op.cursor_reference
+                out.append({"hRemoteQueue": desc.handle, "destructive": op.destructive_read,
+                            "tag": repr(op.tag) if op.tag is not None else None,
+                            "cursor": getattr(cursor, "handle", None)})
+        return out
+
+    def remote_reads(self) -> list[dict]:
+        """RemoteReadEntry elements (MS-MQQP 3.1.1.2): reads in progress, and receives awaiting EndReceive."""
+        if self.service is None:
+            return []
+        adm = self.service.adm
+        out = []
+        for state, entries in (("pending", adm.remote_read_entries), ("awaiting EndReceive", adm.receive_handles)):
+            for e in entries:
+                out.append({"hRemoteQueue": e.open_queue_descriptor_handle, "request_id": e.request_id,
+                            "action": f"0x{e.action:08X}", "timeout": e.timeout, "state": state})
+        return out

@@ -1,0 +1,189 @@
+"""Composition of `qm2qm serve`: QueueManager on SqliteStore + RpcServer(qm2qm) + admin API (MS-MQQP 3.1.3)."""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+from aiohttp import web
+
+from qm2qm.config import ADMIN_HOST, PORT_INCREMENT, ServerConfig
+
+log = logging.getLogger("qm2qm.app")
+
+# Seconds a shutdown gives in-flight calls before they are answered with the cancel fault.
+SHUTDOWN_GRACE_S = 0.5
+
+
+class StartupError(RuntimeError):
+    """The server cannot start: the message is one line naming the file or address at fault."""
+
+
+def _open_store(data_dir: str):
+    from shared_adm.store.base import MemoryStore, StoreError
+    from shared_adm.store.sqlite import SqliteStore
+
+    if data_dir == ":memory:":
+        return MemoryStore()
+    path = Path(data_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StartupError(f"cannot create data directory {str(path)!r}: {exc.strerror or exc}") from None
+    if not path.is_dir():
+        raise StartupError(f"data directory {str(path)!r} is not a directory")
+    try:
+        return SqliteStore(path)
+    except StoreError as exc:
+        raise StartupError(str(exc)) from None
+    except OSError as exc:
+        raise StartupError(f"cannot open store in {str(path)!r}: {exc.strerror or exc}") from None
+
+
+class App:
+    """One running queue manager: store, QueueManager, qm2qm RPC listener and admin API."""
+
+    def __init__(self, config: ServerConfig, *, scheduler: Any = None) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.store = None
+        self.qm = None
+        self.service = None
+        self.rpc = None
+        self._runner: web.AppRunner | None = None
+        self._admin_site: web.TCPSite | None = None
+        self.admin_port = 0
+
+    @property
+    def rpc_address(self) -> str:
+        return f"{self.config.host}:{self.rpc.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://{ADMIN_HOST}:{self.admin_port}"
+
+    def ready_line(self) -> str:
+        """The one line `qm2qm serve` prints once both listeners are bound."""
+        return f"qm2qm listening rpc={self.rpc_address} admin={self.admin_url}"
+
+    async def start(self) -> None:
+        """Open the store, initialize the queue manager, bind RPC then admin; undo everything on failure."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        from shared_adm.clock import AsyncioScheduler
+        from shared_adm.queue_manager import QueueManager
+        from shared_adm.store.base import StoreError
+        from qm2qm.mqqp.interface import build_service, service_interface
+        from qm2qm.mqqp.server_config import MqqpConfig
+        from qm2qm.rpc.server import RpcServer
+
+        self.store = _open_store(self.config.data_dir)
+        self.qm = QueueManager(self.store, scheduler=self.scheduler or AsyncioScheduler(),
+                               computer_name=self.config.computer_name)
+        try:
+            self.qm.initialize()
+        except StoreError as exc:
+            raise StartupError(str(exc)) from None
+        mqqp_config = MqqpConfig(qmcomm_port=self.config.qmcomm_port)
+        self.service = build_service(self.qm, mqqp_config)
+        interface = service_interface(self.service)
+        self.rpc = await self._bind_rpc(RpcServer, interface)
+        mqqp_config.bound_port = self.rpc.port
+        await self._bind_admin()
+
+    async def _bind_rpc(self, server_cls: Callable[..., Any], interface: Any):
+        port = self.config.port
+        while True:
+            server = server_cls([interface], host=self.config.host, port=port)
+            try:
+                await server.start()
+                return server
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise StartupError(f"cannot listen on {self.config.host}:{port}: {exc.strerror or exc}") from None
+                # MS-MQQP 3.1.4.8: the default port moves by 11 until a free one is found.
+                if self.config.increments_busy_port and port + PORT_INCREMENT <= 0xFFFF:
+                    log.warning("port %d is busy; trying %d (MS-MQQP 3.1.4.8)", port, port + PORT_INCREMENT)
+                    port += PORT_INCREMENT
+                    continue
+                raise StartupError(f"cannot listen on {self.config.host}:{port}: address already in use") from None
+
+    async def _bind_admin(self) -> None:
+        from qm2qm.admin import AdminApi
+
+        api = AdminApi(self.qm, info=self.info, service=self.service)
+        self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)
+        try:
+            await self._admin_site.start()
+        except OSError as exc:
+            raise StartupError(f"cannot listen on admin address {ADMIN_HOST}:{self.config.admin_port}: "
+                               f"{exc.strerror or exc}") from None
+        self.admin_port = self._admin_site._server.sockets[0].getsockname()[1]
+
+    def info(self) -> dict:
+        """What GET /v1/info reports: where to reach the server and which ports GetQMQMServerPort answers."""
+        from qm2qm.mqqp.server_config import DEFAULT_VERSION
+
+        return {
+            "rpc": {"host": self.config.host, "port": self.rpc.port if self.rpc else None},
+            "admin": self.admin_url,
+            "qmcomm_port": self.config.qmcomm_port,
+            "data_dir": self.config.data_dir,
+            "computer_name": self.config.computer_name,
+            "queue_manager": str(getattr(self.qm, "identifier", "")),
+            "version": list(DEFAULT_VERSION),
+        }
+
+    async def close(self) -> None:
+        """Stop accepting, answer pending calls, run handles down, flush and close the store (idempotent)."""
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+        if self.rpc is not None:
+            rpc, self.rpc = self.rpc, None
+            await rpc.close(grace_s=SHUTDOWN_GRACE_S)
+        if self.qm is not None:
+            qm, self.qm = self.qm, None
+            try:
+                await qm.durable()
+            except Exception:
+                log.exception("final commit failed")
+        if self.store is not None:
+            store, self.store = self.store, None
+            try:
+                store.flush()
+            finally:
+                store.close()
+
+
+async def serve(config: ServerConfig, *, on_ready: Callable[[App], None],
+                stop: asyncio.Event | None = None) -> None:
+    """Run until SIGINT/SIGTERM (or ``stop`` is set), then shut down cleanly."""
+    stop = stop or asyncio.Event()
+    app = App(config)
+    await app.start()
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+    try:
+        on_ready(app)
+        await stop.wait()
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await app.close()
