@@ -94,3 +94,13 @@ class MessageClass(enum.IntEnum):
     NACK_QUEUE_PURGED = 0xC001
     NACK_RECEIVE_TIMEOUT = 0xC002
     NACK_RECEIVE_REJECTED = 0xC004
+
+
+class HashAlgorithm(enum.IntEnum):
+    """Message.HashAlgorithm values (3.1.7.1.32 table; CryptoAPI CALG_*). 0x8003 is MD5 (DEFECTS.md #18)."""
+    MD2 = 0x8001
+    MD4 = 0x8002
+    MD5 = 0x8003
+    SHA1 = 0x8004
+    SHA_256 = 0x800C
+    SHA_512 = 0x800E
