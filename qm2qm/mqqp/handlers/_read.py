@@ -9,10 +9,10 @@ from typing import Any
 
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MAX_REMOTEREAD_BUFFER, REMOTEREADDESC_RESERVED_SERVER
-from qm2qm.mqqp.handlers._events import split_result
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
+from shared_adm.descriptor import ReadResult
 from shared_adm.packet import PacketError, serialize_message_to_buffer
 
 # MS-MQQP 3.1.4.6 names it; MS-MQMQ 2.4 does not list it, so shared_adm.status lacks it.
@@ -40,34 +40,28 @@ class Delivery:
     handle: bytes = NULL_HANDLE
 
 
-async def wait_for_read(entry: RemoteReadEntry, result: Any) -> tuple[int, Any]:
-    """rStatus and rMessage of a read event, waiting while it is a PendingRead (MS-MQDMPR 3.1.7.3.1).
+async def wait_for_read(entry: RemoteReadEntry, result: Any) -> ReadResult:
+    """The ReadResult of a read event, waiting while it is a PendingRead (MS-MQDMPR 3.1.7.3.1).
 
-    While it waits, ``entry.waiting`` lets RemoteQMCancelReceive end it. If the call itself is cancelled
-    (co_cancel, lost connection) the PendingRead withdraws the read and returns a message it had already
-    Locked to the queue (shared_adm.descriptor.PendingRead.wait)."""
+    If the call itself is cancelled meanwhile (co_cancel, lost connection) the PendingRead withdraws the
+    read and returns a message it had already Locked to the queue (shared_adm.descriptor.PendingRead.wait)."""
     if not inspect.isawaitable(result):
-        return split_result(result)
+        return result
     entry.waiting = result
     try:
-        return split_result(await result)
+        return await result
     finally:
         entry.waiting = None
 
 
-def read_tag(entry: RemoteReadEntry) -> tuple[int, int]:
-    """iTag of a remote receive: (hRemoteQueue, dwRequestID). MS-MQDMPR 3.1.7.1.17 matches tags across every
-    descriptor of the queue, so dwRequestID alone would let one client cancel another's read."""
-    return (entry.open_queue_descriptor_handle, entry.request_id)
-
-
-def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, status: int, message: Any,
+def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: ReadResult,
             *, receive: bool) -> Delivery:
     """Construct and serialize the UserMessage packet (MS-MQDMPR 3.1.7.1.30, 3.1.7.1.32) and, for a receive,
     hand out the PCTX_REMOTEREAD_HANDLE_TYPE; any failure returns a Locked message to the queue."""
+    status, message = result.status, result.message
     if status != st.MQ_OK:
         return Delivery(status)
-    entry.user_message_packet = message
+    entry.user_message_packet, entry.message_position = message, result.position
     try:
         try:
             buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
@@ -92,18 +86,16 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, status: 
 
 def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -> int:
     """Dequeue Message End (MS-MQDMPR 3.1.7.1.12) for the message of a receive, once: ACK deletes it, NACK
-    makes it Available again. Uses the descriptor the read was made through, even if it has since been closed,
-    so that no message stays Locked. Returns its rStatus (MQ_ERROR_INVALID_HANDLE if already released)."""
-    if entry.finished or entry.user_message_packet is None:
+    makes it Available again. Returns its rStatus; MQ_ERROR_INVALID_HANDLE if already released, or if the
+    descriptor was closed (MS-MQDMPR Close Queue has then released the message itself)."""
+    if entry.finished or entry.message_position is None:
         return st.MQ_ERROR_INVALID_HANDLE
     entry.finished = True
     service.adm.receive_handles.remove(entry)
     descriptor = entry.open_queue_descriptor
     if descriptor is None:
         return st.MQ_ERROR_INVALID_HANDLE
-    status, _ = split_result(service.qm.dequeue_message_end(
-        queue_desc=descriptor, message=entry.user_message_packet, delete_message=delete))
-    return status
+    return service.qm.dequeue_message_end(descriptor, entry.message_position, delete_message=delete)
 
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from qm2qm.mqqp.adm import RemoteReadEntry
-from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT, read_tag
+from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
 from qm2qm.mqqp.handlers._service import Service
 from shared_adm import status as st
 from qm2qm.mqqp import codec
@@ -24,16 +24,11 @@ def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int
 def cancel_remote_read(service: Service, entry: RemoteReadEntry,
                        status: int = MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT) -> int:
     """Cancel Waiting Message Read Request (MS-MQDMPR 3.1.7.1.17) for the entry, then delete the entry.
-
-    A wait MS-MQDMPR raised without a tag (a peek, 3.1.7.1.14/15) is ended through its PendingRead, and
-    then counts as found (docs/mqqp-choices.md)."""
+    Peeks are raised with dwRequestID as their tag too, so they are cancelled the same way."""
     result = st.STATUS_NOT_FOUND
     descriptor = entry.open_queue_descriptor
-    if descriptor is not None and descriptor.queue_reference is not None:
-        result = service.qm.cancel_waiting_message_read_request(
-            queue=descriptor.queue_reference, tag=read_tag(entry), status=status)
-    if result == st.STATUS_NOT_FOUND and entry.waiting is not None and entry.waiting.cancel(status):
-        result = st.MQ_OK
+    if descriptor is not None:
+        result = service.qm.cancel_waiting_message_read_request(descriptor, entry.request_id, status)
     service.adm.remote_read_entries.remove(entry)
     return result
 

@@ -14,7 +14,7 @@ def close_cursor(service: Service, h_queue: int, h_cursor: int) -> int:
     cursor = find_cursor(descriptor, h_cursor) if descriptor is not None else None
     if descriptor is None or cursor is None:
         return st.MQ_ERROR_INVALID_HANDLE
-    service.qm.close_cursor(cursor=cursor)
+    service.qm.close_cursor(cursor)
     return st.MQ_OK
 
 

@@ -33,7 +33,7 @@ def close_open_queue_entry(service: Service, entry: OpenQueueEntry) -> None:
         release(service, received, delete=False)
     descriptor = find_open_queue_descriptor(service.qm, handle)
     if descriptor is not None:
-        service.qm.close_queue(queue_desc=descriptor)
+        service.qm.close_queue(descriptor)
 
 
 def run_down_session(service: Service, entry: OpenQueueEntry) -> None:

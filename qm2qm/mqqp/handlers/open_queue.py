@@ -22,7 +22,7 @@ def open_queue(service: Service, ctx: CallContext, lic_guid: uuid.UUID | None, m
     entry = OpenQueueEntry(open_queue_descriptor_handle=dwp_context, client_id=lic_guid)
     handle = ctx.new_handle(service.rrsession_handle_type, entry)
     service.adm.open_queue_entries.add(entry)
-    descriptor = service.qm.find_open_queue_descriptor(dwp_context)
+    descriptor = service.qm.descriptor_by_handle(dwp_context)
     if descriptor is not None and descriptor.remote_read_state is RemoteReadState.OPENED:
         descriptor.remote_read_state = RemoteReadState.READY_FOR_READ
     return st.MQ_OK, handle

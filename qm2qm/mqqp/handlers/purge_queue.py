@@ -16,7 +16,7 @@ async def purge_queue(service: Service, h_queue: int) -> int:
     descriptor = find_open_queue_descriptor(service.qm, h_queue)
     if descriptor is None or descriptor.queue_reference is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue descriptor {h_queue:#x}")
-    service.qm.purge_queue(queue=descriptor.queue_reference)
+    service.qm.purge_queue(descriptor.queue_reference)
     await service.qm.durable()
     return st.MQ_OK
 

@@ -6,7 +6,7 @@ from typing import Any
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, deliver, read_tag, wait_for_read
+from qm2qm.mqqp.handlers._read import Delivery, deliver, wait_for_read
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -41,19 +41,18 @@ async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delive
             return Delivery(st.STATUS_INVALID_PARAMETER)
     entry = RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
                             action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
-                            open_queue_descriptor=descriptor, cursor=cursor)
+                            open_queue_descriptor=descriptor)
     adm.remote_read_entries.add(entry)
     receive = desc.ulAction == MQ_ACTION_RECEIVE
     try:
         if receive:
-            result = qm.dequeue_message_begin(queue_desc=descriptor, timeout=desc.ulTimeout,
-                                              tag=read_tag(entry), cursor=cursor)
+            result = qm.dequeue_message_begin(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
         elif desc.ulAction == MQ_ACTION_PEEK_CURRENT:
-            result = qm.peek_message(queue_desc=descriptor, timeout=desc.ulTimeout, cursor=cursor)
+            result = qm.peek_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
         else:
-            result = qm.peek_next_message(queue_desc=descriptor, timeout=desc.ulTimeout, cursor=cursor)
-        status, message = await wait_for_read(entry, result)
-        return deliver(service, ctx, entry, status, message, receive=receive)
+            result = qm.peek_next_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
+        result = await wait_for_read(entry, result)
+        return deliver(service, ctx, entry, result, receive=receive)
     finally:
         adm.remote_read_entries.remove(entry)
 

@@ -6,7 +6,7 @@ from typing import Any
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
                                   MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
-from qm2qm.mqqp.handlers._events import find_open_queue_descriptor, split_result
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, deliver
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
@@ -61,10 +61,9 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
                             open_queue_descriptor=descriptor)
     adm.remote_read_entries.add(entry)
     try:
-        status, message = split_result(qm.read_message_by_lookup_identifier(
-            queue_desc=descriptor, lookup_id=lookup_id, peek_operation=peek,
-            lookup_operation=lookup_operation(seek, lookup_id), two_phase_read=not peek))
-        return deliver(service, ctx, entry, status, message, receive=not peek)
+        result = qm.read_message_by_lookup_identifier(descriptor, lookup_id, lookup_operation(seek, lookup_id),
+                                                      peek_operation=peek, two_phase_read=not peek)
+        return deliver(service, ctx, entry, result, receive=not peek)
     finally:
         adm.remote_read_entries.remove(entry)
 
