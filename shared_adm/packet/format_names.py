@@ -7,6 +7,7 @@ direct name exactly as on the wire after a ``DIRECT=`` prefix.
 """
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -53,13 +54,13 @@ class DistributionListName:
 FormatName = DirectName | PublicName | PrivateName | DistributionListName
 
 
+GUID_TEXT = re.compile(r"[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}")
+
+
 def _guid(text: str, field: str, name: str) -> uuid.UUID:
-    if len(text) != 36:
-        raise PacketError("FormatName", field, None, f"{name!r}: GUID must be 8-4-4-4-12 hex digits")
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        raise PacketError("FormatName", field, None, f"{name!r}: malformed GUID") from None
+    if not GUID_TEXT.fullmatch(text):
+        raise PacketError("FormatName", field, None, f"{name!r}: malformed GUID (needs 8-4-4-4-12 hex digits)")
+    return uuid.UUID(text)
 
 
 def parse_format_name(name: str, field: str, allow_dl: bool = False) -> FormatName:

@@ -1,0 +1,80 @@
+"""Bits a receiver MUST ignore (MS-MQMQ 2.2.19–2.2.20 reserved fields) are kept in Message.extra so a foreign
+packet re-serializes byte for byte."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from shared_adm.packet import PacketError, UserMessagePacket, deserialize_message_from_buffer, \
+    serialize_message_to_buffer
+from shared_adm.packet import codec
+from tests.packet.test_malformed import FULL, START, patch, user_flags
+
+
+def same_after_round_trip(packet: bytes) -> dict:
+    m = deserialize_message_from_buffer(packet)
+    assert serialize_message_to_buffer(m) == packet
+    return m.extra
+
+
+def or16(offset: int, bits: int, base: bytes = FULL) -> bytes:
+    return patch(offset, "<H", struct.unpack_from("<H", base, offset)[0] | bits, base)
+
+
+def or32(offset: int, bits: int, base: bytes = FULL) -> bytes:
+    return patch(offset, "<I", struct.unpack_from("<I", base, offset)[0] | bits, base)
+
+
+@pytest.mark.parametrize("packet, key, value", [
+    (patch(1, "<B", 0xC0), codec.X_BASE_RESERVED, 0xC0),
+    (or16(2, 0x8240), codec.X_BASE_FLAGS, 0x8240),
+    (or16(2, 0x0005), codec.X_BASE_PR, 5),                       # PR of a transactional packet
+    (user_flags(0x03), codec.X_USER_RC, 3),
+    (user_flags(0x01000080), codec.X_USER_FLAGS, 0x01000080),
+    (or32(START["TransactionHeader"], 0x80000000), codec.X_TX_FLAGS, 0x80000000),
+    (or16(START["SecurityHeader"], 0x0080), codec.X_SEC_FLAGS, 0x0080),                # AI
+    (or16(START["SecurityHeader"], 0x0040), codec.X_SEC_FLAGS, 0x0040),                # DE with a provider
+    (patch(START["MessagePropertiesHeader"], "<B", 0xFF), codec.X_MPH_FLAGS, 0xF0),
+    (or16(START["DebugHeader"], 0x0100), codec.X_DEBUG, (0x0100, 0)),
+    (patch(START["DebugHeader"] + 2, "<H", 7), codec.X_DEBUG, (0, 7)),
+    (patch(START["SoapHeader"] + 2, "<H", 9), codec.X_SOAP, (9, 0)),
+    (patch(START["MultiQueueFormatHeader"] + 6, "<H", 3), codec.X_MQF, (3, 0, 0, 0)),
+])
+def test_ignored_bits_are_kept(packet, key, value):
+    extra = same_after_round_trip(packet)
+    assert extra == {key: value}
+
+
+def test_transactional_priority_is_ignored():
+    m = deserialize_message_from_buffer(or16(2, 0x0005))
+    assert m.priority == 0
+
+
+def test_session_header_after_packet_size_is_kept():
+    session = bytes(range(16))
+    packet = or16(2, 0x0010) + session
+    assert same_after_round_trip(packet) == {codec.X_SESSION: session}
+    with pytest.raises(PacketError) as e:
+        deserialize_message_from_buffer(packet[:-1])
+    assert "with SessionHeader" in e.value.reason
+
+
+def test_allocation_body_size_beyond_message_size_is_kept():
+    m = deserialize_message_from_buffer(FULL)
+    packet_parsed = UserMessagePacket.parse(FULL)
+    packet_parsed.properties.body_tail = b"\xAA\xBB"
+    packet = packet_parsed.pack()
+    back = deserialize_message_from_buffer(packet)
+    assert back.body == m.body and back.extra == {codec.X_BODY_TAIL: b"\xAA\xBB"}
+    assert serialize_message_to_buffer(back) == packet
+
+
+def test_empty_label_with_nul_is_kept():
+    p = UserMessagePacket.parse(FULL)
+    p.properties.label = ""
+    packet = p.pack()
+    assert UserMessagePacket.parse(packet).properties.label == ""
+    m = deserialize_message_from_buffer(packet)
+    assert m.label == "" and m.extra == {codec.X_LABEL_NUL: True}
+    assert serialize_message_to_buffer(m) == packet
