@@ -19,7 +19,9 @@ import binascii
 import dataclasses
 import enum
 import json
+import itertools
 import logging
+import operator
 import typing
 import uuid
 
@@ -34,13 +36,23 @@ class RecordError(ValueError):
     """A stored record that cannot be decoded (corrupt or written by an incompatible version)."""
 
 
-_ENUMS: dict[str, type[enum.Enum]] = {}     # enum class name -> class, for the "e" tag
-_FIELD_ENUMS: dict[str, type[enum.Enum]] = {}   # Message field -> its annotated int enum
+# Enum class name -> {int value: member}, for the "e" tag; Message field -> the same for its annotated
+# int enum. A member lookup in a dict is several times cheaper than calling the enum class.
+_ENUMS: dict[str, dict[int, enum.Enum]] = {}
+_FIELD_ENUMS: dict[str, dict[int, enum.Enum]] = {}
+_UUIDS: dict[str, uuid.UUID] = {}       # hex -> UUID: queue manager GUIDs repeat across most messages
+_UUID_CACHE_SIZE = 4096
+_CONTAINERS = (list, dict)      # JSON values decode_value must see (dict only to reject it)
+
+
+def _members(cls: type) -> dict[int, enum.Enum]:
+    return {int(member.value): member for member in cls}
 
 
 def _register_enum(cls: type) -> None:
-    if isinstance(cls, type) and issubclass(cls, enum.Enum) and issubclass(cls, int):
-        _ENUMS.setdefault(cls.__qualname__, cls)
+    if isinstance(cls, type) and issubclass(cls, enum.Enum) and issubclass(cls, int) \
+            and cls.__qualname__ not in _ENUMS:
+        _ENUMS[cls.__qualname__] = _members(cls)
 
 
 def _enum_in_hint(hint: object) -> type | None:
@@ -62,7 +74,7 @@ def _scan_message_type() -> None:
     for name, hint in hints.items():
         cls = _enum_in_hint(hint)
         if cls is not None:
-            _FIELD_ENUMS[name] = cls
+            _FIELD_ENUMS[name] = _members(cls)
             _register_enum(cls)
     try:
         from shared_adm import enums as _enums_module     # owned by another helper; optional
@@ -113,14 +125,21 @@ def decode_value(value: object) -> object:
         raise RecordError(f"untagged JSON array in record: {value!r:.60}")
     tag = value[0]
     try:
+        if tag == "u":
+            hex_ = value[1]
+            decoded = _UUIDS.get(hex_)
+            if decoded is None:
+                decoded = uuid.UUID(hex=hex_)
+                if len(_UUIDS) >= _UUID_CACHE_SIZE:
+                    _UUIDS.clear()
+                _UUIDS[hex_] = decoded
+            return decoded
+        if tag == "t":
+            return tuple([decode_value(item) if type(item) in _CONTAINERS else item for item in value[1]])
         if tag == "b":
             return binascii.a2b_base64(value[1], strict_mode=True)
-        if tag == "u":
-            return uuid.UUID(hex=value[1])
-        if tag == "t":
-            return tuple(decode_value(item) for item in value[1])
         if tag == "l":
-            return [decode_value(item) for item in value[1]]
+            return [decode_value(item) if type(item) in _CONTAINERS else item for item in value[1]]
         if tag == "d":
             return {key: decode_value(item) for key, item in value[1].items()}
         if tag == "m":
@@ -129,13 +148,10 @@ def decode_value(value: object) -> object:
             number = value[2]
             if type(number) is not int:
                 raise RecordError(f"enum value is not an int: {number!r:.40}")
-            cls = _ENUMS.get(value[1])
-            if cls is None:
+            members = _ENUMS.get(value[1])
+            if members is None:
                 return number
-            try:
-                return cls(number)
-            except ValueError:
-                return number       # a value this version does not name: keep the number
+            return members.get(number, number)      # a value this version does not name: keep the number
     except RecordError:
         raise
     except (IndexError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
@@ -167,7 +183,18 @@ def _field_specs() -> tuple[_FieldSpec, ...]:
 
 
 _SPECS = _field_specs()
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(Message) if f.init)
+_NO_DEFAULT = object()      # the default of a field without one: never equal to a value
+_OTHER_SPECS = tuple(spec for spec in _SPECS if spec.name != "lookup_identifier")
+_NAMES = tuple(spec.name for spec in _OTHER_SPECS)
+_INDEXES = range(len(_NAMES))
+_GET_ALL = operator.attrgetter(*_NAMES)     # one C call reads every attribute
+_DEFAULTS = tuple(spec.default if spec.has_default else _NO_DEFAULT for spec in _OTHER_SPECS)
+_DEFAULT_TYPES = tuple(spec.default_type for spec in _OTHER_SPECS)
+_LOOKUP_DEFAULT = next((s.default for s in _SPECS if s.name == "lookup_identifier" and s.has_default), _NO_DEFAULT)
+_LOOKUP_DEFAULT_TYPE = type(_LOOKUP_DEFAULT)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_STORED_NAMES = frozenset(f.name for f in dataclasses.fields(Message) if f.init and f.name != "body")
+_DECODER = json.JSONDecoder()
 _warned_unknown: set[str] = set()
 
 
@@ -178,58 +205,63 @@ def encode_message(message: Message, lookup_identifier: int | None = None) -> tu
     it differs from it.
     """
     attrs: dict[str, object] = {}
-    for spec in _SPECS:
-        value = getattr(message, spec.name)
-        if spec.name == "lookup_identifier" and lookup_identifier is not None:
-            if value == lookup_identifier and type(value) is int:
+    name = ""
+    try:
+        values = _GET_ALL(message)
+        # only the attributes that are not the default object itself are looked at in Python
+        for index in itertools.compress(_INDEXES, map(operator.is_not, values, _DEFAULTS)):
+            value = values[index]
+            name = _NAMES[index]
+            if type(value) is _DEFAULT_TYPES[index] and value == _DEFAULTS[index]:
                 continue
-        elif spec.has_default and (value is spec.default or
-                                   (type(value) is spec.default_type and value == spec.default)):
-            continue
-        try:
-            attrs[spec.name] = encode_value(value)
-        except TypeError as exc:
-            raise TypeError(f"Message.{spec.name}: {exc}") from None
+            kind = type(value)
+            attrs[name] = value if kind is int or kind is str or kind is bool else encode_value(value)
+        name = "lookup_identifier"
+        value = message.lookup_identifier
+        if lookup_identifier is None or type(value) is not int or value != lookup_identifier:
+            if not (lookup_identifier is None and type(value) is _LOOKUP_DEFAULT_TYPE and value == _LOOKUP_DEFAULT):
+                attrs[name] = encode_value(value)
+    except TypeError as exc:
+        raise TypeError(f"Message.{name}: {exc}") from None
     body = message.body
     if type(body) is not bytes:
         if not isinstance(body, (bytes, bytearray, memoryview)):
             raise TypeError(f"Message.body: expected bytes, got {type(body).__qualname__}")
         body = bytes(body)
-    return json.dumps(attrs, separators=(",", ":")), body
+    return _ENCODER.encode(attrs), body
 
 
 def decode_message(attrs: str, body: bytes, lookup_identifier: int | None = None) -> Message:
     """Inverse of encode_message; raises RecordError for a record that is not a valid encoding."""
     try:
-        raw = json.loads(attrs)
+        raw, end = _DECODER.raw_decode(attrs)
     except (ValueError, TypeError) as exc:
         raise RecordError(f"attributes are not valid JSON: {exc}") from None
     if type(raw) is not dict:
         raise RecordError("attributes are not a JSON object")
-    kwargs = {}
-    for name, value in raw.items():
-        if name not in _FIELD_NAMES or name == "body":
+    if end != len(attrs):
+        raise RecordError("trailing data after the attributes")
+    unknown = raw.keys() - _STORED_NAMES
+    if unknown:
+        for name in unknown:
+            del raw[name]
             if name not in _warned_unknown:
                 _warned_unknown.add(name)
                 log.warning("stored Message attribute %r is unknown to this version; dropped", name)
-            continue
-        if type(value) is list:
-            value = decode_value(value)
-        elif type(value) is dict:
+    for name, value in raw.items():
+        kind = type(value)
+        if kind is list:
+            raw[name] = decode_value(value)
+        elif kind is dict:
             raise RecordError(f"untagged JSON object in attribute {name!r}")
-        cls = _FIELD_ENUMS.get(name)
-        if cls is not None and type(value) is int:
-            try:
-                value = cls(value)
-            except ValueError:
-                pass
-        kwargs[name] = value
-    if lookup_identifier is not None and "lookup_identifier" not in kwargs:
-        kwargs["lookup_identifier"] = lookup_identifier
+        elif kind is int and name in _FIELD_ENUMS:
+            raw[name] = _FIELD_ENUMS[name].get(value, value)
+    if lookup_identifier is not None and "lookup_identifier" not in raw:
+        raw["lookup_identifier"] = lookup_identifier
     if body is None:
         raise RecordError("message body is NULL")
-    kwargs["body"] = body if type(body) is bytes else bytes(body)
+    raw["body"] = body if type(body) is bytes else bytes(body)
     try:
-        return Message(**kwargs)
+        return Message(**raw)
     except TypeError as exc:
         raise RecordError(f"attributes do not fit Message: {exc}") from None
