@@ -1,4 +1,4 @@
-"""Conversion between the codec's dataclasses (qm2qm.mqqp.codec) and the impacket NDRCALLs of qm2qm.mqqp.idl (MS-MQQP 6).
+"""Conversion between the codec dataclasses (qm2qm.mqqp.codec) and the NDRCALLs of qm2qm.mqqp.idl (MS-MQQP 6).
 
 For a client on impacket's DCERPC_v5 and for the tests that prove the codec equal to impacket. With
 ``windows_referents=True`` the unique pointers get the referent ids Windows writes (0x00020000, +4 in
