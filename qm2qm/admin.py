@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import logging
 import re
@@ -67,12 +68,12 @@ def check_pathname(value: Any, *, field: str = "pathname") -> str:
     elif len(parts) == 2:
         computer, name = parts
     else:
-        raise AdminError(400, "bad_pathname", f"{field}: {value!r} is not 'Computer\\QueueName' or "
+        raise AdminError(400, "bad_pathname", f"{field}: '{value}' is not 'Computer\\QueueName' or "
                                               "'Computer\\private$\\QueueName' (MS-MQMQ 2.1.1)")
     if not _COMPUTER.fullmatch(computer):
-        raise AdminError(400, "bad_pathname", f"{field}: bad computer name {computer!r} in {value!r} (MS-MQMQ 2.1.1)")
+        raise AdminError(400, "bad_pathname", f"{field}: bad computer name '{computer}' in '{value}' (MS-MQMQ 2.1.1)")
     if not _QUEUE_NAME.fullmatch(name):
-        raise AdminError(400, "bad_pathname", f"{field}: bad queue name {name!r} in {value!r}: 1 to 124 printable "
+        raise AdminError(400, "bad_pathname", f"{field}: bad queue name '{name}' in '{value}': 1 to 124 printable "
                                               "characters, none of \\ ; + , \" (MS-MQMQ 2.1.1)")
     return value
 
@@ -136,7 +137,7 @@ def _ack_flags(value: Any) -> int:
     for name in names:
         key = name.lower().replace("-", "_")
         if key not in ACK_NAMES:
-            raise AdminError(400, "bad_value", f"acknowledgement: unknown flag {name!r} (known: {', '.join(ACK_NAMES)})")
+            raise AdminError(400, "bad_value", f"acknowledgement: unknown flag '{name}' (known: {', '.join(ACK_NAMES)})")
         flags |= ACK_NAMES[key]
     return flags
 
@@ -145,8 +146,9 @@ QUEUE_FIELDS = {"pathname", "label", "transactional", "journal", "quota", "journ
 MESSAGE_FIELDS = {
     "body", "body_base64", "body_type", "label", "priority", "time_to_be_received", "time_to_reach_queue",
     "correlation_id", "app_specific", "delivery", "acknowledgement", "admin_queue", "response_queue",
-    "journal", "dead_letter", "extension_base64", "trace",
+    "journal", "dead_letter", "extension_base64", "trace", "count",
 }
+MAX_COUNT = 100_000
 
 
 def queue_spec(body: dict) -> dict:
@@ -331,7 +333,7 @@ class AdminApi:
         name = request.match_info["name"]
         queue = self.backend.find_queue(name)
         if queue is None:
-            raise AdminError(404, "MQ_ERROR_QUEUE_NOT_FOUND", f"unknown queue {name!r}")
+            raise AdminError(404, "MQ_ERROR_QUEUE_NOT_FOUND", f"unknown queue '{name}'")
         return queue
 
     async def get_info(self, request: web.Request) -> web.Response:
@@ -363,10 +365,24 @@ class AdminApi:
 
     async def send_message(self, request: web.Request) -> web.Response:
         queue = self._queue(request)
-        message = message_from_request(await _body(request))
-        self.backend.enqueue(queue, message)
+        body = await _body(request)
+        count = _int(body, "count", 1, MAX_COUNT, 1)
+        message = message_from_request(body)
+        copies = [message] + [dataclasses.replace(message) for _ in range(count - 1)]
+        for i, copy in enumerate(copies):
+            try:
+                self.backend.enqueue(queue, copy)
+            except AdminError as exc:
+                if i == 0:
+                    raise
+                exc.extra["sent"] = i
+                await self.qm.durable()
+                raise
         await self.qm.durable()
-        return _json(message_view(message, "Available", with_body=False), status=201)
+        view = message_view(message, "Available", with_body=False)
+        if count > 1:
+            view.update(count=count, last_lookup_id=copies[-1].lookup_identifier)
+        return _json(view, status=201)
 
     async def show_message(self, request: web.Request) -> web.Response:
         queue = self._queue(request)
@@ -475,21 +491,21 @@ class Backend:
         pathname = spec.pop("pathname")
         status, queue = self.qm.create_queue(pathname, **spec)
         if status == st.MQ_ERROR_QUEUE_EXISTS:
-            raise mq_error(status, f"queue {pathname!r} already exists")
+            raise mq_error(status, f"queue '{pathname}' already exists")
         if status == st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME:
-            raise mq_error(status, f"pathname: {pathname!r} does not name a queue on this queue manager: its "
-                                   f"computer must be '.', 'localhost' or {self.qm.computer_name!r} (MS-MQMQ 2.1.1)")
+            raise mq_error(status, f"pathname: '{pathname}' does not name a queue on this queue manager: its "
+                                   f"computer must be '.', 'localhost' or '{self.qm.computer_name}' (MS-MQMQ 2.1.1)")
         if status != 0:
-            raise mq_error(status, f"Create Queue failed for {pathname!r}: {status_name(status)}")
+            raise mq_error(status, f"Create Queue failed for '{pathname}': {status_name(status)}")
         return queue
 
     def delete_queue(self, queue) -> None:
         from shared_adm.enums import QueueType
         if queue.queue_type is QueueType.SYSTEM:
-            raise AdminError(403, "system_queue", f"{self.pathname(queue)!r} is a system queue and cannot be deleted")
+            raise AdminError(403, "system_queue", f"'{self.pathname(queue)}' is a system queue and cannot be deleted")
         status = self.qm.delete_queue(queue)
         if status != 0:
-            raise mq_error(status, f"Delete Queue failed for {self.pathname(queue)!r}: {status_name(status)}")
+            raise mq_error(status, f"Delete Queue failed for '{self.pathname(queue)}': {status_name(status)}")
 
     # messages ----------------------------------------------------------------------------------------------
     def messages(self, queue) -> list[tuple[Message, str]]:
@@ -509,7 +525,7 @@ class Backend:
         message.identifier = (qm.identifier, (qm.sequential_id + 1) & 0xFFFFFFFF)
         status = qm.enqueue_message(queue, message)
         if status == 1:
-            raise AdminError(507, "quota_exceeded", f"queue {self.pathname(queue)!r}: its quota of {queue.quota} KB "
+            raise AdminError(507, "quota_exceeded", f"queue '{self.pathname(queue)}': its quota of {queue.quota} KB "
                                                     "would be exceeded (MS-MQDMPR 3.1.7.1.9 rStatus 1)")
         if status == 2:
             raise AdminError(507, "quota_exceeded", "the queue manager quota would be exceeded "
@@ -524,7 +540,7 @@ class Backend:
         status, desc = self.qm.open_queue(self.format_name(queue), required, mode,
                                           remote_read_state=RemoteReadState.OPENED)
         if status != 0:
-            raise mq_error(status, f"Open Queue {self.pathname(queue)!r} ({access}, {share}) failed: "
+            raise mq_error(status, f"Open Queue '{self.pathname(queue)}' ({access}, {share}) failed: "
                                    f"{status_name(status)}")
         return desc
 

@@ -29,18 +29,18 @@ def _open_store(data_dir: str):
     if data_dir == ":memory:":
         return MemoryStore()
     path = Path(data_dir)
+    if path.exists() and not path.is_dir():
+        raise StartupError(f"data directory '{path}' is not a directory")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise StartupError(f"cannot create data directory {str(path)!r}: {exc.strerror or exc}") from None
-    if not path.is_dir():
-        raise StartupError(f"data directory {str(path)!r} is not a directory")
+        raise StartupError(f"cannot create data directory '{path}': {exc.strerror or exc}") from None
     try:
         return SqliteStore(path)
     except StoreError as exc:
         raise StartupError(str(exc)) from None
     except OSError as exc:
-        raise StartupError(f"cannot open store in {str(path)!r}: {exc.strerror or exc}") from None
+        raise StartupError(f"cannot open store in '{path}': {exc.strerror or exc}") from None
 
 
 class App:

@@ -109,7 +109,7 @@ def _call_admin(fn: Callable[[], Any]) -> Any:
         _fail(f"{exc}{status}")
 
 
-QUEUE_COLUMNS = [("pathname", "PATHNAME"), ("format_name", "FORMAT NAME"), ("messages", "MSGS"),
+QUEUE_COLUMNS = [("pathname", "PATHNAME"), ("type", "TYPE"), ("messages", "MSGS"),
                  ("transactional", "XACT"), ("journal", "JOURNAL"), ("quota", "QUOTA"), ("label", "LABEL")]
 MESSAGE_COLUMNS = [("lookup_id", "LOOKUP ID"), ("state", "STATE"), ("priority", "PRI"), ("body_size", "SIZE"),
                    ("label", "LABEL")]
@@ -188,9 +188,10 @@ ACK_CHOICES = ["pos-arrival", "pos-receive", "neg-arrival", "neg-receive", "nack
 @click.option("--response-queue", help="Response queue format name.")
 @click.option("--journal", "journal_msg", is_flag=True, help="Request positive source journaling.")
 @click.option("--dead-letter", is_flag=True, help="Request negative source journaling (dead-letter).")
+@click.option("--count", type=int, default=1, show_default=True, help="Send this many copies.")
 @admin_options
 def send(pathname, body, body_file, label, priority, time_to_be_received, time_to_reach_queue, correlation_id,
-         app_specific, body_type, delivery, acks, admin_queue, response_queue, journal_msg, dead_letter,
+         app_specific, body_type, delivery, acks, admin_queue, response_queue, journal_msg, dead_letter, count,
          admin_url, as_json) -> None:
     """Put a message on PATHNAME (admin API; MS-MQDMPR 3.1.7.1.9 Enqueue Message)."""
     if body is not None and body_file is not None:
@@ -212,8 +213,12 @@ def send(pathname, body, body_file, label, priority, time_to_be_received, time_t
         fields["journal"] = True
     if dead_letter:
         fields["dead_letter"] = True
+    if count != 1:
+        fields["count"] = count
     data = _call_admin(lambda: _admin(admin_url).send(pathname, **fields))
-    _emit(data, as_json, lambda d: click.echo(f"sent lookup_id={d['lookup_id']} to {pathname}"))
+    _emit(data, as_json, lambda d: click.echo(
+        f"sent lookup_id={d['lookup_id']} to {pathname}" if "count" not in d else
+        f"sent {d['count']} messages to {pathname}: lookup_id {d['lookup_id']}..{d['last_lookup_id']}"))
 
 
 @main.command()

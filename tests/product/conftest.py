@@ -1,0 +1,95 @@
+"""A real `qm2qm serve` subprocess on ephemeral ports, and a CLI runner pointed at it."""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from qm2qm.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)$")
+# A hang guard, not a timing assertion: a server that has not printed its line by then is broken.
+START_GUARD_S = 60
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    host: str
+    port: int
+    admin: str
+    line: str
+    data_dir: Path
+
+    def stop(self, sig: int = signal.SIGINT) -> tuple[int, str]:
+        """Signal the server, wait for it to exit; (exit code, stderr)."""
+        self.proc.send_signal(sig)
+        _, err = self.proc.communicate(timeout=START_GUARD_S)
+        return self.proc.returncode, err
+
+
+def server_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("QM2QM_ADMIN", None)
+    env.pop("QM2QM_RPC", None)
+    return env
+
+
+def start_server(data_dir: Path, *extra: str) -> Server:
+    cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data_dir), "--port", "0",
+           "--admin-port", "0", *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env(),
+                            cwd=str(data_dir.parent))
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    try:
+        line = lines.get(timeout=START_GUARD_S).rstrip("\n")
+    except queue.Empty:
+        proc.kill()
+        raise AssertionError("qm2qm serve printed nothing: " + proc.communicate()[1])
+    match = READY.match(line)
+    if match is None:
+        proc.kill()
+        raise AssertionError(f"unexpected first line {line!r}; stderr: {proc.communicate()[1]}")
+    return Server(proc, match["host"], int(match["port"]), match["admin"], line, data_dir)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    srv = start_server(tmp_path_factory.mktemp("serve") / "data")
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+class Cli:
+    """Runs `qm2qm ...` in-process with --admin pointed at a server."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.runner = CliRunner()
+
+    def run(self, *args: str, expect: int = 0):
+        result = self.runner.invoke(main, [*args, "--admin", self.admin], catch_exceptions=False)
+        assert result.exit_code == expect, (args, result.exit_code, result.output)
+        return result
+
+    def json(self, *args: str, expect: int = 0):
+        return json.loads(self.run(*args, "--json", expect=expect).stdout)
+
+
+@pytest.fixture(scope="module")
+def cli(server):
+    return Cli(server.admin)

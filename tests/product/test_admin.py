@@ -1,0 +1,279 @@
+"""Admin API (qm2qm.admin): every endpoint, and bad input answered with an exact 4xx status and message."""
+from __future__ import annotations
+
+import base64
+import json
+import urllib.parse
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from qm2qm.admin import AdminApi, MAX_BODY
+from qm2qm.mqqp.interface import build_service
+from shared_adm.queue_manager import QueueManager
+from shared_adm.store.base import MemoryStore
+
+Q = ".\\private$\\orders"
+
+
+def url(pathname: str) -> str:
+    return urllib.parse.quote(pathname, safe="")
+
+
+@pytest.fixture
+async def api():
+    qm = QueueManager(MemoryStore(), computer_name="testhost")
+    qm.initialize()
+    service = build_service(qm)
+    admin = AdminApi(qm, info=lambda: {"rpc": {"host": "127.0.0.1", "port": 1}}, service=service)
+    client = TestClient(TestServer(admin.app))
+    await client.start_server()
+    client.qm = qm
+    yield client
+    await client.close()
+
+
+async def call(client, method, path, body=None, raw=None):
+    data = raw if raw is not None else (None if body is None else json.dumps(body))
+    resp = await client.request(method, path, data=data)
+    return resp.status, await resp.json()
+
+
+async def make_queue(client, pathname=Q, **attrs):
+    status, data = await call(client, "POST", "/v1/queues", {"pathname": pathname, **attrs})
+    assert status == 201, data
+    return data
+
+
+# ---------------------------------------------------------------------------------------------- happy paths
+
+async def test_create_list_show_delete_queue(api):
+    data = await make_queue(api, label="Orders", transactional=True, journal=True, quota=100)
+    assert data["pathname"] == "testhost\\private$\\orders"
+    assert data["format_name"] == "DIRECT=OS:testhost\\private$\\orders"
+    assert (data["label"], data["transactional"], data["journal"], data["quota"]) == ("Orders", True, True, 100)
+    status, listing = await call(api, "GET", "/v1/queues")
+    assert status == 200 and "testhost\\private$\\orders" in [q["pathname"] for q in listing["queues"]]
+    status, shown = await call(api, "GET", "/v1/queues/" + url("testhost\\private$\\orders"))
+    assert status == 200 and shown["identifier"] == data["identifier"]
+    status, gone = await call(api, "DELETE", "/v1/queues/" + url(Q))
+    assert (status, gone) == (200, {"deleted": "testhost\\private$\\orders"})
+    status, _ = await call(api, "GET", "/v1/queues/" + url(Q))
+    assert status == 404
+
+
+async def test_public_queue_pathname(api):
+    data = await make_queue(api, "testhost\\prices")
+    assert data["type"] == "Public" and data["pathname"] == "testhost\\prices"
+
+
+async def test_send_sets_every_attribute_and_show_returns_it(api):
+    await make_queue(api)
+    body = {"body_base64": base64.b64encode(b"\x00\x01binary").decode(), "label": "L" * 249, "priority": 7,
+            "time_to_be_received": 60, "time_to_reach_queue": 30, "correlation_id": "ab" * 20,
+            "app_specific": 0xDEADBEEF, "body_type": 0x11, "delivery": "recoverable",
+            "acknowledgement": ["full_receive"], "admin_queue": "DIRECT=OS:testhost\\private$\\acks",
+            "response_queue": "DIRECT=OS:testhost\\private$\\replies", "journal": True, "dead_letter": True}
+    status, sent = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", body)
+    assert status == 201, sent
+    status, shown = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/{sent['lookup_id']}")
+    assert status == 200
+    assert base64.b64decode(shown["body_base64"]) == b"\x00\x01binary"
+    expected = {"label": "L" * 249, "priority": 7, "time_to_be_received": 60, "time_to_reach_queue": 30,
+                "correlation_id": "ab" * 20, "app_specific": 0xDEADBEEF, "body_type": 0x11,
+                "delivery": "recoverable", "acknowledgement": 0x0E, "journal": True, "dead_letter": True,
+                "admin_queue": "DIRECT=OS:testhost\\private$\\acks", "state": "Available",
+                "response_queue": "DIRECT=OS:testhost\\private$\\replies",
+                "destination_queue": "DIRECT=OS:testhost\\private$\\orders"}
+    assert {k: shown[k] for k in expected} == expected
+    assert sent["lookup_id"] >> 56 == 0    # high byte 7 - Priority (MS-MQDMPR 3.1.7.1.9, DEFECTS #12)
+
+
+async def test_list_messages_in_queue_order_with_states(api):
+    await make_queue(api)
+    for priority in (1, 6, 3):
+        status, _ = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": f"p{priority}",
+                                                                            "priority": priority})
+        assert status == 201
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?body=1")
+    assert status == 200
+    assert [m["body_text"] for m in data["messages"]] == ["p6", "p3", "p1"]
+    assert {m["state"] for m in data["messages"]} == {"Available"}
+
+
+async def test_send_count_enqueues_copies(api):
+    await make_queue(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 5})
+    assert status == 201 and data["count"] == 5 and data["last_lookup_id"] > data["lookup_id"]
+    status, listing = await call(api, "GET", f"/v1/queues/{url(Q)}/messages")
+    assert len(listing["messages"]) == 5
+
+
+async def test_open_returns_the_handle_values_of_r_qmopenremotequeue(api):
+    await make_queue(api)
+    status, opened = await call(api, "POST", f"/v1/queues/{url(Q)}/open", {"access": "peek"})
+    assert status == 201
+    h = opened["hRemoteQueue"]
+    # MS-MQMP 3.1.4.2 <28>: pdwContext = phQueue = dwpQueue = OpenQueueDescriptor.Handle
+    assert opened["dwQueue"] == h and opened["pdwContext"] == h
+    desc = api.qm.descriptor_by_handle(h)
+    assert desc.context_value == opened["context_value"]
+    assert (opened["remote_read_state"], opened["access"], opened["share_mode"]) == ("Opened", "PeekAccess",
+                                                                                      "DenyNone")
+    status, cur = await call(api, "POST", f"/v1/handles/{h}/cursors", {})
+    assert status == 201 and api.qm.cursor_by_handle(cur["hCursor"]) is not None
+    status, handles = await call(api, "GET", "/v1/handles")
+    assert [x["cursors"] for x in handles["handles"] if x["hRemoteQueue"] == h] == [[cur["hCursor"]]]
+    status, closed = await call(api, "DELETE", f"/v1/handles/{h}")
+    assert (status, closed) == (200, {"closed": h})
+    assert api.qm.descriptor_by_handle(h) is None
+
+
+async def test_reads_lists_pending_and_waiting(api):
+    status, data = await call(api, "GET", "/v1/reads")
+    assert (status, data) == (200, {"reads": [], "waiting": []})
+
+
+async def test_info(api):
+    status, data = await call(api, "GET", "/v1/info")
+    assert status == 200 and data["rpc"]["port"] == 1
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("raw, message", [
+    ("{not json", "request body is not valid JSON: "),
+    ("", "request body is empty; expected a JSON object"),
+    ("[1, 2]", "request body must be a JSON object, got list"),
+])
+async def test_bad_json(api, raw, message):
+    status, data = await call(api, "POST", "/v1/queues", raw=raw)
+    assert status == 400 and data["error"] == "bad_json" and data["message"].startswith(message)
+
+
+@pytest.mark.parametrize("body, code, message", [
+    ({"pathname": "orders"}, "bad_pathname",
+     "pathname: 'orders' is not 'Computer\\QueueName' or 'Computer\\private$\\QueueName' (MS-MQMQ 2.1.1)"),
+    ({"pathname": ".\\private$\\a;b"}, "bad_pathname",
+     "pathname: bad queue name 'a;b' in '.\\private$\\a;b': 1 to 124 printable characters, none of \\ ; + , \" "
+     "(MS-MQMQ 2.1.1)"),
+    ({"pathname": ".\\private$\\" + "q" * 125}, "bad_pathname", None),
+    ({"pathname": 5}, "bad_pathname", "pathname: expected a queue path name string, got 5"),
+    ({"pathname": Q, "colour": 1}, "unknown_field", "unknown field(s): colour (known: "),
+    ({"pathname": Q, "quota": -1}, "bad_value", "quota: -1 is out of range 0..4294967295"),
+    ({"pathname": Q, "transactional": "yes"}, "bad_value", "transactional: expected true or false, got 'yes'"),
+    ({"pathname": "otherhost\\private$\\q"}, "MQ_ERROR_ILLEGAL_QUEUE_PATHNAME",
+     "pathname: 'otherhost\\private$\\q' does not name a queue on this queue manager: its computer must be '.', "
+     "'localhost' or 'testhost' (MS-MQMQ 2.1.1)"),
+])
+async def test_create_queue_bad_input(api, body, code, message):
+    status, data = await call(api, "POST", "/v1/queues", body)
+    assert status == 400 and data["error"] == code
+    if message is not None:
+        assert data["message"].startswith(message)
+
+
+async def test_create_existing_queue_is_a_conflict(api):
+    await make_queue(api)
+    status, data = await call(api, "POST", "/v1/queues", {"pathname": "TESTHOST\\PRIVATE$\\Orders"})
+    assert (status, data["error"], data["hresult"]) == (409, "MQ_ERROR_QUEUE_EXISTS", "0xC00E0005")
+    assert data["message"] == "queue 'TESTHOST\\PRIVATE$\\Orders' already exists"
+
+
+async def test_unknown_queue(api):
+    nope = url(".\\private$\\nope")
+    status, data = await call(api, "POST", f"/v1/queues/{nope}/messages", {"body": "x"})
+    assert (status, data) == (404, {"error": "MQ_ERROR_QUEUE_NOT_FOUND", "message": "unknown queue '.\\private$\\nope'"})
+
+
+@pytest.mark.parametrize("body, status_code, code, message", [
+    ({"priority": 8}, 400, "bad_value", "priority: 8 is out of range 0..7"),
+    ({"priority": -1}, 400, "bad_value", "priority: -1 is out of range 0..7"),
+    ({"priority": "high"}, 400, "bad_value", "priority: expected an integer, got 'high'"),
+    ({"label": "x" * 250}, 400, "label_too_long", "label: 250 characters is longer than 249 (MS-MQDMPR 3.1.1.12)"),
+    ({"correlation_id": "zz"}, 400, "bad_value", "correlation_id: 'zz' is not hexadecimal"),
+    ({"correlation_id": "ab"}, 400, "bad_value", "correlation_id: 1 bytes, expected 20 (40 hex digits)"),
+    ({"body": "a", "body_base64": "YQ=="}, 400, "bad_value",
+     "give either body (text, sent as UTF-8) or body_base64, not both"),
+    ({"body_base64": "***"}, 400, "bad_value", "body_base64: not valid base64"),
+    ({"delivery": "fast"}, 400, "bad_value", "delivery: expected 'express' or 'recoverable', got 'fast'"),
+    ({"acknowledgement": ["pos_arrival"]}, 400, "bad_value",
+     "acknowledgement requested without admin_queue (MS-MQMQ 2.2.19.2: an administration queue MUST be given "
+     "when acknowledgements are requested)"),
+    ({"acknowledgement": ["sometimes"], "admin_queue": "DIRECT=OS:x\\q"}, 400, "bad_value",
+     "acknowledgement: unknown flag 'sometimes'"),
+    ({"acknowledgement": 16, "admin_queue": "DIRECT=OS:x\\q"}, 400, "bad_value",
+     "acknowledgement: 16 is out of range 0..15 (PA/PR/NA/NR bits)"),
+    ({"time_to_be_received": 2 ** 32}, 400, "bad_value", "time_to_be_received: 4294967296 is out of range 0..4294967295"),
+    ({"count": 0}, 400, "bad_value", "count: 0 is out of range 1..100000"),
+    ({"bdy": "x"}, 400, "unknown_field", "unknown field(s): bdy"),
+    ({"body_base64": base64.b64encode(bytes(MAX_BODY + 1)).decode()}, 413, "body_too_large",
+     f"body: {MAX_BODY + 1} bytes is larger than {MAX_BODY}"),
+])
+async def test_send_bad_input(api, body, status_code, code, message):
+    await make_queue(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", body)
+    assert status == status_code and data["error"] == code and data["message"].startswith(message), data
+    status, listing = await call(api, "GET", f"/v1/queues/{url(Q)}/messages")
+    assert listing["messages"] == []
+
+
+async def test_queue_quota_exceeded_is_507(api):
+    await make_queue(api, quota=1)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x" * 2000})
+    assert status == 507 and data["error"] == "quota_exceeded"
+    assert data["message"] == ("queue 'testhost\\private$\\orders': its quota of 1 KB would be exceeded "
+                               "(MS-MQDMPR 3.1.7.1.9 rStatus 1)")
+
+
+async def test_unknown_lookup_id(api):
+    await make_queue(api)
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/12345")
+    assert (status, data["error"]) == (404, "MQ_ERROR_MESSAGE_NOT_FOUND")
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/abc")
+    assert (status, data["message"]) == (400, "lookup_id: 'abc' is not a number")
+
+
+async def test_delete_system_queue_is_forbidden(api):
+    status, data = await call(api, "DELETE", "/v1/queues/" + url(".\\private$\\admin_queue$"))
+    assert status == 403 and data["message"] == \
+        "'testhost\\private$\\admin_queue$' is a system queue and cannot be deleted"
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"access": "write"}, "access: expected one of receive, peek, got 'write'"),
+    ({"share_mode": "exclusive"}, "share_mode: expected one of deny-none, deny-receive, got 'exclusive'"),
+    ({"acess": "peek"}, "unknown field(s): acess"),
+])
+async def test_open_bad_input(api, body, message):
+    await make_queue(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/open", body)
+    assert status == 400 and data["message"].startswith(message)
+
+
+async def test_open_sharing_violation_is_a_conflict(api):
+    await make_queue(api)
+    status, _ = await call(api, "POST", f"/v1/queues/{url(Q)}/open", {"share_mode": "deny-receive"})
+    assert status == 201
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/open", {"access": "receive"})
+    assert (status, data["error"], data["hresult"]) == (409, "MQ_ERROR_SHARING_VIOLATION", "0xC00E0009")
+
+
+@pytest.mark.parametrize("path, status_code, message", [
+    ("/v1/handles/abc", 400, "handle: 'abc' is not a number"),
+    ("/v1/handles/0", 400, "handle: 0 is not a DWORD handle (1..0xFFFFFFFF)"),
+    ("/v1/handles/4294967296", 400, "handle: 4294967296 is not a DWORD handle (1..0xFFFFFFFF)"),
+    ("/v1/handles/77", 404, "no open queue descriptor with handle 77"),
+])
+async def test_bad_handles(api, path, status_code, message):
+    status, data = await call(api, "DELETE", path)
+    assert (status, data["message"]) == (status_code, message)
+    status, data = await call(api, "POST", path + "/cursors", {})
+    assert (status, data["message"]) == (status_code, message)
+
+
+async def test_unknown_endpoint_and_method_answer_json(api):
+    status, data = await call(api, "GET", "/v1/nothing")
+    assert (status, data["message"]) == (404, "no such endpoint: GET /v1/nothing")
+    status, data = await call(api, "PUT", "/v1/queues")
+    assert (status, data["message"]) == (405, "method not allowed for this endpoint: PUT /v1/queues")

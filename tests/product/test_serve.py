@@ -1,0 +1,258 @@
+"""`qm2qm serve` as a subprocess, driven by the CLI: admin commands and remote reads over qm2qm (MS-MQQP 3.2.4)."""
+from __future__ import annotations
+
+import errno
+import signal
+import socket
+
+import pytest
+from click.testing import CliRunner
+
+from qm2qm.app import App, StartupError
+from qm2qm.cli import main
+from qm2qm.config import ServerConfig, load_config
+
+from tests.product.conftest import Cli, start_server
+
+
+def test_serve_prints_one_line_with_both_addresses(server):
+    assert server.line == f"qm2qm listening rpc=127.0.0.1:{server.port} admin={server.admin}"
+    assert server.port != 0 and not server.admin.endswith(":0")
+
+
+def test_cli_admin_then_remote_read_end_to_end(cli, server):
+    q = ".\\private$\\e2e"
+    created = cli.json("queue", "create", q, "--label", "end to end")
+    assert created["label"] == "end to end"
+    for body, priority in (("low", "1"), ("high", "6"), ("mid", "3")):
+        cli.json("send", q, "--body", body, "--priority", priority, "--app-specific", "42")
+    listed = cli.json("messages", q)
+    assert [m["priority"] for m in listed] == [6, 3, 1] and {m["state"] for m in listed} == {"Available"}
+
+    peeked = cli.json("peek", q)
+    assert peeked["status"] == "MQ_OK (0x00000000)"
+    assert peeked["message"]["body_text"] == "high" and peeked["message"]["app_specific"] == 42
+    assert peeked["sequential_id"] == listed[0]["lookup_id"] & ((1 << 56) - 1)   # low 7 bytes (3.1.4.10)
+    assert len(cli.json("messages", q)) == 3                                    # a peek removes nothing
+
+    received = cli.json("receive", q)
+    assert received["message"]["body_text"] == "high" and received["end_receive"] == "MQ_OK (0x00000000)"
+    assert [m["lookup_id"] for m in cli.json("messages", q)] == [m["lookup_id"] for m in listed[1:]]
+
+    low_id = listed[2]["lookup_id"]
+    by_id = cli.json("lookup", q, str(low_id))
+    assert by_id["message"]["body_text"] == "low" and by_id["sequential_id"] == low_id & ((1 << 56) - 1)
+    taken = cli.json("lookup", q, str(low_id), "--action", "receive-current")
+    assert taken["message"]["body_text"] == "low"
+    assert [m["message"] if False else m["lookup_id"] for m in cli.json("messages", q)] == [listed[1]["lookup_id"]]
+
+    assert cli.json("purge", q)["status"] == "MQ_OK (0x00000000)"
+    assert cli.json("messages", q) == []
+    assert cli.json("handles") == []          # every session closed its descriptor (RemoteQMCloseQueue)
+    assert cli.json("reads") == {"reads": [], "waiting": []}
+
+
+def test_peek_with_a_cursor_walks_the_queue(cli):
+    q = ".\\private$\\cursor"
+    cli.json("queue", "create", q)
+    for i in range(3):
+        cli.json("send", q, "--body", f"m{i}")
+    walked = cli.json("peek", q, "--cursor", "--count", "3")
+    assert [r["message"]["body_text"] for r in walked] == ["m0", "m1", "m2"]
+    assert cli.json("handles") == []
+
+
+def test_legacy_opnum0_and_ndr64(cli):
+    q = ".\\private$\\legacy"
+    cli.json("queue", "create", q)
+    cli.json("send", q, "--body", "old")
+    legacy = cli.json("peek", q, "--legacy")
+    assert legacy["message"]["body_text"] == "old" and "sequential_id" not in legacy
+    wide = cli.json("receive", q, "--ndr64")
+    assert wide["message"]["body_text"] == "old"
+    assert cli.json("version", "--ndr64") == {"major": 6, "minor": 1, "build": 20348}
+
+
+def test_receive_on_an_empty_queue_times_out_with_exit_1(cli):
+    q = ".\\private$\\empty"
+    cli.json("queue", "create", q)
+    result = cli.json("receive", q, "--timeout", "0", expect=1)
+    assert result["status"] == "MQ_ERROR_IO_TIMEOUT (0xC00E001B)" and "message" not in result
+    assert cli.json("handles") == []
+
+
+def test_version_and_ports(cli, server):
+    assert cli.json("version") == {"major": 6, "minor": 1, "build": 20348}
+    assert cli.json("port")["port"] == server.port                      # IP_READ: the bound port
+    assert cli.json("port", "--type", "ip-handshake")["port"] == 2103    # IP_HANDSHAKE: --qmcomm-port
+    assert cli.json("port", "--type", "ipx-read")["port"] == 0           # SPX: not supported (<20>)
+
+
+def test_cli_errors_are_one_line(cli):
+    result = cli.run("queue", "show", ".\\private$\\missing", expect=1)
+    assert result.stderr == "qm2qm: error: unknown queue '.\\private$\\missing' (HTTP 404)\n"
+    result = cli.run("send", ".\\private$\\missing", "--body", "x", "--priority", "9", expect=1)
+    assert result.stderr.startswith("qm2qm: error: ")
+    dead = Cli("http://127.0.0.1:9")
+    result = dead.run("queue", "list", expect=1)
+    assert result.stderr.startswith("qm2qm: error: cannot reach the admin API at http://127.0.0.1:9")
+
+
+def test_send_priority_out_of_range_is_rejected_by_the_api(cli):
+    q = ".\\private$\\prio"
+    cli.json("queue", "create", q)
+    result = cli.run("send", q, "--body", "x", "--priority", "9", expect=1)
+    assert result.stderr == "qm2qm: error: priority: 9 is out of range 0..7 (HTTP 400)\n"
+
+
+# ---------------------------------------------------------------------------------------------- lifecycle
+
+def test_sigint_exits_0_and_recoverable_data_survives_a_restart(tmp_path):
+    data = tmp_path / "data"
+    srv = start_server(data)
+    try:
+        cli = Cli(srv.admin)
+        q = ".\\private$\\durable"
+        cli.json("queue", "create", q, "--transactional")
+        cli.json("send", q, "--body", "kept", "--delivery", "recoverable", "--label", "R")
+        cli.json("send", q, "--body", "volatile", "--delivery", "express")
+        before = cli.json("messages", q)
+    finally:
+        code, err = srv.stop(signal.SIGINT)
+    assert code == 0 and "Traceback" not in err, err
+    srv = start_server(data)
+    try:
+        cli = Cli(srv.admin)
+        shown = cli.json("queue", "show", q)
+        assert shown["transactional"] is True
+        after = cli.json("messages", q)
+        # MS-MQDMPR 3.1.1.12: Recoverable messages MUST survive a restart; Express ones MAY be lost (we lose them).
+        assert [m["label"] for m in after] == ["R"] and after[0]["lookup_id"] == before[0]["lookup_id"]
+        assert cli.json("receive", q)["message"]["body_text"] == "kept"
+    finally:
+        code, err = srv.stop(signal.SIGTERM)
+    assert code == 0 and "Traceback" not in err, err
+
+
+def test_shutdown_answers_a_blocked_receive(tmp_path):
+    import threading
+    from qm2qm.client import AdminClient, Qm2qmClient, RpcCallError
+    srv = start_server(tmp_path / "data")
+    outcome = {}
+    try:
+        admin = AdminClient(srv.admin)
+        admin.create_queue(".\\private$\\block")
+        h = admin.open_queue(".\\private$\\block")["hRemoteQueue"]
+        client = Qm2qmClient(srv.host, srv.port).connect()
+        assert client.open_queue(h)[0] == 0
+
+        def blocked():
+            try:
+                outcome["result"] = client.start_receive2(h, action=0, timeout_ms=0xFFFFFFFF)
+            except RpcCallError as exc:
+                outcome["error"] = exc
+        thread = threading.Thread(target=blocked)
+        thread.start()
+        while not admin.list_reads()["reads"]:     # the receive is pending on the server
+            thread.join(0.01)
+    finally:
+        code, err = srv.stop(signal.SIGINT)
+    thread.join(30)
+    assert not thread.is_alive()
+    assert code == 0 and "Traceback" not in err, err
+    # the pending call is answered (cancel fault) rather than left hanging
+    assert "error" in outcome and outcome["error"].status == 0x1C00000D, outcome
+
+
+def test_corrupt_store_is_a_one_line_error_naming_the_file(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "qm2qm.sqlite3").write_bytes(b"this is not a database" * 100)
+    import subprocess, sys
+    from tests.product.conftest import server_env
+    proc = subprocess.run([sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data), "--port", "0",
+                           "--admin-port", "0"], capture_output=True, text=True, env=server_env(), timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("qm2qm: error: ")
+    assert str(data / "qm2qm.sqlite3") in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_data_dir_that_is_a_file(tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    result = CliRunner().invoke(main, ["serve", "--data-dir", str(path), "--port", "0", "--admin-port", "0"])
+    assert result.exit_code == 2
+    assert result.stderr == f"qm2qm: error: data directory '{path}' is not a directory\n"
+
+
+def test_config_file_errors_and_precedence(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('port = 0\nadmin_prot = 0\n')
+    result = CliRunner().invoke(main, ["serve", "--config", str(bad)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert "unknown configuration key 'admin_prot'" in result.stderr and str(bad) in result.stderr
+    good = tmp_path / "good.toml"
+    good.write_text(f'data_dir = "{tmp_path / "from-file"}"\nport = 0\nadmin_port = 0\nqmcomm_port = 3103\n')
+    srv = None
+    try:
+        import subprocess, sys
+        from tests.product.conftest import READY, server_env
+        proc = subprocess.Popen([sys.executable, "-m", "qm2qm", "serve", "--config", str(good), "--qmcomm-port",
+                                 "4103"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=server_env())
+        line = proc.stdout.readline().strip()
+        match = READY.match(line)
+        assert match, (line, proc.stderr)
+        cli = Cli(match["admin"])
+        info = cli.json("info")
+        assert info["data_dir"] == str(tmp_path / "from-file")                  # from the file
+        assert info["qmcomm_port"] == 4103                                      # command line beats the file
+        assert cli.json("port", "--type", "ip-handshake")["port"] == 4103
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    assert proc.returncode == 0
+
+
+def test_explicit_busy_port_is_an_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), "--port", str(port),
+                                           "--admin-port", "0"])
+    assert result.exit_code == 2
+    assert result.stderr == f"qm2qm: error: cannot listen on 127.0.0.1:{port}: address already in use\n"
+
+
+class _FakeRpc:
+    """Stands in for RpcServer: ports in ``busy`` fail to bind with EADDRINUSE."""
+    busy: set[int] = set()
+    tried: list[int] = []
+
+    def __init__(self, interfaces, host, port):
+        self.port = port
+
+    async def start(self):
+        _FakeRpc.tried.append(self.port)
+        if self.port in _FakeRpc.busy:
+            raise OSError(errno.EADDRINUSE, "Address already in use")
+
+
+async def test_busy_default_port_moves_by_11():
+    _FakeRpc.busy, _FakeRpc.tried = {2105, 2116}, []
+    app = App(load_config())
+    server = await app._bind_rpc(_FakeRpc, None)
+    assert server.port == 2127 and _FakeRpc.tried == [2105, 2116, 2127]     # MS-MQQP 3.1.4.8
+
+
+async def test_busy_explicit_port_does_not_move():
+    _FakeRpc.busy, _FakeRpc.tried = {2105}, []
+    app = App(load_config(None, {"port": 2105}))
+    with pytest.raises(StartupError, match=r"cannot listen on 127.0.0.1:2105: address already in use"):
+        await app._bind_rpc(_FakeRpc, None)
+    assert _FakeRpc.tried == [2105]
+    app = App(ServerConfig(port=3000))
+    _FakeRpc.busy, _FakeRpc.tried = {3000}, []
+    with pytest.raises(StartupError):
+        await app._bind_rpc(_FakeRpc, None)
