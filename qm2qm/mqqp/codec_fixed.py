@@ -40,6 +40,7 @@ class FixedCodec:
         self.kinds = tuple(_KINDS.get(f, "u32") for f in fields)
 
     def decode(self, stub: Any, ndr64: bool) -> Any:
+        """Unmarshal with the length and [range] checks; raises RpcFault."""
         layout = self.layout
         if len(stub) < layout.size:
             raise truncated(self.where, 0, layout.size, len(stub))
@@ -55,6 +56,7 @@ class FixedCodec:
         return self.cls(*values)
 
     def encode(self, obj: Any, ndr64: bool, strict: bool) -> bytes:
+        """Marshal obj (of self.cls); raises EncodeError."""
         if type(obj) is not self.cls:
             raise EncodeError(f"{self.where} needs a {self.cls.__name__}, not {type(obj).__name__}")
         values = []

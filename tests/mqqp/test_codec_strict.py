@@ -6,6 +6,8 @@ import struct
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.codec import REMOTEREADDESC, REMOTEREADDESC2, EncodeError
@@ -254,3 +256,34 @@ def test_fault_messages_name_the_field():
         codec.decode_request(1, CTX + struct.pack("<I", 3), False)
     with pytest.raises(RpcFault, match="truncated at offset 0"):
         codec.decode_request(4, b"\x01\x02", False)
+
+
+# ---- arbitrary and mutated input never escapes as anything but a stub fault --------------------------------
+
+
+def decodes_or_faults(opnum, stub, ndr64, is_request) -> None:
+    try:
+        value = decode(opnum, stub, ndr64, is_request)
+    except RpcFault as fault:
+        assert fault.status in (RPC_X_BAD_STUB_DATA, RPC_S_INVALID_BOUND)
+    else:
+        assert type(value) is (codec.REQUEST_TYPES if is_request else codec.RESPONSE_TYPES)[opnum]
+        assert encode(opnum, value, ndr64, is_request, strict=False) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(opnum=st.integers(0, 10), is_request=st.booleans(), ndr64=st.booleans(), stub=st.binary(max_size=160))
+def test_random_bytes_decode_or_fault(opnum, is_request, ndr64, stub):
+    decodes_or_faults(opnum, stub, ndr64, is_request)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=st.sampled_from(CASES), data=st.data())
+def test_mutated_valid_stubs_decode_or_fault(case, data):
+    opnum, is_request, ndr64 = case
+    stub = bytearray(encode(opnum, value_of(opnum, is_request), ndr64, is_request))
+    for _ in range(data.draw(st.integers(1, 4))):
+        if not stub:
+            break
+        stub[data.draw(st.integers(0, len(stub) - 1))] = data.draw(st.integers(0, 255))
+    decodes_or_faults(opnum, bytes(stub), ndr64, is_request)
