@@ -13,10 +13,10 @@ from shared_adm.packet.debug_header import DebugHeader
 from shared_adm.packet.errors import PacketError
 from shared_adm.packet.format_names import parse_format_name
 from shared_adm.packet.layout import (
-    BASE_DH, BASE_RESERVED, BASE_SH, BASE_TR, MAX_PACKET_SIZE, MAX_TX_ID, PROPERTIES_ACKS, SEC_AS_SHIFT,
-    SEC_AU, SEC_DE, SEC_EB, SEC_ST, SENDER_ID_TYPES, SESSION_HEADER_SIZE, TX_CG, TX_FA, TX_FM, TX_ID_SHIFT, TX_LM,
-    TX_RESERVED, USER_AQ_SHIFT, USER_CQ, USER_DM_SHIFT, USER_DQ_SHIFT, USER_HH, USER_JN, USER_JP, USER_MP,
-    USER_MQ, USER_RC, USER_RESERVED, USER_RQ_SHIFT, USER_SH, USER_TH, BASE_PR, DEBUG_RESERVED, SEC_AS,
+    BASE_DH, BASE_PR, BASE_RESERVED, BASE_SH, BASE_TR, DEBUG_RESERVED, MAX_PACKET_SIZE, MAX_TX_ID, PROPERTIES_ACKS,
+    QFT_DIRECT, SEC_AS, SEC_AS_SHIFT, SEC_AU, SEC_DE, SEC_EB, SEC_ST, SENDER_ID_TYPES, SESSION_HEADER_SIZE, TX_CG,
+    TX_FA, TX_FM, TX_ID_SHIFT, TX_LM, TX_RESERVED, USER_AQ_SHIFT, USER_CQ, USER_DM_SHIFT, USER_DQ_SHIFT, USER_HH,
+    USER_JN, USER_JP, USER_MP, USER_MQ, USER_RC, USER_RESERVED, USER_RQ_SHIFT, USER_SH, USER_TH,
 )
 from shared_adm.packet.multi_queue_header import MultiQueueFormatHeader
 from shared_adm.packet.packet import UserMessagePacket
@@ -42,6 +42,7 @@ X_DEBUG = "DebugHeader.reserved"                     # (Flags bits 2-15, Reserve
 X_SOAP = "SoapHeader.Reserved"
 X_MQF = "MultiQueueFormatHeader.Reserved"
 X_SESSION = "SessionHeader"
+X_DIRECT_QMA = "UserHeader.QueueManagerAddress"      # non-NULL address beside a direct destination (MS-MQRR use)
 
 _U32 = (0, 0xFFFFFFFF)
 _RANGES = (  # attribute, (low, high), packet field
@@ -120,6 +121,8 @@ def build_user_message_packet(m: Message) -> UserMessagePacket:
                 raise _fail("UserHeader.QueueManagerAddress", f"private destination {dest_name!r} is not on "
                             f"destination_queue_manager_identifier {destination_qm}")
     dq, dq_value, _ = encode_queue(DESTINATION, dest_name, m.destination_queue_type, source, destination_qm, None)
+    if dq == QFT_DIRECT:
+        destination_qm = _guid(extra.get(X_DIRECT_QMA, GUID_NULL), "UserHeader.QueueManagerAddress")
     aq, aq_value, admin = encode_queue(ADMIN, m.administration_queue_format_name, m.administration_queue_type,
                                        source, destination_qm, None)
     rq, rq_value, _ = encode_queue(RESPONSE, m.response_queue_format_name, m.response_queue_type,
@@ -278,7 +281,7 @@ def message_from_packet(p: UserMessagePacket) -> Message:
         application_tag=props.application_tag, correlation_identifier=props.correlation_id,
         privacy_level=props.privacy_level, hash_algorithm=props.hash_algorithm,
         encryption_algorithm=props.encryption_algorithm,
-        destination_queue_manager_identifier=qma,
+        destination_queue_manager_identifier=GUID_NULL if user.dq == QFT_DIRECT else qma,
         destination_queue_type=user.dq, administration_queue_type=user.aq, response_queue_type=user.rq,
         tracing_requested=bool(base.flags & BASE_TR), connector_type_identifier=user.connector_type,
         extra=extra,
@@ -296,6 +299,8 @@ def message_from_packet(p: UserMessagePacket) -> Message:
     _keep(extra, X_LABEL_NUL, props.label == "")
     _keep(extra, X_BODY_TAIL, props.body_tail)
     _keep(extra, X_SESSION, p.session_header)
+    if user.dq == QFT_DIRECT:
+        _keep(extra, X_DIRECT_QMA, qma, GUID_NULL)
     if p.transaction is not None:
         _transaction_attributes(m, p.transaction, base.flags & BASE_PR)
     if p.security is not None:

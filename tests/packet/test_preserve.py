@@ -3,11 +3,13 @@ packet re-serializes byte for byte."""
 from __future__ import annotations
 
 import struct
+import uuid
 
 import pytest
 
 from shared_adm.packet import PacketError, UserMessagePacket, deserialize_message_from_buffer, \
     serialize_message_to_buffer
+from shared_adm.message import GUID_NULL
 from shared_adm.packet import codec
 from tests.packet.test_malformed import FULL, START, patch, user_flags
 
@@ -78,3 +80,18 @@ def test_empty_label_with_nul_is_kept():
     m = deserialize_message_from_buffer(packet)
     assert m.label == "" and m.extra == {codec.X_LABEL_NUL: True}
     assert serialize_message_to_buffer(m) == packet
+
+
+def test_address_beside_a_direct_destination_is_kept_but_not_taken_as_destination_qm():
+    qma = uuid.UUID("01020304-0506-0708-090a-0b0c0d0e0f10")
+    packet = bytearray(FULL)
+    packet[0x20:0x30] = qma.bytes_le
+    m = deserialize_message_from_buffer(bytes(packet))
+    assert m.destination_queue_manager_identifier == GUID_NULL and m.extra == {codec.X_DIRECT_QMA: qma}
+    assert serialize_message_to_buffer(m) == bytes(packet)
+
+
+def test_direct_destination_always_gets_a_null_queue_manager_address():
+    m = deserialize_message_from_buffer(FULL)
+    m.destination_queue_manager_identifier = uuid.uuid4()
+    assert serialize_message_to_buffer(m)[0x20:0x30] == bytes(16)

@@ -1,0 +1,49 @@
+"""Benchmark of the UserMessage Packet codec (MS-MQDMPR 3.1.7.1.31–32); not a test, prints figures.
+
+Run: .venv/bin/python -m tests.packet.bench_packet
+"""
+from __future__ import annotations
+
+import timeit
+import uuid
+
+from shared_adm.message import DeliveryGuarantee, Message
+from shared_adm.packet import deserialize_message_from_buffer, serialize_message_to_buffer
+from shared_adm.packet.layout import MAX_PACKET_SIZE
+
+SOURCE = uuid.UUID("11223344-5566-7788-99aa-bbccddeeff00")
+
+
+def message(body_size: int, **kw) -> Message:
+    return Message(identifier=(SOURCE, 1), source_machine_identifier=SOURCE, sent_time=1700000000,
+                   destination_queue_format_name="DIRECT=OS:host\\private$\\orders", label="order 42",
+                   body=bytes(body_size), **kw)
+
+
+def best(fn, number: int, repeat: int = 5) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def main() -> None:
+    cases = [
+        ("1 KiB, minimal headers", message(1024), {}),
+        ("1 KiB, transactional + sender SID + admin/response queues", message(
+            1024, transaction_identifier=7, delivery_guarantee=DeliveryGuarantee.RECOVERABLE, priority=0,
+            transactional_message_sequence_identifier=(1, 2), sender_id_type=1, sender_id=bytes(28),
+            administration_queue_format_name="DIRECT=OS:host\\private$\\admin", acknowledgements_requested=5,
+            response_queue_format_name=f"PRIVATE={SOURCE}\\00000003"), {}),
+        ("largest body under PacketSize 0x400000", message(MAX_PACKET_SIZE - 220), {}),
+        ("4 MiB body (max_packet_size raised)", message(4 << 20), {"max_packet_size": 8 << 20}),
+    ]
+    for name, m, kw in cases:
+        packet = serialize_message_to_buffer(m, **kw)
+        n = 20000 if len(packet) < 10000 else 50
+        ser = best(lambda: serialize_message_to_buffer(m, **kw), n)
+        de = best(lambda: deserialize_message_from_buffer(packet, **kw), n)
+        unit, scale = ("us", 1e6) if ser < 1e-3 else ("ms", 1e3)
+        print(f"{name:60s} {len(packet):>8d} B  serialize {ser * scale:8.2f} {unit}  "
+              f"deserialize {de * scale:8.2f} {unit}")
+
+
+if __name__ == "__main__":
+    main()
