@@ -90,6 +90,9 @@ class Qm2qmClient:
         dce = rpc.get_dce_rpc()
         try:
             dce.connect()
+        except (DCERPCException, OSError) as exc:
+            raise RpcCallError(f"cannot reach {self.host}:{self.port}: {exc}") from None
+        try:
             sock = rpc.get_socket()
             sock.settimeout(self.call_timeout)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
