@@ -7,6 +7,7 @@ call runs in a worker thread (``await c.call(...)``). Time is a ManualScheduler:
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -14,7 +15,6 @@ from typing import Any, Callable
 import pytest
 from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import DCERPCException
 
 from qm2qm.mqqp import idl
 from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RR_UNKNOWN
@@ -34,6 +34,7 @@ FORMAT_NAME = "DIRECT=OS:qm2qm\\" + QUEUE_PATH
 QMCOMM_PORT = 2103
 # Bound for a hung test (a waiting condition that never comes true), not a speed assertion.
 HANG_GUARD_S = 60
+FAULT_PTYPE = 3
 
 
 def handle_of(value) -> bytes:
@@ -44,6 +45,14 @@ def handle_of(value) -> bytes:
 def u32(value: int) -> int:
     """An HRESULT as impacket returns it (signed) → as the spec writes it (unsigned)."""
     return value & 0xFFFFFFFF
+
+
+class Fault(Exception):
+    """A fault PDU (C706 12.6.4.7) and its status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(f"fault 0x{status:08x}")
+        self.status = status
 
 
 @dataclass
@@ -71,6 +80,7 @@ class Client:
         self.dce.connect()
         self.dce.bind(idl.MSRPC_UUID_QM2QM, transfer_syntax=syntax)
         self._ids = iter(range(1, 1 << 32))
+        self._expect_fault = False
 
     async def call(self, fn: Callable, *args, **kwargs):
         return await asyncio.to_thread(fn, *args, **kwargs)
@@ -82,7 +92,31 @@ class Client:
             pass
 
     def request(self, req):
+        if self._expect_fault:
+            return self._fault_request(req)
         return self.dce.request(req, checkError=False)
+
+    def fault(self, fn: Callable, *args, **kwargs) -> int:
+        """Call ``fn`` expecting a fault PDU; return its exact status (impacket masks unknown ones)."""
+        self._expect_fault = True
+        try:
+            fn(*args, **kwargs)
+        except Fault as fault:
+            return fault.status
+        finally:
+            self._expect_fault = False
+        raise AssertionError("the call was answered, not faulted")
+
+    def _fault_request(self, req):
+        if self.dce.transfer_syntax == self.dce.NDR64Syntax:
+            req.changeTransferSyntax(self.dce.NDR64Syntax)
+        self.dce.call(req.opnum, req)
+        rpc = self.dce.get_rpc_transport()
+        header = rpc.recv(count=16)
+        body = rpc.recv(count=struct.unpack_from("<H", header, 8)[0] - 16)
+        if header[2] != FAULT_PTYPE:
+            raise AssertionError(f"expected a fault PDU, got PTYPE {header[2]}")
+        raise Fault(struct.unpack_from("<I", body, 8)[0])
 
     # -- opnums --
 
@@ -201,13 +235,6 @@ class Client:
     def get_version(self) -> tuple[int, int, int]:
         resp = self.request(idl.RemoteQmGetVersion())
         return resp["pMajor"], resp["pMinor"], resp["pBuildNumber"]
-
-
-def fault_of(exc: DCERPCException) -> int:
-    """The status of a fault PDU as impacket reports it."""
-    code = exc.get_error_code()
-    assert code is not None, f"not a fault with a status: {exc}"
-    return u32(code)
 
 
 @dataclass

@@ -16,6 +16,8 @@ async def purge_queue(service: Service, h_queue: int) -> int:
     descriptor = find_open_queue_descriptor(service.qm, h_queue)
     if descriptor is None or descriptor.queue_reference is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue descriptor {h_queue:#x}")
+    if not descriptor.can_receive:
+        raise RpcFault(st.MQ_ERROR_ACCESS_DENIED, f"descriptor {h_queue:#x} was opened without ReceiveAccess")
     service.qm.purge_queue(descriptor.queue_reference)
     await service.qm.durable()
     return st.MQ_OK

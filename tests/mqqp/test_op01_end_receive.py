@@ -1,0 +1,101 @@
+"""RemoteQMEndReceive (MS-MQQP 3.1.4.2, opnum 1) through the RPC path: one test per processing bullet."""
+import asyncio
+
+from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
+from qm2qm.rpc.handles import NCA_S_FAULT_CONTEXT_MISMATCH
+from shared_adm import status as st
+from shared_adm.enums import PositionState
+from shared_adm.store.base import MemoryStore
+
+from tests.mqqp.conftest import NULL_HANDLE
+
+
+async def received(env, body=b"payload"):
+    c, d, session = await env.session()
+    message = env.enqueue(body)
+    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert r.status == st.MQ_OK
+    return c, d, session, message, r.context
+
+
+async def test_end_receive_returns_invalid_handle_when_pphcontext_is_null(env):
+    c = await env.connect()
+    assert await c.call(c.end_receive, NULL_HANDLE, RR_ACK) == (st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE)
+
+
+async def test_end_receive_ack_removes_the_message_from_the_queue(env):
+    c, d, _, message, context = await received(env)
+    assert await c.call(c.end_receive, context, RR_ACK) == (st.MQ_OK, NULL_HANDLE)
+    assert env.positions() == {}
+    again = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE, timeout=0)
+    assert again.status == st.MQ_ERROR_IO_TIMEOUT
+
+
+async def test_end_receive_nack_keeps_the_message_available_for_subsequent_consumption(env):
+    c, d, _, message, context = await received(env, b"retry me")
+    assert await c.call(c.end_receive, context, RR_NACK) == (st.MQ_OK, NULL_HANDLE)
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    again = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert again.status == st.MQ_OK and b"retry me" in again.buffer
+
+
+async def test_end_receive_deletes_the_remote_read_entry_and_sets_pphcontext_to_null(env):
+    c, d, _, message, context = await received(env)
+    status, out = await c.call(c.end_receive, context, RR_NACK)
+    assert (status, out) == (st.MQ_OK, NULL_HANDLE)
+    assert len(env.adm.receive_handles) == 0
+    assert await c.call(c.fault, c.end_receive, context, RR_ACK) == NCA_S_FAULT_CONTEXT_MISMATCH
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+
+
+async def test_end_receive_does_not_search_rremotereadentrycollection(env):
+    # <11>: Vista+/2003+ skip the MAY search; the entry is no longer in the collection once
+    # StartReceive has returned, yet EndReceive works.
+    c, d, _, message, context = await received(env)
+    assert len(env.adm.remote_read_entries) == 0
+    assert (await c.call(c.end_receive, context, RR_ACK))[0] == st.MQ_OK
+
+
+async def test_end_receive_refuses_dwack_outside_its_range(env):
+    c, d, _, message, context = await received(env)
+    for ack in (0, 3):
+        assert await c.call(c.fault, c.end_receive, context, ack) == RPC_S_INVALID_BOUND
+    assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
+    assert (await c.call(c.end_receive, context, RR_NACK))[0] == st.MQ_OK
+
+
+async def test_end_receive_refuses_a_session_handle(env):
+    c, d, session, message, context = await received(env)
+    assert await c.call(c.fault, c.end_receive, session, RR_ACK) == NCA_S_FAULT_CONTEXT_MISMATCH
+
+
+async def test_end_receive_after_close_queue_answers_invalid_handle(env):
+    c, d, session, message, context = await received(env)
+    assert (await c.call(c.close_queue, session))[0] == st.MQ_OK
+    assert await c.call(c.end_receive, context, RR_ACK) == (st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE)
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+
+
+class GatedStore(MemoryStore):
+    """A store whose group commit waits until the test opens the gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.commits_waiting = 0
+
+    async def durable(self) -> None:
+        self.commits_waiting += 1
+        await self.gate.wait()
+        self.commits_waiting -= 1
+
+
+async def test_end_receive_ack_answers_only_once_the_delete_is_durable(make_env):
+    store = GatedStore()
+    env = await make_env(store)
+    c, d, _, message, context = await received(env)
+    call = asyncio.create_task(c.call(c.end_receive, context, RR_ACK))
+    await env.wait_until(lambda: store.commits_waiting == 1)
+    assert not call.done() and env.positions() == {}
+    store.gate.set()
+    assert await call == (st.MQ_OK, NULL_HANDLE)
