@@ -70,7 +70,7 @@ def _fail(field: str, reason: str) -> PacketError:
 def _check_ranges(m: Message) -> None:
     for attribute, (low, high), field in _RANGES:
         value = getattr(m, attribute)
-        if type(value) is not int and not isinstance(value, int) or not low <= value <= high:
+        if not isinstance(value, int) or not low <= value <= high:
             raise _fail(field, f"Message.{attribute} = {value!r} is outside {low}..{high:#x}")
 
 
