@@ -6,16 +6,22 @@ import sys
 import tempfile
 import threading
 
+from shared_adm.clock import ManualScheduler
+from shared_adm.enums import PositionState
+from shared_adm.queue_manager import QueueManager
 from shared_adm.store import SqliteStore
+from tests.store import kill_qm_writer as qm_child
 from tests.store import kill_store_writer as child
 
 SCRIPT = os.path.abspath(child.__file__)
+QM_SCRIPT = os.path.abspath(qm_child.__file__)
 
 
-def _run_until_killed(data_dir, acks_before_kill):
+def _run_until_killed(data_dir, acks_before_kill, script=SCRIPT, *args):
     """Start the child, read acknowledgements, SIGKILL it mid-load; return every complete ack line."""
     with tempfile.TemporaryFile() as stderr:
-        proc = subprocess.Popen([sys.executable, SCRIPT, str(data_dir)], stdout=subprocess.PIPE, stderr=stderr)
+        proc = subprocess.Popen([sys.executable, script, str(data_dir), *args], stdout=subprocess.PIPE,
+                                stderr=stderr)
         watchdog = threading.Timer(60, proc.kill)       # only stops a hung child; not a speed check
         watchdog.start()
         lines = []
@@ -88,3 +94,52 @@ def test_kill_9_loses_no_acknowledged_mutation(tmp_path):
             store.close()
     assert any(child.plan(lookup)[-1] == ("del",) and done == len(child.plan(lookup))
                for lookup, done in acked.items()), "no delete was acknowledged: the test proved nothing"
+
+
+def test_kill_9_through_the_queue_manager(tmp_path):
+    """No acknowledged enqueue lost, no ACKed message back, every Locked message Available after initialize()."""
+    data_dir = tmp_path / "qm"
+    enqueued: dict[int, bytes] = {}     # acknowledged Enqueue Message: lookup id -> body
+    acked: set[int] = set()             # acknowledged Dequeue Message End with delete
+    in_doubt: set[int] = set()          # read, then killed before its End was acknowledged: either outcome
+    for round_number, acks in enumerate((300, 120, 500)):
+        lines = _run_until_killed(data_dir, acks, QM_SCRIPT, f"r{round_number}")
+        got, held = set(), set()
+        for line in lines[1:]:
+            kind, lookup = line[0], int(line[1])
+            if kind == "enq":
+                assert lookup not in enqueued, f"lookup id {lookup:#x} reused"
+                enqueued[lookup] = line[2].encode()
+            elif kind == "got":
+                got.add(lookup)
+            elif kind == "ack":
+                acked.add(lookup)
+            else:
+                held.add(lookup)
+        in_doubt |= got - held - acked
+        store = SqliteStore(data_dir)
+        try:
+            stored_states = {m.lookup_identifier: m.state for m in store.load().messages}
+        finally:
+            store.close()
+        assert any(stored_states.get(lookup) == "Locked" for lookup in held), \
+            "no Locked message was stored at the kill: recovery was not exercised"
+
+        qm = QueueManager(store=SqliteStore(data_dir), scheduler=ManualScheduler(), computer_name="qm2qm")
+        try:
+            qm.initialize()
+            queue = qm.queue_by_pathname(qm_child.PATHNAME)
+            positions = {p.lookup_identifier: p for p in queue.message_position_list}
+            for lookup, body in enqueued.items():
+                if lookup in acked:
+                    assert lookup not in positions, f"ACKed message {lookup:#x} is back"
+                elif lookup not in in_doubt:
+                    assert lookup in positions, f"acknowledged enqueue {lookup:#x} lost"
+                if lookup in positions:
+                    assert positions[lookup].message.body == body
+            for lookup in held:
+                assert lookup in positions, f"held (Locked, never ended) message {lookup:#x} lost"
+            for lookup, position in positions.items():
+                assert position.state is PositionState.AVAILABLE, f"{lookup:#x} is {position.state}"
+        finally:
+            qm.store.close()
