@@ -485,7 +485,7 @@ class QueueManager(ReadEvents, TransactionEvents):
         if ttbr is None or ttbr == INFINITE or queue.queue_type is QueueType.SYSTEM:
             return
         base = message.sent_time or message.arrival_time
-        delay_ms = max(0, int((base + ttbr - self.scheduler.wall_time()) * 1000))
+        delay_ms = max(0, (base + ttbr) * 1000 - round(self.scheduler.wall_time() * 1000))
         due = self.scheduler.now_ms() + delay_ms
         heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, str(queue.identifier)))
         self._arm_ttbr_timer()
