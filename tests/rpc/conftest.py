@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import socket
 import struct
 import uuid
@@ -171,6 +172,14 @@ async def until(predicate, *, step: float = 0.002, limit: int = 5000) -> None:
             return
         await asyncio.sleep(step)
     raise AssertionError("condition never became true")
+
+
+@pytest.fixture(autouse=True)
+def hang_guard():
+    """A hung test (a server that never answers or never closes) aborts the run with tracebacks."""
+    faulthandler.dump_traceback_later(60, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture

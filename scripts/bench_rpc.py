@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Benchmark of the DCE/RPC runtime (qm2qm/rpc/server.py) against a bare asyncio echo server (the transport limit)
+and impacket's stock DCERPCServer, on the probe interface's trivial opnum (qm2qm/rpc/testing.py OP_ECHO).
+
+Load: closed loop, one outstanding call per client connection, precomputed request PDUs (C706 12.6.4.9) sent over
+raw sockets by separate processes. The echo server answers each request with the same bytes (an RPC response to
+the echo opnum has exactly the request's size: 24-byte header + the same stub).
+
+    .venv/bin/python scripts/bench_rpc.py                       # 1, 4, 16 clients, 3 s each
+    .venv/bin/python scripts/bench_rpc.py --clients 4 --duration 5 --profile   # + cProfile of the RPC server
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing as mp
+import os
+import selectors
+import socket
+import statistics
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+NDR20 = ("8a885d04-1ceb-11c9-9fe8-08002b104860", 2)
+
+
+# --- PDUs (built once, outside the measured loop) ---------------------------------------------------------------
+
+def bind_pdu() -> bytes:
+    import uuid
+    from qm2qm.rpc.testing import PROBE_UUID, PROBE_VERSION
+    item = struct.pack("<HBB", 0, 1, 0) + PROBE_UUID.bytes_le + struct.pack("<HH", *PROBE_VERSION)
+    item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
+    body = struct.pack("<HHIB3x", 5840, 5840, 0, 1) + item
+    return struct.pack("<BBBB4sHHI", 5, 0, 11, 3, b"\x10\0\0\0", 16 + len(body), 0, 1) + body
+
+
+def request_pdu(stub: bytes, call_id: int = 2) -> bytes:
+    from qm2qm.rpc.testing import OP_ECHO
+    body = struct.pack("<IHH", len(stub), 0, OP_ECHO) + stub
+    return struct.pack("<BBBB4sHHI", 5, 0, 0, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body
+
+
+# --- servers (each in its own process) -------------------------------------------------------------------------
+
+class EchoProtocol(asyncio.Protocol):
+    """The transport limit: write back every byte received."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+async def idle_until(stop_event, samples: list) -> None:
+    """Sample (wall clock, process CPU time) until told to stop, so the window's server CPU can be computed."""
+    while not stop_event.is_set():
+        samples.append((time.time(), time.process_time()))
+        await asyncio.sleep(0.02)
+    samples.append((time.time(), time.process_time()))
+
+
+def cpu_between(samples: list, start: float, end: float) -> float:
+    """Server CPU seconds spent between two wall-clock instants (nearest samples inside the window)."""
+    inside = [(w, c) for w, c in samples if start <= w <= end]
+    if len(inside) < 2:
+        return float("nan")
+    (w0, c0), (w1, c1) = inside[0], inside[-1]
+    return (c1 - c0) * (end - start) / (w1 - w0)
+
+
+def run_server(kind: str, port_queue, stop_event, profile_path: str | None) -> None:
+    samples: list = []
+    if kind == "impacket":
+        run_impacket_server(port_queue, stop_event, samples)
+        port_queue.put(samples)
+        return
+
+    async def main():
+        if kind == "echo":
+            loop = asyncio.get_running_loop()
+            server = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
+            port_queue.put(server.sockets[0].getsockname()[1])
+            await idle_until(stop_event, samples)
+            server.close()
+            return
+        import logging
+        from qm2qm.rpc.server import RpcServer
+        from qm2qm.rpc.testing import Probe
+        logging.getLogger("qm2qm.rpc").setLevel(logging.WARNING)
+        server = RpcServer([Probe().interface], idle_timeout_s=None, max_connections=4096)
+        await server.start()
+        port_queue.put(server.port)
+        await idle_until(stop_event, samples)
+        await server.close()
+
+    if profile_path:
+        import cProfile
+        cProfile.runctx("asyncio.run(main())", globals(), {"asyncio": asyncio, "main": main}, profile_path)
+    else:
+        asyncio.run(main())
+    port_queue.put(samples)
+
+
+def run_impacket_server(port_queue, stop_event, samples: list) -> None:
+    from impacket.dcerpc.v5.rpcrt import DCERPCServer
+    from qm2qm.rpc.testing import PROBE_UUID
+    server = DCERPCServer()
+    server.daemon = True
+    server.addCallbacks((str(PROBE_UUID), "1.0"), "", {0: lambda stub: stub})
+    server.setListenPort(0)
+    port_queue.put(server.getListenPort())
+    server.start()
+    while not stop_event.wait(0.02):
+        samples.append((time.time(), time.process_time()))
+    samples.append((time.time(), time.process_time()))
+
+
+# --- load generator --------------------------------------------------------------------------------------------
+
+def run_clients(port: int, n_conns: int, bind: bool, request: bytes, start_at: float, duration: float,
+                ready, result_queue) -> None:
+    """n_conns connections in a closed loop, one call outstanding on each; reports completed calls."""
+    sel = selectors.DefaultSelector()
+    conns = []
+    for _ in range(n_conns):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if bind:
+            sock.sendall(bind_pdu())
+            read_pdu(sock)
+        sock.setblocking(False)
+        state = [sock, bytearray()]
+        conns.append(state)
+        sel.register(sock, selectors.EVENT_READ, state)
+    ready.put(1)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    done = 0
+    end = start_at + duration
+    for sock, _ in conns:
+        sock.send(request)
+    while True:
+        now = time.time()
+        if now >= end:
+            break
+        for key, _ in sel.select(timeout=end - now):
+            sock, buf = key.data
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise SystemExit("server closed a benchmark connection")
+            buf += chunk
+            while len(buf) >= 16:
+                frag_len = buf[8] | (buf[9] << 8)
+                if len(buf) < frag_len:
+                    break
+                if buf[2] != 2 and buf[2] != 0:      # neither an RPC response nor the echoed request
+                    raise SystemExit(f"unexpected PDU type {buf[2]}")
+                del buf[:frag_len]
+                done += 1
+                sock.send(request)
+    result_queue.put(done)
+    for sock, _ in conns:
+        sock.close()
+
+
+def read_pdu(sock: socket.socket) -> bytes:
+    data = b""
+    while len(data) < 16:
+        data += sock.recv(16 - len(data))
+    frag_len = struct.unpack_from("<H", data, 8)[0]
+    while len(data) < frag_len:
+        data += sock.recv(frag_len - len(data))
+    return data
+
+
+def measure(kind: str, clients: int, duration: float, stub: bytes, processes: int,
+            profile_path: str | None = None) -> tuple[float, float]:
+    """(calls/s, server CPU microseconds per call) for one server kind under a closed-loop load."""
+    ctx = mp.get_context("spawn")
+    port_queue, stop_event = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=run_server, args=(kind, port_queue, stop_event, profile_path))
+    server.start()
+    port = port_queue.get(timeout=30)
+    n_procs = min(clients, processes)
+    share = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
+    ready, results = ctx.Queue(), ctx.Queue()
+    start_at = time.time() + 1.0 + 0.1 * n_procs
+    request = request_pdu(stub)
+    procs = [ctx.Process(target=run_clients, args=(port, k, kind != "echo", request, start_at, duration,
+                                                   ready, results)) for k in share]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    total = sum(results.get(timeout=duration + 60) for _ in procs)
+    for p in procs:
+        p.join()
+    stop_event.set()
+    samples = port_queue.get(timeout=60)
+    server.join(timeout=30)
+    if server.is_alive():
+        server.terminate()
+    cpu = cpu_between(samples, start_at, start_at + duration)
+    return total / duration, cpu / max(total, 1) * 1e6
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per measurement")
+    parser.add_argument("--stub-size", type=int, default=16)
+    parser.add_argument("--processes", type=int, default=4, help="load-generator processes (at most)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved echo/rpc rounds (median reported)")
+    parser.add_argument("--no-impacket", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="cProfile the RPC server at the largest load")
+    args = parser.parse_args()
+    stub = bytes(range(256)) * (args.stub_size // 256) + bytes(range(args.stub_size % 256))
+    print(f"cpus={os.cpu_count()} duration={args.duration}s x {args.rounds} rounds (median) stub={len(stub)}B "
+          f"request={len(request_pdu(stub))}B load processes<={args.processes} loadavg={os.getloadavg()[0]:.2f}")
+    print(f"{'clients':>7} {'echo calls/s':>13} {'qm2qm.rpc calls/s':>18} {'ratio':>6} "
+          f"{'echo µs CPU/call':>17} {'rpc µs CPU/call':>16} {'CPU ratio':>9} {'impacket calls/s':>17}")
+    for clients in args.clients:
+        # Interleave the two servers and take medians: the machine is shared, so load drifts between runs.
+        echo_runs, rpc_runs = [], []
+        for _ in range(args.rounds):
+            echo_runs.append(measure("echo", clients, args.duration, stub, args.processes))
+            rpc_runs.append(measure("rpc", clients, args.duration, stub, args.processes))
+        echo = statistics.median(r[0] for r in echo_runs)
+        rpc = statistics.median(r[0] for r in rpc_runs)
+        echo_cpu = statistics.median(r[1] for r in echo_runs)
+        rpc_cpu = statistics.median(r[1] for r in rpc_runs)
+        imp = ""
+        if clients == 1 and not args.no_impacket:
+            imp = f"{measure('impacket', 1, args.duration, stub, 1)[0]:17.0f}"
+        # CPU ratio = echo CPU per call / rpc CPU per call: the fraction of the echo limit the runtime would
+        # reach if the server, not the load generator, were the bottleneck.
+        print(f"{clients:7d} {echo:13.0f} {rpc:18.0f} {rpc / echo:6.2f} {echo_cpu:17.1f} {rpc_cpu:16.1f} "
+              f"{echo_cpu / rpc_cpu:9.2f} {imp:>17}", flush=True)
+    if args.profile:
+        path = "/tmp/bench_rpc.prof"
+        measure("rpc", max(args.clients), args.duration, stub, args.processes, profile_path=path)
+        import pstats
+        print(f"\nprofile of the RPC server ({max(args.clients)} clients), top 25 by own time:")
+        pstats.Stats(path).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
