@@ -383,7 +383,10 @@ class RpcConnection(asyncio.Protocol):
     async def _finish(self, tasks: list[asyncio.Task]) -> None:
         try:
             if tasks:
-                await asyncio.gather(*tasks, return_exceptions=True)
+                _, stuck = await asyncio.wait(tasks, timeout=self.server.cancel_wait_s)
+                if stuck:
+                    self.log(logging.WARNING, "%d handler(s) ignored cancellation for %.1f s; running down anyway",
+                             len(stuck), self.server.cancel_wait_s)
             group = self.group
             if group is not None and self.server.groups.leave(group, self.id):
                 entries = group.handles.drain()
@@ -428,13 +431,14 @@ class RpcServer:
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
                  logger: logging.Logger | None = None, limits: Any = None,
-                 check_group_host: bool = True) -> None:
+                 check_group_host: bool = True, cancel_wait_s: float = 5.0) -> None:
         self.host = host
         self.requested_port = port
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits
+        self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
         self.groups = AssociationGroups(check_host=check_group_host)
         self.connections: dict[int, RpcConnection] = {}
@@ -481,7 +485,7 @@ class RpcServer:
         for rc in list(self.connections.values()):
             cancelled += rc.shutdown()
         if cancelled:
-            await asyncio.gather(*cancelled, return_exceptions=True)
+            await asyncio.wait(cancelled, timeout=self.cancel_wait_s)
         finished = []
         for rc in list(self.connections.values()):
             if rc.finished is not None:

@@ -27,6 +27,7 @@ OP_ASYNC_ECHO = 8      # async: yields once, then echoes
 OP_ASYNC_CRASH = 9     # async: yields once, then raises an internal error
 OP_BLOCK_OPEN_A = 10   # async: stub = label; opens a probe_a handle, then waits until cancelled, never returns it
 OP_USE_B = 11          # sync: stub = 20-byte handle of type "probe_b" → its label
+OP_STUBBORN = 12       # async: ignores cancellation until release()d (a misbehaving handler)
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
 
@@ -51,7 +52,7 @@ class Probe:
             OP_ECHO: self.echo, OP_BLOCK: self.block, OP_OPEN_A: self.open_a, OP_USE_A: self.use_a,
             OP_CLOSE: self.close, OP_OPEN_B: self.open_b, OP_FAULT: self.fault, OP_CRASH: self.crash,
             OP_ASYNC_ECHO: self.async_echo, OP_ASYNC_CRASH: self.async_crash,
-            OP_BLOCK_OPEN_A: self.block_open_a, OP_USE_B: self.use_b,
+            OP_BLOCK_OPEN_A: self.block_open_a, OP_USE_B: self.use_b, OP_STUBBORN: self.stubborn,
         }
         self.interface = Interface(
             uuid=PROBE_UUID, version=PROBE_VERSION, name="probe",
@@ -150,3 +151,16 @@ class Probe:
     async def block_open_a(self, ctx: CallContext, stub: bytes) -> bytes:
         ctx.new_handle(self.type_a, bytes(stub))
         return await self.block(ctx, stub)
+
+    async def stubborn(self, ctx: CallContext, stub: bytes) -> bytes:
+        self.blocked += 1
+        self.events.append("blocked")
+        self._notify()
+        while not self._release.is_set():
+            try:
+                await self._release.wait()
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                self.events.append("cancelled")
+                self._notify()
+        return stub

@@ -151,3 +151,16 @@ async def test_server_close_runs_every_group_down(make_server, probe):
     assert sorted(probe.rundowns) == [("probe_a", b"c0"), ("probe_a", b"c1"), ("probe_a", b"c2")]
     for client in clients:
         assert await client.recv() is None
+
+
+async def test_a_handler_that_ignores_cancellation_does_not_block_rundown(make_server, probe, caplog):
+    server = await make_server(cancel_wait_s=0.05)
+    a = await RawClient.connect(server.port)
+    await a.bind()
+    await open_a(a, b"kept")
+    a.send(request_pdu(3, t.OP_STUBBORN, b""))
+    await probe.wait_for(lambda p: p.blocked == 1)
+    await closed(server, a)
+    assert probe.rundowns == [("probe_a", b"kept")] and probe.cancelled == 1
+    assert any("ignored cancellation" in r.getMessage() for r in caplog.records)
+    probe.release()
