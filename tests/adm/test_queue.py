@@ -1,0 +1,100 @@
+"""MessagePositionList (MS-MQDMPR 3.1.1.2, 3.1.1.11) and Seek Available Message Position (3.1.7.3.2)."""
+from __future__ import annotations
+
+from shared_adm import status as st
+from shared_adm.enums import MessageSeekAction, PositionState, SeekDirection
+from shared_adm.seek import HEAD
+
+from .conftest import put
+
+
+def test_empty_list_head_is_end_tail_is_start(queue):
+    lst = queue.message_position_list
+    assert lst.head is lst.end and lst.tail is lst.start and len(lst) == 0
+    assert repr(lst.start) == "<MessagePosition Start>" and repr(lst.end) == "<MessagePosition End>"
+
+
+def test_order_is_priority_then_arrival(qm, queue):
+    put(qm, queue, "p1a", priority=1)
+    put(qm, queue, "p7", priority=7)
+    put(qm, queue, "p1b", priority=1)
+    put(qm, queue, "p3", priority=3)
+    lst = queue.message_position_list
+    assert [p.message.body for p in lst] == [b"p7", b"p3", b"p1a", b"p1b"]
+    assert lst.head.message.body == b"p7" and lst.tail.message.body == b"p1b"
+    assert lst.head.previous is lst.start and lst.tail.next is lst.end
+    assert lst.head.next.next is lst.get(lst.tail.lookup_identifier).previous
+
+
+def test_insert_duplicate_id_refused(qm, queue):
+    import pytest
+    (a,) = put(qm, queue, "a")
+    with pytest.raises(ValueError):
+        queue.message_position_list.insert(queue.message_position_list.get(a))
+
+
+def test_seek_forward_and_backward_skip_unavailable(qm, queue, desc):
+    ids = put(qm, queue, "a", "b", "c", "d")
+    lst = queue.message_position_list
+    qm.dequeue_message_begin(desc, 0)                      # a Locked
+    qm.read_message_by_lookup_identifier(desc, ids[2], MessageSeekAction.SEEK_CURRENT, False, True)   # c Locked
+    seek = qm.seek_available_message_position
+    assert seek(HEAD, queue, False).message.body == b"b"
+    assert seek(lst.start, queue, False).message.body == b"b"
+    assert seek(lst.get(ids[1]), queue, False).message.body == b"d"
+    assert seek(lst.get(ids[3]), queue, False) is lst.end
+    assert seek(lst.end, queue, False, SeekDirection.BACKWARD).message.body == b"d"
+    assert seek(lst.get(ids[3]), queue, False, SeekDirection.BACKWARD).message.body == b"b"
+    assert seek(lst.get(ids[1]), queue, False, SeekDirection.BACKWARD) is lst.start
+
+
+def test_seek_peek_sees_locked_when_allowed(qm, queue, desc):
+    put(qm, queue, "a", allow_peek_when_locked=True)
+    put(qm, queue, "b")
+    qm.dequeue_message_begin(desc, 0)
+    lst = queue.message_position_list
+    assert lst.peek_locked == 1
+    assert qm.seek_available_message_position(HEAD, queue, True).message.body == b"a"
+    assert qm.seek_available_message_position(HEAD, queue, False).message.body == b"b"
+    assert qm.seek_available_message_position(lst.end, queue, True, SeekDirection.BACKWARD).message.body == b"b"
+    r = qm.dequeue_message_begin(desc, 0)
+    qm.dequeue_message_end(desc, r.position, True)
+    first = lst.head
+    qm.dequeue_message_end(desc, first, False)
+    assert lst.peek_locked == 0 and first.state is PositionState.AVAILABLE
+
+
+def test_seek_with_id_direct(qm, queue):
+    ids = put(qm, queue, "a", "b")
+    seek = qm.seek_available_message_position_with_id
+    assert seek(queue, ids[0], True, MessageSeekAction.SEEK_NEXT)[1].lookup_identifier == ids[1]
+    assert seek(queue, 999, True, MessageSeekAction.SEEK_CURRENT) == (st.MQ_ERROR_MESSAGE_NOT_FOUND, None)
+
+
+def test_available_count_tracks_states(qm, queue, desc):
+    put(qm, queue, "a", "b", "c")
+    lst = queue.message_position_list
+    r = qm.dequeue_message_begin(desc, 0)
+    assert lst.available_count == 2
+    qm.purge_queue(queue)
+    assert lst.available_count == 0 and len(lst) == 1
+    qm.dequeue_message_end(desc, r.position, False)
+    assert len(lst) == 0
+
+
+def test_peek_next_queue_not_available(qm, queue, desc):
+    cursor = qm.open_cursor(desc)
+    qm.delete_queue(queue)
+    assert qm.peek_next_message(desc, 0, cursor=cursor).status == st.MQ_ERROR_QUEUE_NOT_AVAILABLE
+    assert qm.peek_next_message(desc, 0).status == st.MQ_ERROR_QUEUE_NOT_AVAILABLE
+
+
+def test_peek_next_without_cursor_is_invalid_parameter(qm, queue, desc):
+    assert qm.peek_next_message(desc, 0).status == st.MQ_ERROR_INVALID_PARAMETER
+
+
+def test_status_names():
+    assert st.status_name(0xC00E001B) == "MQ_ERROR_IO_TIMEOUT"
+    assert st.status_name(0xC0000225) == "STATUS_NOT_FOUND"
+    assert st.status_name(0x12345678) == "0x12345678"
+    assert st.MQ_ERROR_MESSAGE_NOT_FOUND == 0xC00E0088 and st.MQ_ERROR_INVALID_HANDLE == 0xC00E0007
