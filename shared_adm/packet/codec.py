@@ -38,7 +38,7 @@ X_LABEL_NUL = "MessagePropertiesHeader.Label.empty"     # LabelLength 1: an empt
 X_BODY_TAIL = "MessagePropertiesHeader.AllocationBodySize.tail"
 X_TX_FLAGS = "TransactionHeader.Flags.reserved"
 X_SEC_FLAGS = "SecurityHeader.Flags.xor"             # bits differing from those derived from the Message
-X_DEBUG = "DebugHeader.reserved"                     # (Flags bits 2-15, Reserved)
+X_DEBUG = "DebugHeader.reserved"                     # (Flags bits 2-15, Reserved); forces a DebugHeader
 X_SOAP = "SoapHeader.Reserved"
 X_MQF = "MultiQueueFormatHeader.Reserved"
 X_SESSION = "SessionHeader"
@@ -132,7 +132,7 @@ def build_user_message_packet(m: Message) -> UserMessagePacket:
 
     transactional = m.transaction_identifier is not None
     security = _wants_security_header(m)
-    tracing = m.tracing_requested or m.tracing_queue_identifier is not None
+    tracing = m.tracing_requested or m.tracing_queue_identifier is not None or X_DEBUG in extra
     soap = m.soap_header is not None or m.soap_body is not None
     multi = m.destination_multi_queue_format_name is not None
     connector = m.connector_type_identifier is not None
@@ -307,7 +307,9 @@ def message_from_packet(p: UserMessagePacket) -> Message:
         _security_attributes(m, p.security)
     if p.debug is not None:
         m.tracing_queue_identifier = p.debug.queue_identifier
-        _keep(extra, X_DEBUG, (p.debug.flags & DEBUG_RESERVED, p.debug.reserved), (0, 0))
+        kept = (p.debug.flags & DEBUG_RESERVED, p.debug.reserved)
+        if kept != (0, 0) or not (m.tracing_requested or m.tracing_queue_identifier):
+            extra[X_DEBUG] = kept           # also marks a DebugHeader that carries nothing (DH, TR 0, QT 0)
     if p.soap is not None:
         m.soap_header, m.soap_body = p.soap.header, p.soap.body
         _keep(extra, X_SOAP, (p.soap.reserved, p.soap.reserved1), (0, 0))

@@ -95,3 +95,14 @@ def test_direct_destination_always_gets_a_null_queue_manager_address():
     m = deserialize_message_from_buffer(FULL)
     m.destination_queue_manager_identifier = uuid.uuid4()
     assert serialize_message_to_buffer(m)[0x20:0x30] == bytes(16)
+
+
+def test_empty_debug_header_is_kept():
+    packet = patch(2, "<H", 0x0020, FULL)        # DH without TR; the DebugHeader has QT 0
+    packet = patch(START["DebugHeader"], "<H", 0, packet)
+    packet = packet[:START["DebugHeader"] + 4] + packet[START["DebugHeader"] + 20:]
+    packet = patch(8, "<I", len(packet), packet)
+    m = deserialize_message_from_buffer(packet)
+    assert not m.tracing_requested and m.tracing_queue_identifier is None
+    assert m.extra == {codec.X_DEBUG: (0, 0)}
+    assert serialize_message_to_buffer(m) == packet

@@ -75,7 +75,7 @@ def test_construct_user_message_packet_equals_serialize(m):
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages(), st.data())
-def test_damaged_packets_raise_only_packet_error(m, data):
+def test_damaged_packets_raise_packet_error_or_parse_to_a_stable_message(m, data):
     packet = bytearray(serialize_message_to_buffer(m))
     for _ in range(data.draw(st.integers(1, 4))):
         at = data.draw(st.integers(0, len(packet) - 1))
@@ -83,6 +83,8 @@ def test_damaged_packets_raise_only_packet_error(m, data):
     cut = data.draw(st.integers(0, len(packet)))
     for candidate in (bytes(packet), bytes(packet[:cut])):
         try:
-            deserialize_message_from_buffer(candidate)
+            accepted = deserialize_message_from_buffer(candidate)
         except PacketError:
-            pass
+            continue
+        again = serialize_message_to_buffer(accepted, max_packet_size=1 << 30)
+        assert deserialize_message_from_buffer(again, max_packet_size=1 << 30) == accepted
