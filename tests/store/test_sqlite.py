@@ -406,3 +406,22 @@ def test_directory_not_writable():
     finally:
         os.rmdir(readonly)
         os.rmdir(parent)
+
+
+async def test_a_dead_writer_thread_fails_waiters_instead_of_hanging(data_dir, caplog):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+
+    def broken_commit(batches):
+        raise RuntimeError("simulated bug in the writer")
+
+    store._commit = broken_commit       # a defect inside the writer loop itself, not a commit error
+    store.put_message(_msg(1))
+    with caplog.at_level(logging.CRITICAL, logger="shared_adm.store.sqlite"):
+        with pytest.raises(StoreError, match="writer thread died.*simulated bug"):
+            await store.durable()
+    assert any("writer thread died" in record.message for record in caplog.records)
+    with pytest.raises(StoreError, match="writer thread died"):
+        store.flush()
+    with pytest.raises(StoreError, match="writer thread died"):
+        store.close()
+    SqliteStore(data_dir).close()       # the file and its lock were released
