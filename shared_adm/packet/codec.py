@@ -42,6 +42,7 @@ X_DEBUG = "DebugHeader.reserved"                     # (Flags bits 2-15, Reserve
 X_SOAP = "SoapHeader.Reserved"
 X_MQF = "MultiQueueFormatHeader.Reserved"
 X_SESSION = "SessionHeader"
+X_PROVIDER_EXTENSION = "SecurityHeader.ProviderInfo.extension"   # bytes after ProviderName's NUL (SecInfoEx)
 X_DIRECT_QMA = "UserHeader.QueueManagerAddress"      # non-NULL address beside a direct destination (MS-MQRR use)
 
 _U32 = (0, 0xFFFFFFFF)
@@ -93,7 +94,8 @@ def _security_derived(m: Message) -> int:
 
 
 def _wants_security_header(m: Message) -> bool:
-    return bool(m.authentication_level) or any(getattr(m, a) for a in _OPTIONAL_SECURITY)
+    return (bool(m.authentication_level) or any(getattr(m, a) for a in _OPTIONAL_SECURITY)
+            or X_PROVIDER_EXTENSION in m.extra)
 
 
 def build_user_message_packet(m: Message) -> UserMessagePacket:
@@ -235,8 +237,9 @@ def _security_header(m: Message, extra: dict) -> SecurityHeader:
     if not isinstance(m.authentication_level, int) or not 0 <= m.authentication_level <= 0xF:
         raise _fail("SecurityHeader.Flags.AS", f"authentication_level {m.authentication_level!r} is not 0..15")
     info = None
-    if m.authentication_provider_name:
-        info = ProviderInfo(m.authentication_provider_type, m.authentication_provider_name)
+    if m.authentication_provider_name or X_PROVIDER_EXTENSION in extra:
+        info = ProviderInfo(m.authentication_provider_type, m.authentication_provider_name,
+                            bytes(extra.get(X_PROVIDER_EXTENSION, b"")))
     return SecurityHeader(_security_derived(m) ^ extra.get(X_SEC_FLAGS, 0), m.sender_id, m.symmetric_key,
                           m.signature, m.sender_certificate, info)
 
@@ -348,7 +351,10 @@ def _security_attributes(m: Message, sec: SecurityHeader) -> None:
     m.symmetric_key = sec.encryption_key
     m.signature = sec.signature
     m.sender_certificate = sec.sender_cert
-    if sec.provider_info is not None:
-        m.authentication_provider_type = sec.provider_info.provider_type
-        m.authentication_provider_name = sec.provider_info.provider_name
+    info = sec.provider_info
+    if info is not None:
+        m.authentication_provider_type = info.provider_type
+        m.authentication_provider_name = info.provider_name
+        if info.extension or not info.provider_name:
+            m.extra[X_PROVIDER_EXTENSION] = info.extension     # also marks a ProviderInfo with an empty name
     _keep(m.extra, X_SEC_FLAGS, sec.flags ^ _security_derived(m))

@@ -2,7 +2,8 @@
 and MQFFormatNameElement (2.2.18.1.4).
 
 Alignment is relative to the MultiQueueFormatHeader start (itself 4-aligned in the packet): a private
-name's GUID and a DL GUID start on a 4-byte boundary, a direct name on a 2-byte boundary, each
+name's GUID and a DL GUID start on a 4-byte boundary (2.2.18.1.4.2, 2.2.18.1.7.2), and so does a public GUID
+(the spec is silent; 4-aligned like the other GUIDs), a direct name on a 2-byte boundary, each
 FormatNameList ends on a 4-byte boundary and HeaderSize counts that padding. The Signature block is
 padded to 4 at the end as every header is (2.2.19.1). Layout UNVERIFIED against a Windows capture.
 """
@@ -24,7 +25,7 @@ ADDRESS_HEADER_IDS = (("Destination", MQF_DESTINATION_ID), ("Administration", MQ
 def _pack_element(name: FormatName, offset: int, out: list[bytes]) -> int:
     """Append one MQFFormatNameElement at ``offset`` (relative to the header start); return the new offset."""
     if isinstance(name, PublicName):
-        chunk = U16.pack(MQF_PUBLIC) + name.queue.bytes_le
+        chunk = U16.pack(MQF_PUBLIC) + ZEROS[:pad4(offset + 2)] + name.queue.bytes_le
     elif isinstance(name, PrivateName):
         chunk = (U16.pack(MQF_PRIVATE) + ZEROS[:pad4(offset + 2)] + name.queue_manager.bytes_le
                  + U32.pack(name.identifier))
@@ -41,6 +42,7 @@ def _parse_element(r: Reader, base: int, where: str) -> FormatName:
     at = r.pos
     (format_type,) = r.unpack(U16, where + ".FormatType")
     if format_type == MQF_PUBLIC:
+        r.skip_padding(base, where + ".PublicQueueIdentifier")
         return PublicName(r.guid(where + ".PublicQueueIdentifier"))
     if format_type == MQF_PRIVATE:
         r.skip_padding(base, where + ".SourceQueueManager")

@@ -66,16 +66,21 @@ class Reader:
         """A NUL-terminated UTF-16LE string whose length is found by its terminator."""
         start = self.pos
         raw = bytes(self.view[start:self.end])
-        j = 0
-        while True:
-            j = raw.find(b"\x00\x00", j)
-            if j < 0:
-                raise self.error(field, f"no terminating NUL before the end of the {self.scope}", start)
-            if j % 2 == 0:
-                break
-            j += 1
-        self.pos = start + j + 2
-        return decode_wstring(raw[:j + 2], self.header, field, start)
+        nul = find_wchar_nul(raw, 0)
+        if nul < 0:
+            raise self.error(field, f"no terminating NUL before the end of the {self.scope}", start)
+        self.pos = start + nul + 2
+        return decode_wstring(raw[:nul + 2], self.header, field, start)
+
+
+def find_wchar_nul(raw: bytes, start: int) -> int:
+    """Offset of the first NUL WCHAR at an even distance from ``start``, or -1."""
+    j = start
+    while True:
+        j = raw.find(b"\x00\x00", j)
+        if j < 0 or (j - start) % 2 == 0:
+            return j
+        j += 1
 
 
 def decode_wstring(raw: bytes, header: str, field: str, offset: int) -> str:

@@ -5,14 +5,16 @@ from dataclasses import dataclass
 
 from shared_adm.packet.errors import PacketError
 from shared_adm.packet.layout import SEC_ST, SECURITY_HEADER, SENDER_ID_TYPES, U32, ZEROS, pad4
-from shared_adm.packet.reader import Reader, decode_wstring, encode_wstring
+from shared_adm.packet.reader import Reader, decode_wstring, encode_wstring, find_wchar_nul
 
 
 @dataclass(slots=True)
 class ProviderInfo:
-    """SecurityData.ProviderInfo: ProviderType + NUL-terminated ProviderName."""
+    """SecurityData.ProviderInfo: ProviderType + NUL-terminated ProviderName. ``extension`` holds any bytes
+    after the name's NUL (Windows appends extended security data there and sets Flags.AI)."""
     provider_type: int
     provider_name: str
+    extension: bytes = b""
 
 
 @dataclass(slots=True)
@@ -29,8 +31,9 @@ class SecurityHeader:
         """The header bytes, a multiple of 4 long."""
         info = b""
         if self.provider_info is not None:
-            info = U32.pack(self.provider_info.provider_type) + encode_wstring(
-                self.provider_info.provider_name, "SecurityHeader", "ProviderInfo.ProviderName")
+            info = (U32.pack(self.provider_info.provider_type)
+                    + encode_wstring(self.provider_info.provider_name, "SecurityHeader", "ProviderInfo.ProviderName")
+                    + self.provider_info.extension)
         items = (self.security_id, self.encryption_key, self.signature, self.sender_cert, info)
         for name, item, limit in zip(("SenderIdSize", "EncryptionKeySize", "SignatureSize", "SenderCertSize"),
                                      items, (0xFFFF, 0xFFFF, 0xFFFF, 0xFFFF)):
@@ -65,13 +68,19 @@ class SecurityHeader:
                 r.skip_padding(base, "SecurityData." + name)
         info = None
         if items[4]:
-            offset = r.pos - len(items[4]) - pad4(len(items[4]))
-            if len(items[4]) < 6:
-                raise r.error("SecurityData.ProviderInfo", f"{len(items[4])} bytes cannot hold ProviderType "
-                              "and a NUL-terminated ProviderName", offset)
-            if len(items[4]) & 1:
-                raise r.error("SecurityData.ProviderInfo", "ProviderName has an odd byte length", offset)
-            (ptype,) = U32.unpack_from(items[4])
-            info = ProviderInfo(ptype, decode_wstring(items[4][4:], r.header, "ProviderInfo.ProviderName",
-                                                      offset + 4))
+            at = r.pos - len(items[4]) - pad4(len(items[4]))
+            info = _parse_provider_info(items[4], r, at)
         return cls(flags, *items[:4], info)
+
+
+def _parse_provider_info(raw: bytes, r: Reader, at: int) -> ProviderInfo:
+    """ProviderType, then ProviderName up to its NUL WCHAR; what follows the NUL is kept as ``extension``."""
+    if len(raw) < 6:
+        raise r.error("SecurityData.ProviderInfo", f"{len(raw)} bytes cannot hold ProviderType and a "
+                      "NUL-terminated ProviderName", at)
+    (ptype,) = U32.unpack_from(raw)
+    end = find_wchar_nul(raw, 4)
+    if end < 0:
+        raise r.error("SecurityData.ProviderInfo.ProviderName", "no terminating NUL within ProviderInfoSize", at + 4)
+    name = decode_wstring(raw[4:end + 2], r.header, "ProviderInfo.ProviderName", at + 4)
+    return ProviderInfo(ptype, name, raw[end + 2:])

@@ -238,10 +238,10 @@ def test_multi_queue_format_header_layout():
     p = UserMessagePacket.parse(packet)
     raw = p.multi_queue.pack()
     assert packet.endswith(raw)
-    dest = (struct.pack("<H", 1) + OTH.bytes_le                               # 12..30 GUID unaligned
-            + struct.pack("<H", 2) + DST.bytes_le + struct.pack("<I", 2)          # 30..52 GUID at 32: aligned
-            + struct.pack("<H", 3) + "OS:x\\y\0".encode("utf-16-le")           # 52..68 string at 54 (2-aligned)
-            + struct.pack("<H", 6) + b"\0\0" + ADM.bytes_le)                    # 68..88 GUID padded to 72
+    dest = (struct.pack("<H", 1) + b"\0\0" + OTH.bytes_le                   # 12..32 GUID padded to 16
+            + struct.pack("<H", 2) + b"\0\0" + DST.bytes_le + struct.pack("<I", 2)  # 32..56 GUID padded to 36
+            + struct.pack("<H", 3) + "OS:x\\y\0".encode("utf-16-le")           # 56..72 string at 58 (2-aligned)
+            + struct.pack("<H", 6) + b"\0\0" + ADM.bytes_le)                    # 72..92 GUID padded to 76
     assert raw[:12] == struct.pack("<IHHI", 12 + len(dest), 0x64, 0, 4) and raw[12:12 + len(dest)] == dest
     at = 12 + len(dest)
     assert raw[at:at + 12] == struct.pack("<IHHI", 12, 0xC8, 0, 0)

@@ -106,3 +106,46 @@ def test_empty_debug_header_is_kept():
     assert not m.tracing_requested and m.tracing_queue_identifier is None
     assert m.extra == {codec.X_DEBUG: (0, 0)}
     assert serialize_message_to_buffer(m) == packet
+
+
+def provider_packet(info: bytes, flags: int = 0x0001) -> bytes:
+    """A packet whose SecurityHeader has a 4-byte SID and the given raw ProviderInfo."""
+    p = UserMessagePacket.parse(FULL)
+    p.security.flags = flags
+    p.security.security_id = b"SID!"
+    p.security.signature = b""
+    p.security.provider_info = None
+    packet = p.pack()
+    start = START["SecurityHeader"]
+    header = struct.pack("<HHHHII", flags, 4, 0, 0, 0, len(info)) + b"SID!" + info + bytes(-len(info) & 3)
+    old_len = 16 + 4
+    return patch(8, "<I", len(packet) - old_len + len(header),
+                 packet[:start] + header + packet[start + old_len:])
+
+
+def test_provider_info_extension_after_the_name_is_kept():
+    ext = struct.pack("<HH", 1, 13) + b"\x01\x00\x00\x00\x09\x00\x05\x00" + b"X"   # SecInfoEx data, odd length
+    info = struct.pack("<I", 1) + "Prov\0".encode("utf-16-le") + ext
+    packet = provider_packet(info, flags=0x0081)                                    # ST 1 + AI
+    m = deserialize_message_from_buffer(packet)
+    assert m.authentication_provider_name == "Prov" and m.authentication_provider_type == 1
+    assert m.extra == {codec.X_PROVIDER_EXTENSION: ext, codec.X_SEC_FLAGS: 0x0080}
+    assert serialize_message_to_buffer(m) == packet
+
+
+def test_provider_info_with_empty_name_is_kept():
+    packet = provider_packet(struct.pack("<I", 24) + b"\0\0")
+    m = deserialize_message_from_buffer(packet)
+    assert m.authentication_provider_name == "" and m.authentication_provider_type == 24
+    assert serialize_message_to_buffer(m) == packet
+
+
+@pytest.mark.parametrize("info, reason", [
+    (struct.pack("<I", 1), "cannot hold"),
+    (struct.pack("<I", 1) + "ab".encode("utf-16-le"), "no terminating NUL"),
+    (struct.pack("<I", 1) + b"a\0\0", "no terminating NUL"),
+])
+def test_bad_provider_info(info, reason):
+    with pytest.raises(PacketError) as e:
+        deserialize_message_from_buffer(provider_packet(info))
+    assert e.value.header == "SecurityHeader" and reason in e.value.reason
