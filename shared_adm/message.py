@@ -71,7 +71,10 @@ class Message:
     authentication_provider_type: int = 1
     authentication_provider_name: str = ""
     # transactions
-    transaction_identifier: int | None = None     # TransactionHeader.Flags.ID (20 bits); None = not transactional
+    # The transaction the message was captured under; None = not transactional. The queue manager may use its
+    # own key (e.g. XACTUOW bytes); the packet carries a 20-bit TransactionHeader.Flags.ID: an int is written
+    # as is, bytes/str are reduced to 20 bits (shared_adm/packet/README.md); a parsed packet gives the int.
+    transaction_identifier: bytes | str | int | None = None
     transactional_message_sequence_identifier: tuple[int, int] | None = None   # TxSequenceId (Ordinal, TimeStamp)
     transaction_sequence_number: int = 0
     transaction_previous_sequence_number: int = 0

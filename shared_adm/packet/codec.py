@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+import zlib
 
 from shared_adm.message import GUID_NULL, DeliveryGuarantee, Message
 from shared_adm.packet.base_header import BaseHeader
@@ -213,9 +214,7 @@ def build_user_message_packet(m: Message) -> UserMessagePacket:
 
 
 def _transaction_header(m: Message, extra: dict) -> TransactionHeader:
-    tx_id = m.transaction_identifier
-    if not isinstance(tx_id, int) or not 0 <= tx_id <= MAX_TX_ID:
-        raise _fail("TransactionHeader.Flags.ID", f"transaction_identifier {tx_id!r} is not a 20-bit integer")
+    tx_id = transaction_header_id(m.transaction_identifier)
     flags = tx_id << TX_ID_SHIFT | extra.get(X_TX_FLAGS, 0) & TX_RESERVED
     connector = m.connector_queue_manager_identifier
     for flag, wanted in ((TX_CG, connector is not None), (TX_FA, m.final_ack_required),
@@ -227,6 +226,23 @@ def _transaction_header(m: Message, extra: dict) -> TransactionHeader:
         _guid(connector, "TransactionHeader.ConnectorQMGuid")
     return TransactionHeader(flags, ordinal, timestamp, m.transaction_sequence_number,
                              m.transaction_previous_sequence_number, connector)
+
+
+def transaction_header_id(transaction_identifier: bytes | str | int) -> int:
+    """TransactionHeader.Flags.ID (2.2.20.5) for a Message.TransactionIdentifier: an int (0..0xFFFFF) as is;
+    the queue manager's own key (bytes, or str as UTF-8) reduced to 20 bits with CRC-32, so every message of
+    one transaction gets the same ID."""
+    if isinstance(transaction_identifier, int) and not isinstance(transaction_identifier, bool):
+        if not 0 <= transaction_identifier <= MAX_TX_ID:
+            raise _fail("TransactionHeader.Flags.ID", f"transaction_identifier {transaction_identifier} is "
+                        "outside the 20-bit range 0..0xFFFFF")
+        return transaction_identifier
+    if isinstance(transaction_identifier, str):
+        transaction_identifier = transaction_identifier.encode("utf-8")
+    if isinstance(transaction_identifier, (bytes, bytearray, memoryview)):
+        return zlib.crc32(transaction_identifier) & MAX_TX_ID
+    raise _fail("TransactionHeader.Flags.ID", f"transaction_identifier {transaction_identifier!r} is not an int, "
+                "bytes or str")
 
 
 def _security_header(m: Message, extra: dict) -> SecurityHeader:

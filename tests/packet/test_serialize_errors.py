@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import uuid
+import zlib
 
 import pytest
 
@@ -76,8 +77,10 @@ CASES = [
     ("transactional-express", dict(transaction_identifier=1), "UserHeader", "Flags.DM", "MUST be recoverable"),
     ("tx-id-21-bits", dict(transaction_identifier=1 << 20, delivery_guarantee=DeliveryGuarantee.RECOVERABLE),
      "TransactionHeader", "Flags.ID", "20-bit"),
-    ("tx-id-bytes", dict(transaction_identifier=b"\x01" * 16, delivery_guarantee=DeliveryGuarantee.RECOVERABLE),
+    ("tx-id-negative", dict(transaction_identifier=-1, delivery_guarantee=DeliveryGuarantee.RECOVERABLE),
      "TransactionHeader", "Flags.ID", "20-bit"),
+    ("tx-id-float", dict(transaction_identifier=1.5, delivery_guarantee=DeliveryGuarantee.RECOVERABLE),
+     "TransactionHeader", "Flags.ID", "not an int, bytes or str"),
     ("security-empty", dict(authentication_level=3), "SecurityHeader", "", "at least one"),
     ("sender-id-without-type", dict(sender_id=b"S"), "SecurityHeader", "SenderIdSize", "sender_id_type None"),
     ("sender-id-type-3", dict(sender_id=b"S", sender_id_type=3), "SecurityHeader", "Flags.ST", "not 0, 1 or 2"),
@@ -114,3 +117,13 @@ def test_format_names_are_canonicalized():
     assert back.destination_queue_format_name == f"PRIVATE={DST}\\0000000b"
     assert back.administration_queue_format_name == f"PUBLIC={SRC}"
     assert back.response_queue_format_name == "DIRECT=OS:h\\q"
+
+
+@pytest.mark.parametrize("key", [bytes(range(16)), "xact-42"])
+def test_queue_manager_transaction_keys_become_a_stable_20_bit_id(key):
+    raw = key.encode() if isinstance(key, str) else key
+    packets = [serialize_message_to_buffer(msg(transaction_identifier=key, label=label,
+                                               delivery_guarantee=DeliveryGuarantee.RECOVERABLE))
+               for label in ("first", "second")]
+    ids = {deserialize_message_from_buffer(p).transaction_identifier for p in packets}
+    assert ids == {zlib.crc32(raw) & 0xFFFFF}
