@@ -11,6 +11,7 @@ still references it (DEFECTS.md #20).
 from __future__ import annotations
 
 import uuid
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from sortedcontainers import SortedDict, SortedList
@@ -21,6 +22,31 @@ from shared_adm.message import Message
 
 START_KEY = -1
 END_KEY = 1 << 64
+
+
+# Neighbour search on a SortedList by value, O(log n), through its sublists (``_maxes``/``_lists``):
+# positional indexing (``sl[i]``) would rebuild SortedList's index after every insert/remove.
+def _next_after(sorted_list: SortedList, key: int):
+    maxes = sorted_list._maxes
+    pos = bisect_right(maxes, key)
+    if pos == len(maxes):
+        return None
+    sub = sorted_list._lists[pos]
+    return sub[bisect_right(sub, key)]
+
+
+def _prev_before(sorted_list: SortedList, key: int):
+    maxes = sorted_list._maxes
+    if not maxes:
+        return None
+    pos = bisect_left(maxes, key)
+    if pos == len(maxes):
+        return sorted_list._lists[-1][-1]
+    sub = sorted_list._lists[pos]
+    idx = bisect_left(sub, key)
+    if idx:
+        return sub[idx - 1]
+    return sorted_list._lists[pos - 1][-1] if pos else None
 
 
 class MessagePosition:
@@ -140,21 +166,21 @@ class MessagePositionList:
 
     def after(self, key: int) -> MessagePosition:
         """The entry following id ``key`` (linked or not), or End."""
-        i = self._by_id.bisect_right(key)
-        return self._by_id.peekitem(i)[1] if i < len(self._by_id) else self.end
+        found = _next_after(self._by_id._list, key)
+        return self.end if found is None else self._by_id[found]
 
     def before(self, key: int) -> MessagePosition:
         """The entry preceding id ``key`` (linked or not), or Start."""
-        i = self._by_id.bisect_left(key)
-        return self._by_id.peekitem(i - 1)[1] if i > 0 else self.start
+        found = _prev_before(self._by_id._list, key)
+        return self.start if found is None else self._by_id[found]
 
     def first_available_after(self, key: int) -> MessagePosition:
-        i = self._available.bisect_right(key)
-        return self._by_id[self._available[i]] if i < len(self._available) else self.end
+        found = _next_after(self._available, key)
+        return self.end if found is None else self._by_id[found]
 
     def last_available_before(self, key: int) -> MessagePosition:
-        i = self._available.bisect_left(key)
-        return self._by_id[self._available[i - 1]] if i > 0 else self.start
+        found = _prev_before(self._available, key)
+        return self.start if found is None else self._by_id[found]
 
     def irange_after_values(self, key: int):
         """Linked positions with id > key, in list order."""

@@ -22,17 +22,17 @@ Defect decisions are numbered as in shared_adm/DEFECTS.md.
 """
 from __future__ import annotations
 
-import heapq
 import itertools
 import uuid
 
 from shared_adm import status as st
-from shared_adm.clock import INFINITE, AsyncioScheduler, Scheduler
+from shared_adm.clock import AsyncioScheduler, Scheduler
 from shared_adm.compact import body_size, pack, recoverable
 from shared_adm.cursor import Cursor
-from shared_adm.descriptor import OpenQueueDescriptor, ReadResult
+from shared_adm.descriptor import OpenQueueDescriptor
 from shared_adm.enums import (MessageClass, OperationType, PositionState, QueueAccessType, QueueShareMode,
                               QueueType, RemoteReadState)
+from shared_adm.events_expiry import ExpiryEvents
 from shared_adm.events_read import ReadEvents
 from shared_adm.events_transaction import TransactionEvents
 from shared_adm.format_name import FormatName, parse, pathname_key
@@ -49,7 +49,7 @@ DEFAULT_QUEUE_MANAGER_QUOTA_KB = 0x00100000      # 3.1.1.1 says bytes; Windows' 
 _MAX_HANDLE = 0xFFFFFFFF
 
 
-class QueueManager(ReadEvents, TransactionEvents):
+class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     """QueueManager (3.1.1.1): the LocalQueueManager with its QueueCollection and events."""
 
     def __init__(self, store: Store | None = None, scheduler: Scheduler | None = None,
@@ -478,66 +478,3 @@ class QueueManager(ReadEvents, TransactionEvents):
         """Release Next Reader (3.1.7.3.7): a satisfied peek hands the message to the next reader at once (#7)."""
         # Offering in _offer never blocks on a peeker, so there is nothing left to release.
         return None
-
-    # ------------------------------------------------------------------ 3.1.2.4 / 3.1.7.2.7 Time To Be Received
-    def _start_ttbr_timer(self, queue: Queue, message: Message) -> None:
-        ttbr = message.time_to_be_received
-        if ttbr is None or ttbr == INFINITE or queue.queue_type is QueueType.SYSTEM:
-            return
-        base = message.sent_time or message.arrival_time
-        delay_ms = max(0, (base + ttbr) * 1000 - round(self.scheduler.wall_time() * 1000))
-        due = self.scheduler.now_ms() + delay_ms
-        heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, str(queue.identifier)))
-        self._arm_ttbr_timer()
-
-    def _arm_ttbr_timer(self) -> None:
-        if not self._ttbr_heap:
-            return
-        due = self._ttbr_heap[0][0]
-        if self._ttbr_timer is not None and self._ttbr_timer_due is not None and self._ttbr_timer_due <= due:
-            return
-        if self._ttbr_timer is not None:
-            self._ttbr_timer.cancel()
-        self._ttbr_timer_due = due
-        self._ttbr_timer = self.scheduler.call_later(due - self.scheduler.now_ms(), self._ttbr_fired)
-
-    def _ttbr_fired(self) -> None:
-        self._ttbr_timer = None
-        self._ttbr_timer_due = None
-        now = self.scheduler.now_ms()
-        while self._ttbr_heap and self._ttbr_heap[0][0] <= now:
-            _, lookup_id, queue_id = heapq.heappop(self._ttbr_heap)
-            queue = self.queue_collection.get(uuid.UUID(queue_id))
-            position = queue.message_position_list.get(lookup_id) if queue is not None else None
-            if position is not None:
-                self.time_to_be_received_timer_expired(position)
-        self._arm_ttbr_timer()
-
-    def time_to_be_received_timer_expired(self, position: MessagePosition) -> None:
-        """Time To Be Received Timer Expired (3.1.7.2.7); a Locked/PurgePending message expires at its End (#14)."""
-        queue = position.queue
-        if position not in queue.message_position_list:
-            return
-        if position.state is not PositionState.AVAILABLE:
-            self._ttbr_deferred.add((queue.identifier, position.lookup_identifier))
-            return
-        message = position.message
-        transaction = self.transaction_collection.get(message.transaction_identifier) \
-            if message.transaction_identifier else None
-        if transaction is not None:
-            self._set_state(queue, position, PositionState.LOCKED)
-            transaction.transactional_operation_collection.append(TransactionalOperation(
-                OperationType.DEQUEUE, position, dequeue_reason=MessageClass.NACK_RECEIVE_TIMEOUT))
-            return
-        self._expire(queue, position)
-
-    def _expire(self, queue: Queue, position: MessagePosition) -> None:
-        """Delete an expired message (NackReceiveTimeout); dead-letter it if it asked for negative journaling (#19)."""
-        message = position.message
-        self._remove(queue, position, PositionState.DELETED)
-        if message.negative_journaling_requested:
-            dlq = (self.system_transactional_deadletter_queue if message.transaction_identifier
-                   else self.system_deadletter_queue)
-            message.class_ = int(MessageClass.NACK_RECEIVE_TIMEOUT)
-            message.time_to_be_received = INFINITE
-            self.enqueue_message(dlq, message)

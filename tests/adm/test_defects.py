@@ -1,7 +1,6 @@
 """One test per decision of shared_adm/DEFECTS.md (MS-MQDMPR defects §13 of the digest)."""
 from __future__ import annotations
 
-import pytest
 
 from shared_adm import status as st
 from shared_adm.descriptor import PendingRead

@@ -5,13 +5,12 @@ import uuid
 
 from hypothesis import given, settings, strategies as hs
 
-from shared_adm import status as st
 from shared_adm.clock import ManualScheduler
 from shared_adm.compact import pack, unpack
-from shared_adm.enums import MessageSeekAction, PositionState
+from shared_adm.enums import MessageSeekAction
 from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
-from shared_adm.store.base import MemoryStore, StoredMessage
+from shared_adm.store.base import StoredMessage
 
 from .conftest import DENY_NONE, QNAME, RECEIVE, bodies, put
 

@@ -1,8 +1,12 @@
 """MessagePositionList (MS-MQDMPR 3.1.1.2, 3.1.1.11) and Seek Available Message Position (3.1.7.3.2)."""
 from __future__ import annotations
 
+from hypothesis import given, settings, strategies as hs
+from sortedcontainers import SortedList
+
 from shared_adm import status as st
 from shared_adm.enums import MessageSeekAction, PositionState, SeekDirection
+from shared_adm.queue import _next_after, _prev_before
 from shared_adm.seek import HEAD
 
 from .conftest import put
@@ -98,3 +102,15 @@ def test_status_names():
     assert st.status_name(0xC0000225) == "STATUS_NOT_FOUND"
     assert st.status_name(0x12345678) == "0x12345678"
     assert st.MQ_ERROR_MESSAGE_NOT_FOUND == 0xC00E0088 and st.MQ_ERROR_INVALID_HANDLE == 0xC00E0007
+
+
+@settings(max_examples=60, deadline=None)
+@given(hs.lists(hs.integers(0, 5000), unique=True, max_size=400), hs.sampled_from([4, 16, 1000]),
+       hs.lists(hs.integers(-2, 5002), min_size=1, max_size=20))
+def test_neighbour_search_matches_a_linear_scan(values, load, keys):
+    sorted_list = SortedList(values)
+    sorted_list._reset(load)
+    ordered = sorted(values)
+    for key in keys:
+        assert _next_after(sorted_list, key) == next((v for v in ordered if v > key), None)
+        assert _prev_before(sorted_list, key) == next((v for v in reversed(ordered) if v < key), None)
