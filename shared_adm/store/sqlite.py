@@ -96,10 +96,6 @@ class _Batch:
     # (queue, lookup) -> ["put", state, attrs, body] | ["state", state] | ["delete"]
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
 
-    def empty(self) -> bool:
-        return (self.queue_manager_identifier is None and self.sequential_id is None
-                and not self.queues and not self.messages)
-
 
 class _Waiter:
     """One durable()/flush() caller waiting for the batch numbered ``target`` to commit."""

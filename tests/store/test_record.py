@@ -14,7 +14,7 @@ from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.store.record import RecordError, decode_message, decode_value, encode_message, encode_value
 
 _scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.text(max_size=12) | \
-    st.binary(max_size=24) | st.uuids()
+    st.binary(max_size=24) | st.uuids() | st.sampled_from(list(DeliveryGuarantee))
 _values = st.recursive(
     _scalars,
     lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
@@ -68,7 +68,9 @@ def test_round_trip_any_message(message, key):
 @settings(max_examples=200, deadline=None)
 @given(value=_values)
 def test_round_trip_any_value(value):
-    assert decode_value(json.loads(json.dumps(encode_value(value)))) == value
+    decoded = decode_value(json.loads(json.dumps(encode_value(value))))
+    assert decoded == value
+    assert repr(decoded) == repr(value)     # same types all the way down (an enum is not just an int)
 
 
 def test_defaults_are_not_written():
