@@ -33,13 +33,14 @@ log = logging.getLogger(__name__)
 
 
 class RecordError(ValueError):
-    """A stored record that cannot be decoded (corrupt or written by an incompatible version)."""
+    """A stored Message record (3.1.1.12) that cannot be decoded: corrupt or from an incompatible version."""
 
 
 # Enum class name -> {int value: member}, for the "e" tag; Message field -> the same for its annotated
 # int enum. A member lookup in a dict is several times cheaper than calling the enum class.
 _ENUMS: dict[str, dict[int, enum.Enum]] = {}
 _FIELD_ENUMS: dict[str, dict[int, enum.Enum]] = {}
+_FIELD_ENUM_TYPES: dict[str, type] = {}
 _UUIDS: dict[str, uuid.UUID] = {}       # hex -> UUID: queue manager GUIDs repeat across most messages
 _UUID_CACHE_SIZE = 4096
 _CONTAINERS = (list, dict)      # JSON values decode_value must see (dict only to reject it)
@@ -75,6 +76,7 @@ def _scan_message_type() -> None:
         cls = _enum_in_hint(hint)
         if cls is not None:
             _FIELD_ENUMS[name] = _members(cls)
+            _FIELD_ENUM_TYPES[name] = cls
             _register_enum(cls)
     try:
         from shared_adm import enums as _enums_module     # owned by another helper; optional
@@ -88,7 +90,7 @@ _scan_message_type()
 
 
 def encode_value(value: object) -> object:
-    """Turn a Python value into a JSON-able value, tagging what JSON cannot carry (see module doc)."""
+    """A Message/Queue attribute value (3.1.1.12, 3.1.1.2) as JSON-able data, tagged where JSON falls short."""
     kind = type(value)
     if value is None or kind is str or kind is bool or kind is int or kind is float:
         return value
@@ -116,7 +118,7 @@ def encode_value(value: object) -> object:
 
 
 def decode_value(value: object) -> object:
-    """Inverse of encode_value; raises RecordError on anything encode_value cannot have written."""
+    """Inverse of encode_value (3.1.1.12 attribute values); RecordError on anything it cannot have written."""
     if type(value) is not list:
         if type(value) is dict:
             raise RecordError("untagged JSON object in record")
@@ -199,7 +201,7 @@ _warned_unknown: set[str] = set()
 
 
 def encode_message(message: Message, lookup_identifier: int | None = None) -> tuple[str, bytes]:
-    """Encode a Message as (attributes JSON text, body bytes); defaults are left out.
+    """Encode a Message (3.1.1.12) as (attributes JSON text, body bytes); defaults are left out.
 
     ``lookup_identifier`` is the row key; the Message's own LookupIdentifier is written only when
     it differs from it.
@@ -215,7 +217,12 @@ def encode_message(message: Message, lookup_identifier: int | None = None) -> tu
             if type(value) is _DEFAULT_TYPES[index] and value == _DEFAULTS[index]:
                 continue
             kind = type(value)
-            attrs[name] = value if kind is int or kind is str or kind is bool else encode_value(value)
+            if kind is int or kind is str or kind is bool:
+                attrs[name] = value
+            elif kind is _FIELD_ENUM_TYPES.get(name):
+                attrs[name] = int(value)        # the annotation names the enum: decode_message restores it
+            else:
+                attrs[name] = encode_value(value)
         name = "lookup_identifier"
         value = message.lookup_identifier
         if lookup_identifier is None or type(value) is not int or value != lookup_identifier:
@@ -232,7 +239,7 @@ def encode_message(message: Message, lookup_identifier: int | None = None) -> tu
 
 
 def decode_message(attrs: str, body: bytes, lookup_identifier: int | None = None) -> Message:
-    """Inverse of encode_message; raises RecordError for a record that is not a valid encoding."""
+    """Decode a Message (3.1.1.12) written by encode_message; RecordError for anything else."""
     try:
         raw, end = _DECODER.raw_decode(attrs)
     except (ValueError, TypeError) as exc:

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared_adm.message import Message
 from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
 from shared_adm.store.record import RecordError, decode_message, decode_value, encode_message, encode_value
 
@@ -45,6 +46,7 @@ _STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
 # LookupIdentifier and the sequential id are 64-bit unsigned; SQLite INTEGER is signed. Shifting by
 # 2**63 maps [0, 2**64) onto the signed range and keeps the order, so ORDER BY stays enqueue order.
 _BIAS = 1 << 63
+_JSON = json.JSONEncoder(separators=(",", ":"))
 
 _SCHEMA = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
@@ -62,6 +64,16 @@ def _u64(value: int, what: str) -> int:
     if not 0 <= value < 1 << 64:
         raise ValueError(f"{what} {value} is outside the 64-bit unsigned range")
     return int(value) - _BIAS
+
+
+def _check_identifier(identifier: str, what: str = "queue identifier") -> None:
+    # Checked when recorded: a value SQLite cannot bind would otherwise fail every later commit.
+    if not isinstance(identifier, str):
+        raise TypeError(f"{what} must be a str (the GUID string), got {type(identifier).__qualname__}")
+    try:
+        identifier.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} {identifier!r} is not valid Unicode (lone surrogate)") from None
 
 
 def _state_code(state: str) -> int:
@@ -300,8 +312,7 @@ class SqliteStore:
 
     def set_queue_manager_identifier(self, identifier: str) -> None:
         """Record LocalQueueManager.Identifier (3.1.1.1)."""
-        if not isinstance(identifier, str):
-            raise TypeError(f"queue manager identifier must be a str, got {type(identifier).__qualname__}")
+        _check_identifier(identifier, "queue manager identifier")
         with self._lock:
             self._check_open()
             self._pending.queue_manager_identifier = identifier
@@ -317,9 +328,12 @@ class SqliteStore:
 
     def put_queue(self, queue: StoredQueue) -> None:
         """Record a Queue's Persistent attributes (3.1.1.2), replacing any stored ones."""
-        if not isinstance(queue.identifier, str):
-            raise TypeError("queue identifier must be a str")
-        attributes = json.dumps(encode_value(dict(queue.attributes)), separators=(",", ":"))
+        if not isinstance(queue, StoredQueue):
+            raise TypeError(f"put_queue needs a StoredQueue, got {type(queue).__qualname__}")
+        _check_identifier(queue.identifier)
+        if not isinstance(queue.attributes, dict):
+            raise TypeError(f"queue attributes must be a dict, got {type(queue.attributes).__qualname__}")
+        attributes = _JSON.encode(encode_value(queue.attributes))
         with self._lock:
             self._check_open()
             op = self._pending.queues.get(queue.identifier)
@@ -330,7 +344,8 @@ class SqliteStore:
             self._nudge()
 
     def delete_queue(self, identifier: str) -> None:
-        """Record the deletion of a Queue and of every message stored in it."""
+        """Record the deletion of a Queue (3.1.7.1.4) and of every message stored in it."""
+        _check_identifier(identifier)
         with self._lock:
             self._check_open()
             messages = self._pending.messages
@@ -341,8 +356,11 @@ class SqliteStore:
 
     def put_message(self, stored: StoredMessage) -> None:
         """Record a MessagePosition (3.1.1.11) with its Message, replacing any stored one."""
-        if not isinstance(stored.queue_identifier, str):
-            raise TypeError("queue identifier must be a str")
+        if not isinstance(stored, StoredMessage):
+            raise TypeError(f"put_message needs a StoredMessage, got {type(stored).__qualname__}")
+        _check_identifier(stored.queue_identifier)
+        if not isinstance(stored.message, Message):
+            raise TypeError(f"StoredMessage.message must be a Message, got {type(stored.message).__qualname__}")
         lookup = _u64(stored.lookup_identifier, "lookup identifier")
         state = _state_code(stored.state)
         attributes, body = encode_message(stored.message, stored.lookup_identifier)
@@ -353,6 +371,7 @@ class SqliteStore:
 
     def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
         """Record a new MessagePosition.State (3.1.1.11) of a stored message."""
+        _check_identifier(queue_identifier)
         key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
         code = _state_code(state)
         with self._lock:
@@ -367,7 +386,8 @@ class SqliteStore:
             self._nudge()
 
     def delete_message(self, queue_identifier: str, lookup_identifier: int) -> None:
-        """Record the deletion of a stored message."""
+        """Record the deletion of a stored MessagePosition (3.1.1.11)."""
+        _check_identifier(queue_identifier)
         key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
         with self._lock:
             self._check_open()

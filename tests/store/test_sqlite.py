@@ -6,6 +6,7 @@ import os
 import sqlite3
 import tempfile
 import time
+import uuid
 
 import pytest
 
@@ -253,7 +254,21 @@ def test_bad_input_is_rejected_and_records_nothing(data_dir):
         store.put_message(StoredMessage(Q, 1, "Available", Message(extra={"f": 1.5j})))
     with pytest.raises(TypeError, match="cannot store"):
         store.put_queue(StoredQueue(Q, {"bad": object()}))
-    store.flush()
+    with pytest.raises(TypeError, match="queue identifier must be a str"):
+        store.set_message_state(uuid.UUID(int=1), 1, "Locked")
+    with pytest.raises(TypeError, match="queue identifier must be a str"):
+        store.delete_queue(None)
+    with pytest.raises(ValueError, match="lone surrogate"):
+        store.delete_message("q\udc80", 1)
+    with pytest.raises(TypeError, match="queue manager identifier must be a str"):
+        store.set_queue_manager_identifier(uuid.UUID(int=1))
+    with pytest.raises(TypeError, match="put_message needs a StoredMessage, got NoneType"):
+        store.put_message(None)
+    with pytest.raises(TypeError, match="StoredMessage.message must be a Message, got bytes"):
+        store.put_message(StoredMessage(Q, 1, "Available", b"raw"))
+    with pytest.raises(TypeError, match="queue attributes must be a dict"):
+        store.put_queue(StoredQueue(Q, [("a", 1)]))
+    store.flush()           # nothing bad was recorded, so the commit succeeds
     snapshot = store.load()
     assert (snapshot.messages, snapshot.queues, snapshot.sequential_id) == ([], [], 0)
     store.close()
