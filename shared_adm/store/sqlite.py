@@ -199,7 +199,7 @@ class SqliteStore:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             self._release_process_lock()
-            raise self._fail(f"cannot open: {exc}") from None
+            raise self._fail(self._describe(exc)) from None
         try:
             self._check_truncation()
             conn.execute("PRAGMA journal_mode=WAL").fetchone()
@@ -223,6 +223,10 @@ class SqliteStore:
             conn.close()
             self._release_process_lock()
             raise self._fail(self._describe(exc)) from None
+        except OSError as exc:
+            conn.close()
+            self._release_process_lock()
+            raise self._fail(f"cannot read: {exc.strerror or exc}") from None
         self._conn = conn
 
     def _describe(self, exc: sqlite3.Error) -> str:
@@ -232,8 +236,8 @@ class SqliteStore:
         if "malformed" in text or "corrupt" in text:
             return f"the database is corrupt ({text})"
         if "unable to open" in text or "readonly" in text or "read-only" in text:
-            return (f"cannot open for writing ({text}); check that the file and the directory "
-                    f"{self.path.parent} are writable")
+            return (f"cannot open for reading and writing ({text}); check the permissions of the file "
+                    f"and of the directory {self.path.parent}")
         return text
 
     def _acquire_process_lock(self):
@@ -244,7 +248,10 @@ class SqliteStore:
             return None
         lock_path = self.path.with_name(self.path.name + ".lock")
         try:
-            handle = open(lock_path, "a+b")
+            try:
+                handle = open(lock_path, "a+b")
+            except PermissionError:
+                handle = open(lock_path, "rb")      # flock needs no write access to an existing file
         except OSError as exc:
             raise self._fail(f"cannot create the lock file {lock_path}: {exc.strerror or exc}; "
                              f"check that {self.path.parent} is writable") from None
@@ -262,7 +269,7 @@ class SqliteStore:
             self._lock_file = None
 
     def _check_truncation(self) -> None:
-        """A database file shorter than its header's page count lost pages (2.2.3 of the SQLite format)."""
+        """A database file shorter than its header's page count lost pages (SQLite file format 1.3.7)."""
         wal = self.path.with_name(self.path.name + "-wal")
         if wal.exists() and wal.stat().st_size > 0:
             return      # pages may legitimately live only in the WAL until the next checkpoint

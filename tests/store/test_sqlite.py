@@ -3,6 +3,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import shutil
 import sqlite3
 import tempfile
 import time
@@ -440,3 +441,17 @@ async def test_a_dead_writer_thread_fails_waiters_instead_of_hanging(data_dir, c
     with pytest.raises(StoreError, match="writer thread died"):
         store.close()
     SqliteStore(data_dir).close()       # the file and its lock were released
+
+
+def test_store_file_not_readable():
+    parent = tempfile.mkdtemp(prefix="qm2qm-store-")
+    path = os.path.join(parent, DB_FILE_NAME)
+    try:
+        os.chmod(parent, 0o777)
+        SqliteStore(path).close()
+        os.chmod(path, 0)
+        with _unprivileged():
+            message = _open_fails(path, "cannot open for reading and writing.*check the permissions")
+        assert path in message
+    finally:
+        shutil.rmtree(parent)
