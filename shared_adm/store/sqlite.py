@@ -173,7 +173,6 @@ class SqliteStore:
         self._demand = False                        # a waiter wants a commit now
         self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
         self._waiters: list[_Waiter] = []
-        self._closing = False
         self._closed = False
         self._broken: BaseException | None = None  # the writer thread died of this
         self.commits = 0                            # transactions committed (for benchmarks and tests)
@@ -314,7 +313,7 @@ class SqliteStore:
     # ---- recording (caller's thread) ---------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._closing:
+        if self._closed:
             raise StoreError(f"{self.path}: the store is closed")
 
     def set_queue_manager_identifier(self, identifier: str) -> None:
@@ -454,7 +453,6 @@ class SqliteStore:
         except BaseException as exc:    # still stop the writer and release the file
             error = exc
         with self._lock:
-            self._closing = True
             self._closed = True
             self._wake.notify()
         self._writer.join()

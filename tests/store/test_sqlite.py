@@ -455,3 +455,11 @@ def test_store_file_not_readable():
         assert path in message
     finally:
         shutil.rmtree(parent)
+
+
+def test_open_store_picks_the_implementation(data_dir):
+    from shared_adm.store import MemoryStore, open_store
+    assert isinstance(open_store(":memory:"), MemoryStore)
+    store = open_store(data_dir, commit_interval_ms=1)
+    assert isinstance(store, SqliteStore) and store.path == data_dir / DB_FILE_NAME
+    store.close()
