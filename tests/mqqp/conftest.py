@@ -7,6 +7,7 @@ call runs in a worker thread (``await c.call(...)``). Time is a ManualScheduler:
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -86,6 +87,11 @@ class Client:
         return await asyncio.to_thread(fn, *args, **kwargs)
 
     def disconnect(self) -> None:
+        """Sever the connection, even while another thread is blocked in a call on it."""
+        try:
+            self.dce.get_rpc_transport().get_socket().shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self.dce.disconnect()
         except Exception:
@@ -95,6 +101,13 @@ class Client:
         if self._expect_fault:
             return self._fault_request(req)
         return self.dce.request(req, checkError=False)
+
+    def raw(self, req) -> bytes:
+        """Send an idl.py request; return the response stub undecoded (for qm2qm.mqqp.codec to decode)."""
+        if self.dce.transfer_syntax == self.dce.NDR64Syntax:
+            req.changeTransferSyntax(self.dce.NDR64Syntax)
+        self.dce.call(req.opnum, req)
+        return self.dce.recv()
 
     def fault(self, fn: Callable, *args, **kwargs) -> int:
         """Call ``fn`` expecting a fault PDU; return its exact status (impacket masks unknown ones)."""
@@ -299,6 +312,17 @@ class Env:
 
         await self.wait_until(waiting)
         return task
+
+    async def kill(self, client: Client, pending: asyncio.Task | None = None) -> None:
+        """Sever the client's connection and wait until the server has torn it down (rundown included);
+        a call the client had in flight fails on the client side."""
+        host, port = client.dce.get_rpc_transport().get_socket().getsockname()[:2]
+        [connection] = [rc for rc in self.server.connections.values() if rc.peer == f"{host}:{port}"]
+        await asyncio.to_thread(client.disconnect)
+        if pending is not None:
+            results = await asyncio.gather(pending, return_exceptions=True)
+            assert isinstance(results[0], Exception), results[0]
+        await asyncio.wait_for(asyncio.shield(connection.finished), HANG_GUARD_S)
 
     async def wait_until(self, predicate: Callable[[], bool]) -> None:
         """Let the loop run until predicate() holds (checked between loop iterations)."""

@@ -1,0 +1,95 @@
+"""Context-handle rundown (MS-MQQP 3.1.6): a severed connection closes its sessions and NACKs its receives."""
+from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK
+from shared_adm import status as st
+from shared_adm.enums import PositionState
+
+INFINITE = 0xFFFFFFFF
+
+
+async def test_remoteread_rundown_is_end_receive_with_rr_nack(env):
+    owner, d, _ = await env.session()
+    reader = await env.connect()                 # holds only the read handle: its session is owner's
+    message = env.enqueue(b"nack me")
+    r = await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
+    await env.kill(reader)
+    assert len(env.adm.receive_handles) == 0
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    assert env.qm.descriptor_by_handle(d.handle) is d          # the session (owner's) is untouched
+    assert (await owner.call(owner.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK
+
+
+async def test_remoteread_rundown_of_a_lookup_receive_returns_the_message(env):
+    owner, d, _ = await env.session()
+    reader = await env.connect()
+    message = env.enqueue()
+    r = await reader.call(reader.start_receive_by_lookup_id, d.handle, message.lookup_identifier,
+                          MQ_LOOKUP_RECEIVE_CURRENT)
+    assert r.status == st.MQ_OK
+    await env.kill(reader)
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    assert len(env.adm.receive_handles) == 0
+
+
+async def test_rrsession_rundown_is_close_queue(env):
+    c, d, _ = await env.session()
+    await env.kill(c)
+    assert env.adm.is_idle()
+    assert env.qm.descriptor_by_handle(d.handle) is None
+
+
+async def test_rundown_of_a_session_and_its_receives_leaves_nothing_locked_and_no_entry(env):
+    # The runtime runs handles down in creation order: the session first, then the read handles.
+    c, d, _ = await env.session()
+    messages = [env.enqueue(b"m%d" % i) for i in range(3)]
+    for _ in range(2):
+        assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK
+    await env.kill(c)
+    assert env.adm.is_idle()
+    assert env.positions() == {m.lookup_identifier: PositionState.AVAILABLE for m in messages}
+    assert env.qm.descriptor_by_handle(d.handle) is None
+
+
+async def test_a_receive_pending_when_the_connection_dies_is_withdrawn(env):
+    owner, d, _ = await env.session()
+    reader = await env.connect()
+    pending = await env.blocked(reader, reader.start_receive, d.handle, timeout=INFINITE, request_id=11)
+    await env.kill(reader, pending)
+    assert len(env.adm.remote_read_entries) == 0
+    assert d.waiting_message_read_operation_collection == []
+    message = env.enqueue(b"for the owner")
+    r = await owner.call(owner.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert r.status == st.MQ_OK and b"for the owner" in r.buffer
+    assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
+
+
+async def test_a_peek_pending_when_the_connection_dies_is_withdrawn(env):
+    owner, d, _ = await env.session()
+    reader = await env.connect()
+    pending = await env.blocked(reader, reader.start_receive2, d.handle, MQ_ACTION_PEEK_CURRENT,
+                                timeout=INFINITE, request_id=12)
+    await env.kill(reader, pending)
+    assert len(env.adm.remote_read_entries) == 0
+    assert d.waiting_message_read_operation_collection == []
+
+
+async def test_a_session_killed_with_a_pending_receive_leaves_nothing_behind(env):
+    c, d, _ = await env.session()
+    pending = await env.blocked(c, c.start_receive, d.handle, timeout=INFINITE, request_id=13)
+    await env.kill(c, pending)
+    assert env.adm.is_idle()
+    assert env.qm.descriptor_by_handle(d.handle) is None
+    message = env.enqueue(b"nobody waits")
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+
+
+async def test_rundown_after_end_receive_does_nothing_more(env):
+    c, d, session = await env.session()
+    message = env.enqueue()
+    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
+    assert (await c.call(c.close_queue, session))[0] == st.MQ_OK
+    second, d2, _ = await env.session()
+    await env.kill(c)
+    assert env.positions() == {}
+    assert len(env.adm.open_queue_entries) == 1 and env.qm.descriptor_by_handle(d2.handle) is d2

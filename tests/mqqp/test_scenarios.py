@@ -1,0 +1,142 @@
+"""qm2qm scenarios across opnums and connections (MS-MQQP 3.1.4, 4.1, 4.2), through the RPC path."""
+import asyncio
+
+from qm2qm.mqqp import codec, idl
+from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
+                                  MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK, RR_NACK)
+from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
+from shared_adm import status as st
+from shared_adm.enums import PositionState
+from shared_adm.packet import deserialize_message_from_buffer
+
+from tests.mqqp.conftest import NDR64, NULL_HANDLE, Client
+
+INFINITE = 0xFFFFFFFF
+LAST = 0xFFFFFFFFFFFFFFFF
+LOW_7_BYTES = (1 << 56) - 1
+
+
+async def test_a_blocked_receive_is_woken_by_a_message_enqueued_through_the_queue_manager(env):
+    c, d, _ = await env.session()
+    pending = await env.blocked(c, c.start_receive2, d.handle, MQ_ACTION_RECEIVE, timeout=INFINITE, request_id=1)
+    message = env.enqueue(b"wake up")
+    r = await pending
+    assert r.status == st.MQ_OK and r.sequential_id == message.lookup_identifier & LOW_7_BYTES
+    assert deserialize_message_from_buffer(r.buffer).body == b"wake up"
+    assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
+    assert env.positions() == {} and len(env.adm.receive_handles) == 0
+
+
+async def test_a_receive_is_cancelled_from_a_second_connection(env):
+    reader, d, _ = await env.session()
+    canceller = await env.connect()
+    pending = await env.blocked(reader, reader.start_receive, d.handle, timeout=INFINITE, request_id=42)
+    assert await canceller.call(canceller.cancel_receive, d.handle, 42) == st.MQ_OK
+    r = await pending
+    assert (r.status, r.context) == (MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT, NULL_HANDLE)
+    env.enqueue(b"next")
+    again = await reader.call(reader.start_receive, d.handle, timeout=INFINITE, request_id=42)
+    assert again.status == st.MQ_OK and b"next" in again.buffer
+
+
+async def test_close_queue_with_a_pending_read_and_a_locked_message(env):
+    owner, d, session = await env.session()
+    locked = env.enqueue(b"locked")
+    r = await owner.call(owner.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    waiter = await env.connect()
+    pending = await env.blocked(waiter, waiter.start_receive, d.handle, timeout=INFINITE, request_id=2)
+    assert await owner.call(owner.close_queue, session) == (st.MQ_OK, NULL_HANDLE)
+    assert (await pending).status == MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
+    assert env.positions() == {locked.lookup_identifier: PositionState.AVAILABLE}
+    assert env.qm.descriptor_by_handle(d.handle) is None
+    assert env.adm.is_idle()
+    assert await owner.call(owner.end_receive, r.context, RR_ACK) == (st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE)
+    other, d2, _ = await env.session()
+    assert b"locked" in (await other.call(other.start_receive, d2.handle, MQ_ACTION_RECEIVE)).buffer
+
+
+async def test_a_connection_killed_between_start_receive_and_end_receive_returns_the_message(env):
+    reader, d, _ = await env.session()
+    owner, d2, _ = await env.session()
+    message = env.enqueue(b"in flight")
+    r = await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert r.status == st.MQ_OK
+    assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
+    await env.kill(reader)
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    again = await owner.call(owner.start_receive, d2.handle, MQ_ACTION_RECEIVE)
+    assert again.status == st.MQ_OK and b"in flight" in again.buffer
+
+
+async def test_purge_while_a_message_is_locked(env):
+    reader, d, _ = await env.session()
+    admin = await env.connect()
+    assert (await admin.call(admin.open_queue, d.handle))[0] == st.MQ_OK
+    locked, free = env.enqueue(b"locked"), env.enqueue(b"free")
+    r = await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert await admin.call(admin.purge_queue, d.handle) == st.MQ_OK
+    assert env.positions() == {locked.lookup_identifier: PositionState.PURGE_PENDING}
+    peek = await admin.call(admin.start_receive, d.handle, MQ_ACTION_PEEK_CURRENT, timeout=0)
+    assert peek.status == st.MQ_ERROR_IO_TIMEOUT
+    assert (await reader.call(reader.end_receive, r.context, RR_NACK))[0] == st.MQ_OK
+    assert env.positions() == {}
+
+
+async def test_lookup_reads_walk_a_queue_forwards_and_backwards(env):
+    c, d, _ = await env.session()
+    messages = [env.enqueue(b"item-%d" % i, priority=p) for i, p in enumerate([3, 3, 5, 0, 3])]
+    order = sorted(m.lookup_identifier for m in messages)        # priority first, then arrival
+    forwards, lookup_id = [], 0
+    while True:
+        r = await c.call(c.start_receive_by_lookup_id, d.handle, lookup_id, MQ_LOOKUP_PEEK_NEXT)
+        if r.status != st.MQ_OK:
+            assert r.status == st.MQ_ERROR_MESSAGE_NOT_FOUND
+            break
+        forwards.append(r.sequential_id)
+        lookup_id = next(x for x in order if x & LOW_7_BYTES == r.sequential_id)
+    backwards, lookup_id = [], LAST
+    while True:
+        r = await c.call(c.start_receive_by_lookup_id, d.handle, lookup_id, MQ_LOOKUP_PEEK_PREV)
+        if r.status != st.MQ_OK:
+            assert r.status == st.MQ_ERROR_MESSAGE_NOT_FOUND
+            break
+        backwards.append(r.sequential_id)
+        lookup_id = next(x for x in order if x & LOW_7_BYTES == r.sequential_id)
+    assert forwards == [x & LOW_7_BYTES for x in order]
+    assert backwards == forwards[::-1]
+    middle = order[2]
+    r = await c.call(c.start_receive_by_lookup_id, d.handle, middle, MQ_LOOKUP_RECEIVE_CURRENT)
+    assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
+    r = await c.call(c.start_receive_by_lookup_id, d.handle, order[1], MQ_LOOKUP_PEEK_NEXT)
+    assert r.sequential_id == order[3] & LOW_7_BYTES
+
+
+def _receive_raw(client: Client, h_queue: int) -> bytes:
+    req = idl.RemoteQMStartReceive()
+    req["lpRemoteReadDesc"] = client.desc(h_queue, MQ_ACTION_RECEIVE, 0, 0, 1, None)
+    return client.raw(req)
+
+
+async def test_a_4_3_mb_message_is_received_whole(env):
+    # 4 300 000 body bytes: a packet just under REMOTEREADDESC.dwSize's [range(0, 4325376)].
+    c, d, _ = await env.session()
+    body = bytes(range(256)) * (4_300_000 // 256) + b"\x01" * (4_300_000 % 256)
+    message = env.enqueue(body, label="big")
+    stub = await asyncio.to_thread(_receive_raw, c, d.handle)
+    response = codec.decode_response(0, stub, env.syntax == NDR64)
+    desc = response.lpRemoteReadDesc
+    assert response.ErrorCode == st.MQ_OK and response.pphContext != NULL_HANDLE
+    assert 4_300_000 < desc.dwSize <= 4_325_376 and desc.dwSize == len(desc.lpBuffer)
+    received = deserialize_message_from_buffer(desc.lpBuffer, max_packet_size=4_325_376)
+    assert received.body == body and received.label == "big"
+    assert (await c.call(c.end_receive, response.pphContext, RR_ACK))[0] == st.MQ_OK
+    assert message.lookup_identifier not in env.positions()
+
+
+async def test_a_message_too_large_for_dwsize_is_refused_and_stays_in_the_queue(env):
+    c, d, _ = await env.session()
+    message = env.enqueue(b"x" * 4_325_376)
+    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert (r.status, r.context, r.size) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE, 0)
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    assert env.adm.receive_handles.for_descriptor(d.handle) == []
