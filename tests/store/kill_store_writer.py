@@ -21,7 +21,7 @@ PRODUCERS = 8
 
 def body(lookup: int) -> bytes:
     """The body of message <lookup>, checked byte for byte after the kill."""
-    return (b"message %d;" % lookup) * (1 + lookup % 7)
+    return (b"message %d;" % lookup) * (1 + lookup % 7) * 150     # up to ~20 KB: WAL checkpoints happen mid-run
 
 
 def plan(lookup: int) -> list[tuple]:
