@@ -54,7 +54,7 @@ async def test_close_queue_generates_close_queue_on_the_descriptor(env):
 async def test_close_queue_releases_the_locked_messages_of_its_receives(env):
     c, d, session = await env.session()
     message = env.enqueue()
-    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK
     assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
     await c.call(c.close_queue, session)
     assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}

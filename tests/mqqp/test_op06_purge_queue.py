@@ -23,7 +23,8 @@ async def test_purge_queue_generates_purge_queue_and_returns_mq_ok(env):
 
 async def test_purge_queue_marks_a_locked_message_purge_pending_and_nack_deletes_it(env):
     c, d, _ = await env.session()
-    locked, other = env.enqueue(b"locked"), env.enqueue(b"other")
+    locked = env.enqueue(b"locked")
+    env.enqueue(b"available: deleted at once")
     r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
     assert await c.call(c.purge_queue, d.handle) == st.MQ_OK
     assert env.positions() == {locked.lookup_identifier: PositionState.PURGE_PENDING}
@@ -47,3 +48,15 @@ async def test_purge_queue_on_a_peek_only_session_faults_with_access_denied(env)
     env.enqueue()
     assert await c.call(c.fault, c.purge_queue, d.handle) == st.MQ_ERROR_ACCESS_DENIED
     assert len(env.positions()) == 1
+
+
+async def test_purge_queue_faults_with_invalid_handle_when_the_descriptor_is_gone(env):
+    c, d, _ = await env.session()
+    env.qm.close_queue(d)
+    assert await c.call(c.fault, c.purge_queue, d.handle) == st.MQ_ERROR_INVALID_HANDLE
+
+
+async def test_purge_queue_faults_with_queue_deleted_when_the_queue_was_deleted(env):
+    c, d, _ = await env.session()
+    assert env.qm.delete_queue(env.queue) == st.MQ_OK
+    assert await c.call(c.fault, c.purge_queue, d.handle) == st.MQ_ERROR_QUEUE_DELETED

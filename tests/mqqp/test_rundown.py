@@ -10,7 +10,7 @@ async def test_remoteread_rundown_is_end_receive_with_rr_nack(env):
     owner, d, _ = await env.session()
     reader = await env.connect()                 # holds only the read handle: its session is owner's
     message = env.enqueue(b"nack me")
-    r = await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert (await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK
     assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
     await env.kill(reader)
     assert len(env.adm.receive_handles) == 0
@@ -85,7 +85,7 @@ async def test_a_session_killed_with_a_pending_receive_leaves_nothing_behind(env
 
 async def test_rundown_after_end_receive_does_nothing_more(env):
     c, d, session = await env.session()
-    message = env.enqueue()
+    env.enqueue()
     r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
     assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
     assert (await c.call(c.close_queue, session))[0] == st.MQ_OK

@@ -72,7 +72,8 @@ async def test_purge_while_a_message_is_locked(env):
     reader, d, _ = await env.session()
     admin = await env.connect()
     assert (await admin.call(admin.open_queue, d.handle))[0] == st.MQ_OK
-    locked, free = env.enqueue(b"locked"), env.enqueue(b"free")
+    locked = env.enqueue(b"locked")
+    env.enqueue(b"available: deleted at once")
     r = await reader.call(reader.start_receive, d.handle, MQ_ACTION_RECEIVE)
     assert await admin.call(admin.purge_queue, d.handle) == st.MQ_OK
     assert env.positions() == {locked.lookup_identifier: PositionState.PURGE_PENDING}

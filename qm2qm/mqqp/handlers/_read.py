@@ -98,7 +98,6 @@ def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -
     return service.qm.dequeue_message_end(descriptor, entry.message_position, delete_message=delete)
 
 
-
 def answer(desc: Any, delivery: Delivery) -> Any:
     """The [out] REMOTEREADDESC (2.2.2.1): on MQ_OK lpBuffer, dwSize, dwArriveTime and Reserved = 1 (server);
     otherwise no buffer. Every other field goes back as the client sent it."""

@@ -1,12 +1,12 @@
 """RemoteQMCancelReceive (MS-MQQP 3.1.4.6, opnum 5): end a pending read with MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
 from qm2qm.mqqp.handlers._service import Service
-from shared_adm import status as st
-from qm2qm.mqqp import codec
 from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
 
 
 def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int) -> int:

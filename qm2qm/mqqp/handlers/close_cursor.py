@@ -1,11 +1,11 @@
 """RemoteQMCloseCursor (MS-MQQP 3.1.4.5, opnum 4): close a cursor qmcomm R_QMCreateRemoteCursor created."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
 from qm2qm.mqqp.handlers._service import Service
-from shared_adm import status as st
-from qm2qm.mqqp import codec
 from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
 
 
 def close_cursor(service: Service, h_queue: int, h_cursor: int) -> int:

@@ -1,6 +1,7 @@
 """RemoteQMCloseQueue (MS-MQQP 3.1.4.4, opnum 3) and PCTX_RRSESSION_HANDLE_TYPE rundown (3.1.6.1)."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import OpenQueueEntry
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
@@ -8,7 +9,6 @@ from qm2qm.mqqp.handlers._service import Service
 from qm2qm.mqqp.handlers.cancel_receive import cancel_remote_read
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from qm2qm.mqqp import codec
 
 
 def close_queue(service: Service, ctx: CallContext, context: bytes) -> tuple[int, bytes]:

@@ -1,12 +1,12 @@
 """RemoteQMEndReceive (MS-MQQP 3.1.4.2, opnum 1): ACK deletes the received message, NACK returns it to the queue."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from qm2qm.mqqp import codec
 
 
 async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes]:

@@ -1,9 +1,9 @@
 """RemoteQMGetQMQMServerPort (MS-MQQP 3.1.4.8, opnum 7): the qmcomm or qm2qm TCP port; 0 for anything else (<19>, <20>)."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import IP_HANDSHAKE, IP_READ
 from qm2qm.mqqp.handlers._service import Service
-from qm2qm.mqqp import codec
 from qm2qm.rpc.interface import CallContext
 
 FAILURE = 0x00000000

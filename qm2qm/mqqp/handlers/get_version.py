@@ -1,8 +1,8 @@
 """RemoteQmGetVersion (MS-MQQP 3.1.4.9, opnum 8): the Message Queuing version the server reports (<22>–<24>)."""
 from __future__ import annotations
 
-from qm2qm.mqqp.handlers._service import Service
 from qm2qm.mqqp import codec
+from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 
 

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import uuid
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import OpenQueueEntry
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import RemoteReadState
-from qm2qm.mqqp import codec
 
 
 def open_queue(service: Service, ctx: CallContext, lic_guid: uuid.UUID | None, mqs: int, h_queue: int,

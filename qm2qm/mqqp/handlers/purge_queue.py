@@ -1,12 +1,12 @@
 """RemoteQMPurgeQueue (MS-MQQP 3.1.4.7, opnum 6): delete every message of the queue; failures are faults (<18>)."""
 from __future__ import annotations
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import RpcFault
-from shared_adm import status as st
-from qm2qm.mqqp import codec
 from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
 
 
 async def purge_queue(service: Service, h_queue: int) -> int:
@@ -14,8 +14,10 @@ async def purge_queue(service: Service, h_queue: int) -> int:
     if service.adm.open_queue_entries.find(h_queue) is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue entry for hQueue {h_queue:#x}")
     descriptor = find_open_queue_descriptor(service.qm, h_queue)
-    if descriptor is None or descriptor.queue_reference is None:
+    if descriptor is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue descriptor {h_queue:#x}")
+    if descriptor.queue_reference is None:
+        raise RpcFault(st.MQ_ERROR_QUEUE_DELETED, f"the queue of descriptor {h_queue:#x} was deleted")
     if not descriptor.can_receive:
         raise RpcFault(st.MQ_ERROR_ACCESS_DENIED, f"descriptor {h_queue:#x} was opened without ReceiveAccess")
     service.qm.purge_queue(descriptor.queue_reference)

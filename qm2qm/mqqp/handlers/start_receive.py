@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, deliver, wait_for_read
+from qm2qm.mqqp.handlers._read import answer
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from qm2qm.mqqp import codec
-from qm2qm.mqqp.handlers._read import answer
 
 ACTIONS = frozenset({MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT})
 

@@ -3,17 +3,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
                                   MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, deliver
+from qm2qm.mqqp.handlers._read import answer2
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import MessageSeekAction
-from qm2qm.mqqp import codec
-from qm2qm.mqqp.handlers._read import answer2
 
 FIRST_LOOKUP_ID = 0                         # with MQ_LOOKUP_*_NEXT: SeekFirst
 LAST_LOOKUP_ID = 0xFFFFFFFFFFFFFFFF         # with MQ_LOOKUP_*_PREV: SeekLast
