@@ -181,7 +181,7 @@ class Connection:
         if vers != P.RPC_VERS or minor > 1:
             # MS-RPCE 3.3.1.5.1 recognizes 5.0 only; we tolerate 5.1 (C706 DCE 1.1) as Samba does.
             why = f"unsupported protocol version {vers}.{minor}"
-            if ptype == F.PTYPE_BIND and vers == P.RPC_VERS:
+            if ptype == F.PTYPE_BIND:
                 raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
             if vers == P.RPC_VERS:
                 raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
@@ -189,6 +189,8 @@ class Connection:
         if drep0 != 0x10 or drep1 != 0:
             # Big-endian / EBCDIC / non-IEEE data representations are not supported (impacket and Windows send 0x10).
             why = f"unsupported packed_drep {drep0:#04x} {drep1:#04x} (only little-endian ASCII IEEE)"
+            if not drep0 & 0xF0:
+                call_id = int.from_bytes(call_id.to_bytes(4, "little"), "big")   # answer with the peer's call_id
             if ptype == F.PTYPE_BIND:
                 raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
             raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
@@ -209,6 +211,8 @@ class Connection:
         return P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
 
     def _bad_request_length(self, frag_length: int, call_id: int) -> None:
+        if frag_length < P.HEADER_SIZE:
+            raise _Terminate(f"frag_length {frag_length} shorter than the 16-byte header")
         if frag_length > self._max_recv_frag:
             raise _Terminate(f"request frag_length {frag_length} exceeds {self._max_recv_frag}",
                              P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
