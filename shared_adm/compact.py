@@ -7,10 +7,12 @@ cannot hold (or UUID-typed fields holding something else) fall back to pickle, s
 from __future__ import annotations
 
 import dataclasses
+import enum
 import marshal
 import pickle
 import uuid
 
+from shared_adm import message as _message_module
 from shared_adm.message import DeliveryGuarantee, Message
 
 _MARSHAL = b"M"
@@ -29,8 +31,8 @@ def _field_table():
             kind = "objectid"
         elif "uuid.UUID" in ann:
             kind = "uuid"
-        elif "DeliveryGuarantee" in ann:
-            kind = "guarantee"
+        elif isinstance(getattr(_message_module, ann.replace(" | None", "").strip(), None), enum.EnumMeta):
+            kind = getattr(_message_module, ann.replace(" | None", "").strip())
         else:
             kind = "plain"
         table.append((f.name, default, factory, kind))
@@ -55,8 +57,12 @@ def _encode(kind: str, value):
         if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], uuid.UUID)):
             raise _Unmarshalable
         return (value[0].bytes, value[1])
-    if kind == "guarantee":
-        return int(value)
+    if isinstance(kind, enum.EnumMeta):
+        if value is None:
+            return None
+        if not isinstance(value, kind):
+            raise _Unmarshalable
+        return value.value
     return value
 
 
@@ -65,8 +71,8 @@ def _decode(kind: str, value):
         return None if value is None else uuid.UUID(bytes=value)
     if kind == "objectid":
         return (uuid.UUID(bytes=value[0]), value[1])
-    if kind == "guarantee":
-        return DeliveryGuarantee(value)
+    if isinstance(kind, enum.EnumMeta):
+        return None if value is None else kind(value)
     return value
 
 
