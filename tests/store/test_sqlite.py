@@ -126,10 +126,9 @@ async def test_concurrent_producers_share_commits(data_dir):
                 == [(1,)]
 
     await asyncio.gather(*(producer(p * 100) for p in range(1, 11)))
-    # every durable() was answered only after its own message committed (checked above), and
-    # all 200 messages are there; 10 producers awaiting together need fewer commits than messages
+    # every durable() was answered only after its own message committed (checked above); how many
+    # commits that took depends on thread scheduling (test_one_commit_covers_every_waiter pins it)
     assert _rows(store.path, "SELECT count(*) FROM messages") == [(200,)]
-    assert store.commits < 200
     store.close()
 
 
