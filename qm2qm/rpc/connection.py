@@ -81,6 +81,8 @@ class Connection:
     """Server-side DCE/RPC connection state machine (MS-RPCE 3.3.3 state diagram; C706 12.6.4)."""
 
     def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True) -> None:
+        """``registry``: mapping (uuid, major, minor) → Interface, or a callable taking that tuple and returning an
+        Interface or None. ``prefer_ndr64``: the server's Preferred Transfer Syntax (MS-RPCE 3.3.3.1.3)."""
         self._registry = registry
         self._limits = limits
         self._prefer_ndr64 = prefer_ndr64
@@ -166,8 +168,7 @@ class Connection:
                     break
         except _Terminate as stop:
             self._out += stop.reply
-            self._state = _CLOSED
-            self._buf = bytearray()
+            self._close()
             events.append(ConnectionTerminated(stop.reason))
             return events
         if pos:
@@ -502,6 +503,11 @@ class Connection:
         cancels = call.cancel_count if status == F.NCA_S_FAULT_CANCEL else 0
         self._out += P.build_fault(call_id, status, context_id=call.context_id, cancel_count=cancels,
                                    did_not_execute=did_not_execute)
+
+    def send_shutdown(self) -> None:
+        """Queue a shutdown PDU asking the client to close the connection (MS-RPCE 3.3.3.4.2; C706 12.6.4.11)."""
+        if self._state != _CLOSED:
+            self._out += P.build_header_only(F.PTYPE_SHUTDOWN, 0)
 
     def data_to_send(self) -> bytes:
         """Everything queued for the peer since the last call."""

@@ -353,6 +353,15 @@ def test_orphaned_during_reassembly_drops_the_partial_call_and_its_tail():
     assert conn.receive_data(P.build_request(9, 0, 1, b"next"))[0].stub == b"next"
 
 
+def test_server_may_send_shutdown():
+    conn = new_connection()
+    bind(conn)
+    conn.send_shutdown()
+    raw = conn.data_to_send()
+    assert (raw[2], len(raw), raw[3]) == (F.PTYPE_SHUTDOWN, 16, F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG)
+    assert not conn.closed
+
+
 def test_eof_terminates():
     conn = new_connection()
     bind(conn)
