@@ -141,3 +141,18 @@ async def test_a_message_too_large_for_dwsize_is_refused_and_stays_in_the_queue(
     assert (r.status, r.context, r.size) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE, 0)
     assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
     assert env.adm.receive_handles.for_descriptor(d.handle) == []
+
+
+async def test_a_receive_whose_answer_cannot_be_encoded_returns_the_message_and_its_handle(env, monkeypatch):
+    from qm2qm.mqqp.handlers import _read
+    c, d, _ = await env.session()
+    message = env.enqueue()
+
+    def broken(opnum, response, ndr64, **kw):
+        raise codec.EncodeError("simulated defect")
+    monkeypatch.setattr(_read.codec, "encode_response", broken)
+    assert await c.call(c.fault, c.start_receive, d.handle, MQ_ACTION_RECEIVE) == 0x1C000012   # nca_s_fault_unspec
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
+    assert len(env.adm.receive_handles) == 0 and len(env.adm.remote_read_entries) == 0
+    monkeypatch.undo()
+    assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK

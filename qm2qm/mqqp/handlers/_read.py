@@ -7,6 +7,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MAX_REMOTEREAD_BUFFER, REMOTEREADDESC_RESERVED_SERVER
 from qm2qm.mqqp.handlers._service import Service
@@ -38,6 +39,7 @@ class Delivery:
     buffer: bytes | None = None
     size: int = 0
     handle: bytes = NULL_HANDLE
+    entry: RemoteReadEntry | None = None
 
 
 async def wait_for_read(entry: RemoteReadEntry, result: Any) -> ReadResult:
@@ -81,7 +83,7 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
         if receive:
             release(service, entry)
         raise
-    return Delivery(status, message, buffer, size, handle)
+    return Delivery(status, message, buffer, size, handle, entry)
 
 
 def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -> int:
@@ -96,6 +98,18 @@ def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -
     if descriptor is None:
         return st.MQ_ERROR_INVALID_HANDLE
     return service.qm.dequeue_message_end(descriptor, entry.message_position, delete_message=delete)
+
+
+def encode_delivery(service: Service, ctx: CallContext, opnum: int, response: Any, delivery: Delivery) -> bytes:
+    """Encode a read's answer. Should that fail once a receive holds its handle, the handle is closed and the
+    message returned to the queue before the error propagates (the client gets a fault, not the handle)."""
+    try:
+        return codec.encode_response(opnum, response, ctx.ndr64)
+    except BaseException:
+        if delivery.handle != NULL_HANDLE:
+            ctx.close_handle(delivery.handle)
+            release(service, delivery.entry)
+        raise
 
 
 def answer(desc: Any, delivery: Delivery) -> Any:

@@ -7,8 +7,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, deliver, wait_for_read
-from qm2qm.mqqp.handlers._read import answer
+from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery, wait_for_read
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -63,4 +62,4 @@ async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     delivery = await start_receive(service, ctx, request.lpRemoteReadDesc)
     response = codec.RemoteQMStartReceiveResponse(
         delivery.handle, answer(request.lpRemoteReadDesc, delivery), delivery.status)
-    return codec.encode_response(0, response, ctx.ndr64)
+    return encode_delivery(service, ctx, 0, response, delivery)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from qm2qm.mqqp import codec
-from qm2qm.mqqp.handlers._read import Delivery, answer2
+from qm2qm.mqqp.handlers._read import Delivery, answer2, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.mqqp.handlers.start_receive import start_receive
 from qm2qm.rpc.interface import CallContext
@@ -26,4 +26,4 @@ async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     desc2 = request.lpRemoteReadDesc2
     delivery = await start_receive2(service, ctx, desc2)
     response = codec.RemoteQMStartReceive2Response(delivery.handle, answer2(desc2, delivery), delivery.status)
-    return codec.encode_response(9, response, ctx.ndr64)
+    return encode_delivery(service, ctx, 9, response, delivery)

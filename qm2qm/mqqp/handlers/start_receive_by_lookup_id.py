@@ -8,8 +8,7 @@ from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
                                   MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, deliver
-from qm2qm.mqqp.handlers._read import answer2
+from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -75,4 +74,4 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     delivery = start_receive_by_lookup_id(service, ctx, request.LookupId, desc2.pRemoteReadDesc)
     response = codec.RemoteQMStartReceiveByLookupIdResponse(delivery.handle, answer2(desc2, delivery),
                                                            delivery.status)
-    return codec.encode_response(10, response, ctx.ndr64)
+    return encode_delivery(service, ctx, 10, response, delivery)
