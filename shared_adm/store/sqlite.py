@@ -611,11 +611,15 @@ class SqliteStore:
             queues = []
             for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
                 try:
+                    if type(queue_id) is not str or type(text) is not str:
+                        raise RecordError("a column holds a value of the wrong type")
                     attributes = decode_value(json.loads(text))
                     if type(attributes) is not dict:
                         raise RecordError("queue attributes are not a dict")
+                except RecursionError:
+                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: nested too deeply") from None
                 except (RecordError, ValueError, TypeError) as exc:
-                    raise self._fail(f"corrupt attributes of queue {queue_id}: {exc}") from None
+                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: {exc}") from None
                 queues.append(StoredQueue(queue_id, attributes))
             messages = []
             append = messages.append
@@ -624,15 +628,17 @@ class SqliteStore:
             rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
                                 " FROM messages ORDER BY queue_identifier, lookup_identifier")
             for queue_id, lookup, state, attributes, body in rows:
-                queue_id = interned.setdefault(queue_id, queue_id)
-                lookup += _BIAS
                 try:
+                    if type(queue_id) is not str or type(lookup) is not int or type(attributes) is not str:
+                        raise RecordError("a column holds a value of the wrong type")
+                    queue_id = interned.setdefault(queue_id, queue_id)
+                    lookup += _BIAS
                     append(StoredMessage(queue_id, lookup, names[state],
                                          decode_message(attributes, body, lookup)))
-                except (RecordError, KeyError, TypeError) as exc:
-                    raise self._fail(f"corrupt message {lookup} of queue {queue_id}: "
-                                     f"{'unknown state ' + repr(state) if isinstance(exc, KeyError) else exc}"
-                                     ) from None
+                except (RecordError, KeyError, TypeError, RecursionError) as exc:
+                    reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
+                              "nested too deeply" if isinstance(exc, RecursionError) else exc)
+                    raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
         finally:
             conn.execute("COMMIT")
         return Snapshot(identifier, sequential + _BIAS, queues, messages)

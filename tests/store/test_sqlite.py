@@ -375,6 +375,31 @@ def test_corrupt_message_row(data_dir):
     assert "corrupt message 1" in _open_fails(data_dir, "unknown state 9")
 
 
+@pytest.mark.parametrize("column, value, match", [
+    ("attributes", '["l",' * 100_000 + "[]" + "]" * 100_000, "nested too deeply|not valid JSON"),
+    ("attributes", '{"priority":' + "9" * 5000 + "}", "not valid JSON"),
+    ("body", "text, not a BLOB", "corrupt message"),
+    ("lookup_identifier", "seven", "wrong type"),
+    ("queue_identifier", b"\x00\xff", "wrong type"),      # TEXT affinity keeps a BLOB a BLOB
+])
+def test_hostile_message_rows(data_dir, column, value, match):
+    path = _fill(data_dir, 1)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute(f"UPDATE messages SET {column} = ?", (value,))
+        conn.commit()
+    assert str(path) in _open_fails(data_dir, match)
+
+
+def test_corrupt_queue_attributes(data_dir):
+    store = SqliteStore(data_dir)
+    store.put_queue(StoredQueue(Q, {"label": "x"}))
+    store.close()
+    with contextlib.closing(sqlite3.connect(data_dir / DB_FILE_NAME)) as conn:
+        conn.execute("UPDATE queues SET attributes = '[\"d\", 5]'")
+        conn.commit()
+    assert Q in _open_fails(data_dir, "corrupt attributes of queue")
+
+
 def test_data_dir_below_a_regular_file(tmp_path):
     (tmp_path / "file").write_text("x")
     _open_fails(tmp_path / "file" / "data", "cannot create the data directory")
