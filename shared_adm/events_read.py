@@ -284,6 +284,8 @@ class ReadEvents:
         """Cancel Waiting Message Read Request (3.1.7.1.17): MQ_OK or STATUS_NOT_FOUND; scoped to a descriptor (#15)."""
         if tag is None:
             return st.STATUS_NOT_FOUND
+        if not isinstance(status, int) or isinstance(status, bool) or not 0 <= status <= 0xFFFFFFFF:
+            return st.MQ_ERROR_INVALID_PARAMETER
         if isinstance(queue_or_descriptor, OpenQueueDescriptor):
             descriptors = [queue_or_descriptor]
         elif isinstance(queue_or_descriptor, Queue):

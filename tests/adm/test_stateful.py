@@ -56,6 +56,8 @@ class QueueModel(RuleBasedStateMachine):
         self.desc = self.qm.open_queue(QNAME, QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE)[1]
         self.cursors: list[tuple[object, C]] = []
         self.locks: list[tuple[object, int]] = []      # (position, key) held by two-phase reads
+        self.waiters: list[tuple[object, int, int]] = []   # (PendingRead, tag, deadline ms), FIFO
+        self.tags = 0
 
     # ---------------------------------------------------------------- model helpers
     def _order(self) -> list[M]:
@@ -74,6 +76,14 @@ class QueueModel(RuleBasedStateMachine):
         assert position.lookup_identifier == m.key
         m.state = "Locked"
         self.locks.append((position, m.key))
+
+    def _made_available(self, m: M) -> None:
+        """Model of Message Position Available (3.1.7.2.2): the first waiting receiver takes the message."""
+        if self.waiters:
+            pending, tag, _ = self.waiters.pop(0)
+            result = pending.result()
+            assert result.status == st.MQ_OK and result.message.body == m.body
+            self._lock(m, result.position)
 
     def _check(self, result, expected: M | None, status_if_none: int) -> None:
         if expected is None:
@@ -96,6 +106,7 @@ class QueueModel(RuleBasedStateMachine):
         due = None if ttbr is None else (self.sched.now_ms() // 1000 + ttbr) * 1000
         self.msgs[key] = M(key, body, "Available", recoverable, due)
         self.known_ids.append(key)
+        self._made_available(self.msgs[key])
 
     @rule()
     def peek(self):
@@ -126,7 +137,31 @@ class QueueModel(RuleBasedStateMachine):
             self._delete(m)
         else:
             m.state = "Available"
+            self._made_available(m)
         assert self.qm.dequeue_message_end(self.desc, position, ack) == st.MQ_ERROR_TRANSACTION_SEQUENCE
+
+    @rule(timeout=hs.sampled_from([1, 500, 1000, INFINITE]))
+    def wait_receive(self, timeout):
+        expected = self._first_available()
+        self.tags += 1
+        result = self.qm.dequeue_message_begin(self.desc, timeout, tag=self.tags)
+        if expected is not None:
+            self._check(result, expected, st.MQ_OK)
+            self._lock(expected, result.position)
+            return
+        assert not result.done()
+        deadline = None if timeout == INFINITE else self.sched.now_ms() + timeout
+        self.waiters.append((result, self.tags, deadline))
+
+    @rule(pick=hs.integers(0, 50))
+    def cancel(self, pick):
+        tag = pick % (self.tags + 1)
+        waiting = [w for w in self.waiters if w[1] == tag]
+        status = self.qm.cancel_waiting_message_read_request(self.desc, tag, st.MQ_ERROR_OPERATION_CANCELLED)
+        assert status == (st.MQ_OK if waiting else st.STATUS_NOT_FOUND)
+        if waiting:
+            self.waiters.remove(waiting[0])
+            assert waiting[0][0].result().status == st.MQ_ERROR_OPERATION_CANCELLED
 
     @rule()
     def purge(self):
@@ -215,6 +250,12 @@ class QueueModel(RuleBasedStateMachine):
     def advance(self, ms):
         self.sched.advance(ms)
         now = self.sched.now_ms()
+        for waiter in list(self.waiters):
+            if waiter[2] is not None and waiter[2] <= now:
+                self.waiters.remove(waiter)
+                assert waiter[0].result().status == st.MQ_ERROR_IO_TIMEOUT
+            else:
+                assert not waiter[0].done()
         for m in list(self.msgs.values()):
             if m.due is not None and m.due <= now and not m.deferred:
                 if m.state == "Available":

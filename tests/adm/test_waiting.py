@@ -78,6 +78,9 @@ def test_cancel_waiting_message_read_request_statuses(qm, queue, desc):
     assert qm.cancel_waiting_message_read_request(desc, "r2", st.MQ_ERROR_OPERATION_CANCELLED) == st.STATUS_NOT_FOUND
     assert qm.cancel_waiting_message_read_request(desc, None, st.MQ_ERROR_OPERATION_CANCELLED) == st.STATUS_NOT_FOUND
     assert qm.cancel_waiting_message_read_request("junk", "r1", 0) == st.STATUS_NOT_FOUND
+    assert qm.cancel_waiting_message_read_request(desc, "r1", -1) == st.MQ_ERROR_INVALID_PARAMETER
+    assert qm.cancel_waiting_message_read_request(desc, "r1", "x") == st.MQ_ERROR_INVALID_PARAMETER
+    assert not pending.done()
     assert qm.cancel_waiting_message_read_request(desc, "r1", st.MQ_ERROR_OPERATION_CANCELLED) == st.MQ_OK
     assert pending.result().status == st.MQ_ERROR_OPERATION_CANCELLED
     assert qm.cancel_waiting_message_read_request(desc, "r1", st.MQ_ERROR_OPERATION_CANCELLED) == st.STATUS_NOT_FOUND
