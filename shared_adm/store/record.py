@@ -241,6 +241,13 @@ def encode_message(message: Message, lookup_identifier: int | None = None) -> tu
 def decode_message(attrs: str, body: bytes, lookup_identifier: int | None = None) -> Message:
     """Decode a Message (3.1.1.12) written by encode_message; RecordError for anything else."""
     try:
+        return _decode_message(attrs, body, lookup_identifier)
+    except RecursionError:
+        raise RecordError("attributes are nested too deeply") from None
+
+
+def _decode_message(attrs: str, body: bytes, lookup_identifier: int | None) -> Message:
+    try:
         raw, end = _DECODER.raw_decode(attrs)
     except (ValueError, TypeError) as exc:
         raise RecordError(f"attributes are not valid JSON: {exc}") from None

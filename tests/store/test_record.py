@@ -109,6 +109,7 @@ def test_unknown_stored_attribute_is_dropped():
     "not json", "[1]", '{"label":{"a":1}}', '{"label":[]}', '{"label":["zz",1]}', '{"sender_id":["b","***"]}',
     '{"tracing_queue_identifier":["u","nothex"]}', '{"priority":["e","DeliveryGuarantee","1"]}',
     '{"label":["t",5]}', '{"label":["m",[[1]]]}', '["l"]',
+    '{"extra":' + '["l",[' * 50_000 + ']]' * 50_000 + '}',
 ])
 def test_malformed_records_raise_record_error(attributes):
     with pytest.raises(RecordError):
