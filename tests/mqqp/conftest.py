@@ -16,6 +16,7 @@ from typing import Any, Callable
 import pytest
 from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
+from impacket.uuid import uuidtup_to_bin
 
 from qm2qm.mqqp import idl
 from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RR_UNKNOWN
@@ -80,6 +81,7 @@ class Client:
         self.dce = rpc.get_dce_rpc()
         self.dce.connect()
         self.dce.bind(idl.MSRPC_UUID_QM2QM, transfer_syntax=syntax)
+        assert self.dce.transfer_syntax == uuidtup_to_bin(syntax), "the server did not take the offered syntax"
         self._ids = iter(range(1, 1 << 32))
         self._expect_fault = False
 
@@ -123,7 +125,11 @@ class Client:
     def _fault_request(self, req):
         if self.dce.transfer_syntax == self.dce.NDR64Syntax:
             req.changeTransferSyntax(self.dce.NDR64Syntax)
-        self.dce.call(req.opnum, req)
+        return self.stub_fault(req.opnum, req)
+
+    def stub_fault(self, opnum: int, stub) -> int:
+        """Send ``stub`` (bytes or an NDR request) as opnum; raise Fault with the status of the fault PDU."""
+        self.dce.call(opnum, stub)
         rpc = self.dce.get_rpc_transport()
         header = rpc.recv(count=16)
         body = rpc.recv(count=struct.unpack_from("<H", header, 8)[0] - 16)

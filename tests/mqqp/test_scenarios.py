@@ -156,3 +156,33 @@ async def test_a_receive_whose_answer_cannot_be_encoded_returns_the_message_and_
     assert len(env.adm.receive_handles) == 0 and len(env.adm.remote_read_entries) == 0
     monkeypatch.undo()
     assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)).status == st.MQ_OK
+
+
+async def test_malformed_stubs_fault_and_the_connection_keeps_serving(env):
+    from tests.mqqp.conftest import Fault
+    c, d, _ = await env.session()
+    env.enqueue()
+
+    def send(opnum, stub):
+        try:
+            c.stub_fault(opnum, stub)
+        except Fault as fault:
+            return fault.status
+    for opnum in range(11):
+        if opnum == 8:
+            continue                      # no [in] parameters: any stub with trailing bytes is checked below
+        assert await asyncio.to_thread(send, opnum, b"\x01\x02\x03") == 0x000006F7      # RPC_X_BAD_STUB_DATA
+    assert await asyncio.to_thread(send, 8, b"\x00" * 4) == 0x000006F7
+    assert (await c.call(c.start_receive, d.handle, MQ_ACTION_PEEK_CURRENT)).status == st.MQ_OK
+    assert len(env.adm.remote_read_entries) == 0 and len(env.adm.open_queue_entries) == 1
+
+
+async def test_a_read_handle_is_refused_on_another_association(env):
+    from qm2qm.rpc.handles import NCA_S_FAULT_CONTEXT_MISMATCH
+    c, d, _ = await env.session()
+    message = env.enqueue()
+    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    thief = await env.connect()
+    assert await thief.call(thief.fault, thief.end_receive, r.context, RR_ACK) == NCA_S_FAULT_CONTEXT_MISMATCH
+    assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
+    assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
