@@ -21,11 +21,11 @@ class RemoteReadEntry:
     timeout: int
     action: int
     request_id: int
-    # UserMessagePacket: the Message read (MS-MQDMPR 3.1.1.12), for Dequeue Message End's iMessage.
-    user_message_packet: Any = None
+    # UserMessagePacket: what Dequeue Message End takes as iMessage. shared_adm identifies the message by the
+    # MessagePosition a receive Locked (a peek leaves it None); the packet bytes are not kept (up to 4 MB each).
+    user_message_packet: Any = field(default=None, repr=False)
     # Implementation state, not in the spec's ADM:
     open_queue_descriptor: Any = field(default=None, repr=False)    # the descriptor read through
-    message_position: Any = field(default=None, repr=False)         # the MessagePosition a receive Locked
     waiting: Any = field(default=None, repr=False)                  # the PendingRead while it waits
     finished: bool = False          # EndReceive, CloseQueue or rundown has released the message
 

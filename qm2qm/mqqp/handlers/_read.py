@@ -63,7 +63,7 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
     status, message = result.status, result.message
     if status != st.MQ_OK:
         return Delivery(status)
-    entry.user_message_packet, entry.message_position = message, result.position
+    entry.user_message_packet = result.position
     try:
         try:
             buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
@@ -90,14 +90,14 @@ def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -
     """Dequeue Message End (MS-MQDMPR 3.1.7.1.12) for the message of a receive, once: ACK deletes it, NACK
     makes it Available again. Returns its rStatus; MQ_ERROR_INVALID_HANDLE if already released, or if the
     descriptor was closed (MS-MQDMPR Close Queue has then released the message itself)."""
-    if entry.finished or entry.message_position is None:
+    if entry.finished or entry.user_message_packet is None:
         return st.MQ_ERROR_INVALID_HANDLE
     entry.finished = True
     service.adm.receive_handles.remove(entry)
     descriptor = entry.open_queue_descriptor
     if descriptor is None:
         return st.MQ_ERROR_INVALID_HANDLE
-    return service.qm.dequeue_message_end(descriptor, entry.message_position, delete_message=delete)
+    return service.qm.dequeue_message_end(descriptor, entry.user_message_packet, delete_message=delete)
 
 
 def encode_delivery(service: Service, ctx: CallContext, opnum: int, response: Any, delivery: Delivery) -> bytes:

@@ -1,7 +1,7 @@
 """What every qm2qm handler works on: the QueueManager, the private ADM and the two handle types (MS-MQQP 3.1.1)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from qm2qm.mqqp.adm import ServerAdm
@@ -15,5 +15,6 @@ class Service:
     qm: Any
     adm: ServerAdm
     config: MqqpConfig
-    rrsession_handle_type: ContextHandleType | None = None      # PCTX_RRSESSION_HANDLE_TYPE (2.2.1.1)
-    remoteread_handle_type: ContextHandleType | None = None     # PCTX_REMOTEREAD_HANDLE_TYPE (2.2.1.2)
+    # PCTX_RRSESSION_HANDLE_TYPE (2.2.1.1) and PCTX_REMOTEREAD_HANDLE_TYPE (2.2.1.2); their rundowns hold self
+    rrsession_handle_type: ContextHandleType | None = field(default=None, repr=False)
+    remoteread_handle_type: ContextHandleType | None = field(default=None, repr=False)
