@@ -134,6 +134,7 @@ async def _durable(n: int, batch: int, body: bytes, directory: str) -> float | N
 
 
 def main(argv=None) -> int:
+    """Run the benchmark and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,1000000", help="queue depths for the per-op table")
     parser.add_argument("--ops", type=int, default=20000, help="operations timed per row")

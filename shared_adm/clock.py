@@ -37,17 +37,21 @@ class AsyncioScheduler:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop given, or the running loop at first use."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
     def now_ms(self) -> int:
+        """The loop's monotonic clock in milliseconds."""
         return int(self.loop.time() * 1000)
 
     def wall_time(self) -> float:
+        """Seconds since 1970-01-01 UTC."""
         return time.time()
 
     def call_later(self, ms: int, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        """Run ``callback`` on the loop after ``ms`` milliseconds."""
         return self.loop.call_later(max(ms, 0) / 1000.0, callback)
 
 
@@ -74,12 +78,15 @@ class ManualScheduler:
         self._seq = itertools.count()
 
     def now_ms(self) -> int:
+        """Manual time in milliseconds."""
         return self._now
 
     def wall_time(self) -> float:
+        """The wall epoch plus manual time, in seconds."""
         return self._wall_epoch + self._now / 1000.0
 
     def call_later(self, ms: int, callback: Callable[[], None]) -> _ManualHandle:
+        """Run ``callback`` when ``advance`` reaches now + ``ms``."""
         handle = _ManualHandle(self._now + max(int(ms), 0), callback)
         heapq.heappush(self._heap, (handle.due, next(self._seq), handle))
         return handle

@@ -43,6 +43,7 @@ class Cursor:
 
     @property
     def waiting(self) -> bool:
+        """CursorState is WaitPeek or WaitReceive."""
         return self.cursor_state in (CursorState.WAIT_PEEK, CursorState.WAIT_RECEIVE)
 
     def initialize(self) -> None:

@@ -27,6 +27,7 @@ class ReadResult:
 
     @property
     def ok(self) -> bool:
+        """rStatus is MQ_OK."""
         return self.status == st.MQ_OK
 
 
@@ -41,17 +42,21 @@ class PendingRead:
 
     @property
     def tag(self):
+        """The WaitingMessageReadOperation's Tag (the caller's request id)."""
         return self.operation.tag
 
     def done(self) -> bool:
+        """True once the read has its ReadResult."""
         return self._result is not None
 
     def result(self) -> ReadResult:
+        """The ReadResult; asyncio.InvalidStateError while still waiting."""
         if self._result is None:
             raise asyncio.InvalidStateError("read still waiting")
         return self._result
 
     def add_done_callback(self, callback: Callable[["PendingRead"], None]) -> None:
+        """Call ``callback(self)`` when resolved (at once if already resolved)."""
         if self._result is not None:
             callback(self)
         else:
@@ -130,10 +135,12 @@ class OpenQueueDescriptor:
 
     @property
     def can_receive(self) -> bool:
+        """AccessType allows receive and purge (3.1.1.17 ReceiveAccess / ReceiveAdminAccess)."""
         return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS)
 
     @property
     def can_peek(self) -> bool:
+        """AccessType allows peek (3.1.1.17)."""
         return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS,
                                     QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS)
 

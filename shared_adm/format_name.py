@@ -29,6 +29,7 @@ class FormatName:
 
     @property
     def is_private_path(self) -> bool:
+        """The direct path names a private queue."""
         return self.path.lower().startswith("private$\\")
 
 

@@ -66,6 +66,7 @@ class MessagePosition:
 
     @property
     def is_sentinel(self) -> bool:
+        """True for the reserved Start and End entries."""
         return self.lookup_identifier in (START_KEY, END_KEY)
 
     @property
@@ -119,9 +120,11 @@ class MessagePositionList:
 
     @property
     def available_count(self) -> int:
+        """Number of positions whose State is Available."""
         return len(self._available)
 
     def get(self, lookup_identifier: int) -> MessagePosition | None:
+        """The linked position with this LookupIdentifier, or None."""
         return self._by_id.get(lookup_identifier)
 
     def insert(self, position: MessagePosition) -> None:
@@ -175,10 +178,12 @@ class MessagePositionList:
         return self.start if found is None else self._by_id[found]
 
     def first_available_after(self, key: int) -> MessagePosition:
+        """The first Available position with id > key, or End."""
         found = _next_after(self._available, key)
         return self.end if found is None else self._by_id[found]
 
     def last_available_before(self, key: int) -> MessagePosition:
+        """The last Available position with id < key, or Start."""
         found = _prev_before(self._available, key)
         return self.start if found is None else self._by_id[found]
 
@@ -230,6 +235,7 @@ class Queue:
 
     @property
     def positions(self) -> MessagePositionList:
+        """Short alias of MessagePositionList."""
         return self.message_position_list
 
     @property
@@ -239,10 +245,12 @@ class Queue:
 
     @property
     def start(self) -> MessagePosition:
+        """The list's reserved Start entry."""
         return self.message_position_list.start
 
     @property
     def end(self) -> MessagePosition:
+        """The list's reserved End entry."""
         return self.message_position_list.end
 
     def persistent_attributes(self) -> dict:
