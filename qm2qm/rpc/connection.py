@@ -179,8 +179,8 @@ class Connection:
                       drep1: int, frag_length: int, auth_length: int, call_id: int) -> int:
         """Validate the common header (C706 12.6.3.1; MS-RPCE 3.3.1.5.1); returns frag_length or raises _Terminate."""
         is_bind = ptype in (F.PTYPE_BIND, F.PTYPE_ALTER_CONTEXT)
-        if vers != P.RPC_VERS or minor > 1:
-            # MS-RPCE 3.3.1.5.1 recognizes 5.0 only; we tolerate 5.1 (C706 DCE 1.1) as Samba does.
+        if vers != P.RPC_VERS or minor != P.RPC_VERS_MINOR:
+            # MS-RPCE 3.3.1.5.1 recognizes 5.0 only (Samba dcerpc_verify_ncacn_packet_header likewise).
             why = f"unsupported protocol version {vers}.{minor}"
             if ptype == F.PTYPE_BIND:
                 raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
@@ -199,8 +199,7 @@ class Connection:
             raise _Terminate(f"frag_length {frag_length} shorter than the 16-byte header")
         limit = MAX_BIND_FRAG if is_bind else self._max_recv_frag
         if frag_length > limit:
-            raise _Terminate(f"frag_length {frag_length} exceeds {limit}",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            raise _Terminate(f"frag_length {frag_length} exceeds {limit}", P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
         if auth_length and auth_length + P.SEC_TRAILER_SIZE + P.HEADER_SIZE > frag_length:
             raise _Terminate(f"auth_length {auth_length} does not fit in frag_length {frag_length}",
                              self._protocol_error_reply(ptype, call_id))
@@ -215,8 +214,9 @@ class Connection:
         if frag_length < P.HEADER_SIZE:
             raise _Terminate(f"frag_length {frag_length} shorter than the 16-byte header")
         if frag_length > self._max_recv_frag:
+            # Samba checks the transport's fixed limit, not the negotiated size, and omits DID_NOT_EXECUTE.
             raise _Terminate(f"request frag_length {frag_length} exceeds {self._max_recv_frag}",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
         raise _Terminate(f"request frag_length {frag_length} shorter than its 24-byte header",
                          P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
 
@@ -227,14 +227,15 @@ class Connection:
             self._on_bind(bytes(buf[pos:pos + frag_length]), False, frag_length, auth_length, call_id, events)
             return
         if self._state == _AWAIT_BIND:
+            # Samba hands the first PDU to its bind handler whatever its type; the header check fails → nak 4.
             raise _Terminate(f"PDU type {ptype} before bind",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+                             P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
         if ptype == F.PTYPE_REQUEST:
             if auth_length:
-                # No security context was negotiated (we nak authenticated binds), so a sec_trailer is a protocol
-                # violation (Samba dcesrv_auth_pkt_pull fails the call and disconnects).
+                # No security context was negotiated (we nak authenticated binds): Samba's dcesrv_auth_pkt_pull
+                # fails such a request with access denied, without DID_NOT_EXECUTE, and disconnects.
                 raise _Terminate("request carries an auth trailer on an unauthenticated connection",
-                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED))
             if frag_length < P.REQUEST_HEADER_SIZE:
                 self._bad_request_length(frag_length, call_id)
             self._on_request(buf, pos, flags, frag_length, call_id, events)
@@ -270,6 +271,9 @@ class Connection:
             # No security provider is registered yet: refuse before looking at the items (MS-RPCE 3.3.3.5.3;
             # Samba raw_protocol _test_auth_type_level_bind_nak: valid level → reason 8, invalid level → 0).
             trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if alter:
+                raise _Terminate(f"alter_context asks for authentication type {trailer.auth_type}",
+                                 P.build_fault(call_id, F.RPC_S_UNKNOWN_AUTHN_SERVICE, did_not_execute=True))
             if F.RPC_C_AUTHN_LEVEL_CONNECT <= trailer.auth_level <= F.RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
                 raise refuse(f"authentication type {trailer.auth_type} level {trailer.auth_level} not supported",
                              F.BIND_NAK_AUTHENTICATION_TYPE_NOT_RECOGNIZED)
@@ -278,7 +282,9 @@ class Connection:
             body = P.parse_bind_body(pdu, frag_length)
         except P.PduError as exc:
             raise refuse(str(exc), F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED) from None
-        btfn_items = sum(1 for item in body.items if _btfn_bits(item) is not None)
+        if any(not item.transfer_syntaxes for item in body.items):
+            raise refuse("a context item has no transfer syntax", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        btfn_items = 0 if alter else sum(1 for item in body.items if _btfn_bits(item) is not None)
         if btfn_items > 1:
             raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
         results = self._negotiate(body.items, alter, refuse)
@@ -298,13 +304,10 @@ class Connection:
         results: list[tuple[int, int, SyntaxId | None]] = []
         candidates: list[tuple[int, _PresentationContext]] = []
         for index, item in enumerate(items):
-            bits = _btfn_bits(item)
+            bits = None if alter else _btfn_bits(item)     # alter_context items are negotiated like any other
             if bits is not None:
-                if alter:
-                    results.append((F.RESULT_PROVIDER_REJECTION, F.PROPOSED_TRANSFER_SYNTAXES_NOT_SUPPORTED, None))
-                else:
-                    self._features = bits & _SUPPORTED_BTFN
-                    results.append((F.RESULT_NEGOTIATE_ACK, self._features, None))
+                self._features = bits & _SUPPORTED_BTFN
+                results.append((F.RESULT_NEGOTIATE_ACK, self._features, None))
                 continue
             existing = self._contexts.get(item.context_id)
             if existing is not None and existing.abstract_syntax != item.abstract_syntax:
@@ -404,7 +407,7 @@ class Connection:
             stub_start += 16
         stub_end = pos + frag_length
         if not flags & F.PFC_FIRST_FRAG:
-            self._on_next_fragment(buf, stub_start, stub_end, flags, call_id, context_id, opnum, events)
+            self._on_next_fragment(buf, stub_start, stub_end, flags, call_id, alloc_hint, events)
             return
         if self._reassembly is not None:
             older = self._reassembly.call_id
@@ -431,7 +434,7 @@ class Connection:
             self._out += P.build_fault(call_id, status, context_id=context_id, did_not_execute=True)
             self._discard_call_id = None if last else call_id
             return
-        if alloc_hint > self._limits.max_request_size:
+        if not last and alloc_hint > self._limits.max_request_size:
             raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds {self._limits.max_request_size}",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
         maybe = bool(flags & F.PFC_MAYBE)
@@ -444,7 +447,7 @@ class Connection:
                                        bytearray(buf[stub_start:stub_end]), 1)
 
     def _on_next_fragment(self, buf: bytearray, stub_start: int, stub_end: int, flags: int, call_id: int,
-                          context_id: int, opnum: int, events: list[Event]) -> None:
+                          alloc_hint: int, events: list[Event]) -> None:
         """A request fragment without PFC_FIRST_FRAG (C706 12.6.3.7; MS-RPCE 3.3.3.5.6)."""
         last = flags & F.PFC_LAST_FRAG
         call = self._reassembly
@@ -455,12 +458,17 @@ class Connection:
                 return
             if call is None and self._current_call_id - OLD_CALL_WINDOW < call_id <= self._current_call_id:
                 return
+            # Without PFC_CONC_MPX the fault goes to the call being reassembled, if any (Samba, "to get the
+            # call_id and context_id right"), without DID_NOT_EXECUTE.
+            faulted = call_id if call is None else call.call_id
+            context = 0 if call is None else call.context_id
             raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
-        if context_id != call.context_id or opnum != call.opnum:
-            raise _Terminate(f"call {call_id}: fragment changes p_cont_id/opnum",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
+                             P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
+        # p_cont_id and opnum of later fragments are ignored: the first fragment's count (Samba does the same).
         call.fragments += 1
+        if alloc_hint > self._limits.max_request_size - len(call.stub):
+            raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds the remaining request allowance",
+                             P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
         if len(call.stub) + (stub_end - stub_start) > self._limits.max_request_size:
             raise _Terminate(f"call {call_id}: request exceeds {self._limits.max_request_size} bytes",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
@@ -529,8 +537,9 @@ class Connection:
 
 
 def _btfn_bits(item: ContextItem) -> int | None:
-    """Bitmask of a bind time feature negotiation item: one transfer syntax 6CB71C2C-9812-4540-… v1.0 (MS-RPCE 3.3.1.5.3)."""
-    if len(item.transfer_syntaxes) != 1:
+    """Bitmask of a bind time feature negotiation item: first transfer syntax 6CB71C2C-9812-4540-… v1.0 (MS-RPCE
+    3.3.1.5.3; Samba looks at the first transfer syntax only)."""
+    if not item.transfer_syntaxes:
         return None
     syntax = item.transfer_syntaxes[0]
     if syntax[1] != 1 or syntax[2] != 0:

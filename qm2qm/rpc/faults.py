@@ -56,6 +56,7 @@ BIND_NAK_INVALID_CHECKSUM = 9
 # Fault status codes put on the wire (C706 Appendix E; MS-RPCE 3.3.3.5; MS-ERREF)
 RPC_S_ACCESS_DENIED = _rpcrt.MSRPC_STATUS_CODE_RPC_S_ACCESS_DENIED            # 0x5: request too large (3.3.3.5.4)
 RPC_S_NO_CALL_ACTIVE = 0x000006BD                                            # PENDING_CANCEL on a first fragment
+RPC_S_UNKNOWN_AUTHN_SERVICE = 0x000006D3                                     # alter_context with auth (3.3.3.5.3)
 RPC_X_BAD_STUB_DATA = _rpcrt.MSRPC_STATUS_CODE_RPC_X_BAD_STUB_DATA            # 0x6F7 (MS-RPCE 3.1.3.5.2)
 NCA_S_OP_RNG_ERROR = _rpcrt.MSRPC_STATUS_CODE_NCA_S_OP_RNG_ERROR              # 0x1C010002
 NCA_S_UNK_IF = _rpcrt.MSRPC_STATUS_CODE_NCA_S_UNK_IF                          # 0x1C010003

@@ -27,6 +27,7 @@ REQUEST_HEADER_SIZE = 24
 RESPONSE_HEADER = struct.Struct("<BBBB4sHHIIHBB")  # common header + alloc_hint, p_cont_id, cancel_count, reserved
 RESPONSE_HEADER_SIZE = RESPONSE_HEADER.size    # 24
 FAULT_SIZE = 32
+FAULT_ALLOC_HINT = 24                          # Samba dcesrv_fault_with_flags; Windows sends a non-zero value
 SEC_TRAILER = struct.Struct("<BBBBI")          # auth_type, auth_level, auth_pad_length, auth_reserved, auth_context_id
 SEC_TRAILER_SIZE = SEC_TRAILER.size            # 8
 _SYNTAX = struct.Struct("<16sHH")
@@ -100,8 +101,6 @@ def parse_bind_body(pdu: bytes | bytearray | memoryview, end: int) -> BindBody:
         if pos + _ITEM_FIXED.size + SYNTAX_SIZE > end:
             raise PduError(f"context item {index} truncated")
         context_id, n_syntaxes, = _ITEM_FIXED.unpack_from(pdu, pos)
-        if n_syntaxes == 0:
-            raise PduError(f"context item {index} (p_cont_id {context_id}) has no transfer syntax")
         abstract = decode_syntax(pdu, pos + _ITEM_FIXED.size)
         pos += _ITEM_FIXED.size + SYNTAX_SIZE
         if pos + n_syntaxes * SYNTAX_SIZE > end:
@@ -139,10 +138,10 @@ def build_bind_nak(call_id: int, reason: int) -> bytes:
 
 def build_fault(call_id: int, status: int, *, context_id: int = 0, cancel_count: int = 0,
                 did_not_execute: bool = False) -> bytes:
-    """rpc_fault (C706 12.6.4.7, MS-RPCE 2.2.2.8): no stub; alloc_hint 32 = no extended error information."""
+    """rpc_fault (C706 12.6.4.7, MS-RPCE 2.2.2.8): no stub; alloc_hint 24 and p_cont_id as Samba's dcesrv_fault."""
     flags = PFC_FIRST_FRAG | PFC_LAST_FRAG | (PFC_DID_NOT_EXECUTE if did_not_execute else 0)
     return (RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_FAULT, flags, DREP_LE_ASCII_IEEE, FAULT_SIZE, 0,
-                                 call_id, FAULT_SIZE, context_id & 0xFFFF, cancel_count & 0xFF, 0)
+                                 call_id, FAULT_ALLOC_HINT, context_id & 0xFFFF, cancel_count & 0xFF, 0)
             + struct.pack("<II", status, 0))
 
 

@@ -207,6 +207,22 @@ def test_alter_context_reusing_a_context_id_differently_is_a_protocol_error(item
     assert fault_of(conn.data_to_send())[:2] == (2, F.NCA_S_PROTO_ERROR)
 
 
+def test_btfn_item_in_alter_context_is_an_ordinary_rejected_item():
+    conn = new_connection()
+    bind(conn)
+    items = (ContextItem(3, IFACE, (BTFN3,)), ContextItem(4, OTHER, (BTFN3,)))
+    (request,) = conn.receive_data(P.build_bind(2, items, alter_context=True))
+    conn.accept_bind(request, 0, "")
+    assert results(rpcrt.MSRPCBindAck(conn.data_to_send())) == [(2, 2, bytes(20)), (2, 1, bytes(20))]
+    assert conn.bind_time_features is None
+
+
+def test_btfn_is_recognized_by_the_first_transfer_syntax_of_an_item():
+    conn = new_connection()
+    items = (ContextItem(0, IFACE, (NDR,)), ContextItem(1, IFACE, (BTFN3, NDR)))
+    assert results(bind(conn, items))[1] == (3, F.BTFN_KEEP_CONNECTION_ON_ORPHAN, bytes(20))
+
+
 def test_reject_alter_context_sends_fault_and_closes():
     conn = new_connection()
     bind(conn)
