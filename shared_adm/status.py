@@ -148,6 +148,9 @@ MQ_ERROR_TOO_MANY_PROPERTIES = 0xC00E009A  # Too many properties passed to the f
 MQ_ERROR_MESSAGE_NOT_AUTHENTICATED = 0xC00E009B  # The queue only accepts authenticated messages
 MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION = 0xC00E009C  # The message is currently being processed under a transaction
 
+# Named by MS-MQQP 3.1.4.6 (RemoteQMCancelReceive's iStatus) but absent from MS-MQMQ 2.4
+MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT = 0x400E03E9
+
 # NTSTATUS values (MS-ERREF 2.3) used by MS-MQDMPR 3.1.7.1.17 and MS-MQQP 3.1.4
 STATUS_SUCCESS = 0x00000000
 STATUS_INVALID_PARAMETER = 0xC000000D
