@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,7 +60,10 @@ class Store(Protocol):
 
 
 class MemoryStore:
-    """A volatile Store: everything is 'durable' at once. For tests and ``--data-dir :memory:``."""
+    """A volatile Store: everything is 'durable' at once. For tests and ``--data-dir :memory:``.
+
+    Like SqliteStore it keeps copies taken when a change is recorded, so later changes the
+    queue manager makes to its own objects never alter what is "stored"."""
 
     def __init__(self) -> None:
         self._snapshot = Snapshot(queue_manager_identifier=None, sequential_id=0)
@@ -68,7 +72,8 @@ class MemoryStore:
 
     def load(self) -> Snapshot:
         return Snapshot(self._snapshot.queue_manager_identifier, self._snapshot.sequential_id,
-                        list(self._queues.values()), list(self._messages.values()))
+                        copy.deepcopy(list(self._queues.values())),
+                        copy.deepcopy(list(self._messages.values())))
 
     def set_queue_manager_identifier(self, identifier: str) -> None:
         self._snapshot.queue_manager_identifier = identifier
@@ -77,7 +82,7 @@ class MemoryStore:
         self._snapshot.sequential_id = value
 
     def put_queue(self, queue: StoredQueue) -> None:
-        self._queues[queue.identifier] = queue
+        self._queues[queue.identifier] = copy.deepcopy(queue)
 
     def delete_queue(self, identifier: str) -> None:
         self._queues.pop(identifier, None)
@@ -85,7 +90,7 @@ class MemoryStore:
             del self._messages[key]
 
     def put_message(self, stored: StoredMessage) -> None:
-        self._messages[(stored.queue_identifier, stored.lookup_identifier)] = stored
+        self._messages[(stored.queue_identifier, stored.lookup_identifier)] = copy.deepcopy(stored)
 
     def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
         stored = self._messages.get((queue_identifier, lookup_identifier))
