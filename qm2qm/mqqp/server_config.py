@@ -6,8 +6,8 @@ from typing import Any
 
 # MS-MQQP 3.1.4.8: IP_HANDSHAKE default port (qmcomm/qmcomm2, MS-MQMP).
 DEFAULT_QMCOMM_PORT = 2103
-# MS-MQQP 3.1.4.9 <22>-<24>: 6.1 is what Windows 7 / Server 2008 R2 and every later Windows report; the
-# build is that of Windows Server 2022 (20348), the newest server build that fits the unsigned short.
+# MS-MQQP 3.1.4.9 <22>-<24>: 6.1 is what Windows 7 / Server 2008 R2 and every later Windows report, with the
+# OS build number (>= 6531); 20348 is Windows Server 2022's, the usual MSMQ host today.
 DEFAULT_VERSION = (6, 1, 20348)
 
 
