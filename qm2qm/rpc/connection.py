@@ -80,9 +80,14 @@ class _Terminate(Exception):
 class Connection:
     """Server-side DCE/RPC connection state machine (MS-RPCE 3.3.3 state diagram; C706 12.6.4)."""
 
-    def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True) -> None:
+    def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True,
+                 conc_mpx: bool = False) -> None:
         """``registry``: mapping (uuid, major, minor) → Interface, or a callable taking that tuple and returning an
-        Interface or None. ``prefer_ndr64``: the server's Preferred Transfer Syntax (MS-RPCE 3.3.3.1.3)."""
+        Interface or None. ``prefer_ndr64``: the server's Preferred Transfer Syntax (MS-RPCE 3.3.3.1.3).
+        ``conc_mpx``: echo PFC_CONC_MPX when the client offers it (MS-RPCE 3.3.1.5.8; Samba does, Windows by
+        default does not). Calls in flight are independent either way: the core never serializes them."""
+        self._conc_mpx = conc_mpx
+        self._ack_flags = _FIRST_LAST
         self._registry = registry
         self._limits = limits
         self._prefer_ndr64 = prefer_ndr64
@@ -289,6 +294,8 @@ class Connection:
             raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
         results = self._negotiate(body.items, alter, refuse)
         if not alter:
+            if self._conc_mpx and pdu[3] & F.PFC_CONC_MPX:
+                self._ack_flags = _FIRST_LAST | F.PFC_CONC_MPX
             n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
             n = min(n, self._limits.max_frag)
             self._max_xmit_frag = n - n % 8
@@ -378,7 +385,7 @@ class Connection:
         self._out += P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
                                       max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
                                       assoc_group_id=assoc_group_id, secondary_address=secondary_address,
-                                      results=pending.results)
+                                      results=pending.results, flags=self._ack_flags)
 
     def reject_bind(self, request: BindRequest, reason: int) -> None:
         """Queue a bind_nak with ``reason`` (alter_context: fault nca_s_proto_error) and close (C706 12.6.4.5)."""

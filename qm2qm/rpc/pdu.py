@@ -159,12 +159,12 @@ def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes |
     modulo 256 as Windows/Samba do."""
     total = len(stub)
     ctx8 = context_id & 0xFF
-    if total + RESPONSE_HEADER_SIZE <= max_xmit_frag:
+    chunk = response_chunk_size(max_xmit_frag)
+    if total <= chunk:
         out += RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, PFC_FIRST_FRAG | PFC_LAST_FRAG,
                                     DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + total, 0, call_id, total, ctx8, 0, 0)
         out += stub
         return
-    chunk = response_chunk_size(max_xmit_frag)
     view = memoryview(stub)
     pos = 0
     pack = RESPONSE_HEADER.pack

@@ -162,6 +162,15 @@ def test_fragment_size_negotiation(xmit, recv, expected):
     assert conn.max_xmit_frag == expected
 
 
+@pytest.mark.parametrize("conc_mpx, offered, echoed", [(False, True, False), (True, True, True), (True, False, False)])
+def test_conc_mpx_is_echoed_only_when_enabled_and_offered(conc_mpx, offered, echoed):
+    conn = new_connection(conc_mpx=conc_mpx)
+    flags = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG | (F.PFC_CONC_MPX if offered else 0)
+    ack = bind(conn, flags=flags)
+    assert bool(ack["flags"] & F.PFC_CONC_MPX) == echoed
+    assert ack["flags"] & 3 == 3
+
+
 def test_reject_bind_sends_nak_and_closes():
     conn = new_connection()
     (request,) = conn.receive_data(P.build_bind(1, (ContextItem(0, IFACE, (NDR,)),), assoc_group_id=0xDEAD))
