@@ -7,7 +7,6 @@ A message found Locked or PurgePending at expiry expires at its Dequeue Message 
 from __future__ import annotations
 
 import heapq
-import uuid
 
 from shared_adm.clock import INFINITE
 from shared_adm.enums import MessageClass, OperationType, PositionState, QueueType
@@ -26,7 +25,7 @@ class ExpiryEvents:
         base = message.sent_time or message.arrival_time
         delay_ms = max(0, (base + ttbr) * 1000 - round(self.scheduler.wall_time() * 1000))
         due = self.scheduler.now_ms() + delay_ms
-        heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, str(queue.identifier)))
+        heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, queue.identifier))
         self._arm_ttbr_timer()
 
     def _arm_ttbr_timer(self) -> None:
@@ -46,7 +45,7 @@ class ExpiryEvents:
         now = self.scheduler.now_ms()
         while self._ttbr_heap and self._ttbr_heap[0][0] <= now:
             _, lookup_id, queue_id = heapq.heappop(self._ttbr_heap)
-            queue = self.queue_collection.get(uuid.UUID(queue_id))
+            queue = self.queue_collection.get(queue_id)
             position = queue.message_position_list.get(lookup_id) if queue is not None else None
             if position is not None:
                 self.time_to_be_received_timer_expired(position)

@@ -41,7 +41,7 @@ class TransactionEvents:
                 continue
             if op.operation_type is OperationType.ENQUEUE:
                 if recoverable(position.packed):
-                    self.store.put_message(StoredMessage(str(queue.identifier), position.lookup_identifier,
+                    self.store.put_message(StoredMessage(queue.store_identifier, position.lookup_identifier,
                                                          PositionState.AVAILABLE.value, position.message))
                 self._make_available(queue, position, record=False)
             elif op.operation_type is OperationType.DEQUEUE:

@@ -232,6 +232,7 @@ class Queue:
 
     def __post_init__(self) -> None:
         self.message_position_list = MessagePositionList(self)
+        self.store_identifier = str(self.identifier)       # the Store's queue key (StoredQueue.identifier)
 
     @property
     def positions(self) -> MessagePositionList:

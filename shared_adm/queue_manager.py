@@ -75,7 +75,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self._context_values: set[int] = set()
         self._cursors: dict[int, Cursor] = {}
         self._handle_seq = itertools.count(1)
-        self._ttbr_heap: list[tuple[int, int, str]] = []
+        self._ttbr_heap: list[tuple[int, int, uuid.UUID]] = []
         self._ttbr_timer = None
         self._ttbr_timer_due: int | None = None
         self._ttbr_deferred: set[tuple[uuid.UUID, int]] = set()
@@ -177,7 +177,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         now = int(self.scheduler.wall_time())
         queue = Queue(pathname=pathname, queue_type=queue_type, create_time=now, modify_time=now, **attributes)
         self._register_queue(queue)
-        self.store.put_queue(StoredQueue(str(queue.identifier), queue.persistent_attributes()))
+        self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
         return queue
 
     def _register_queue(self, queue: Queue) -> None:
@@ -204,7 +204,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         del self.queue_collection[queue.identifier]
         self._by_path.pop(queue.pathname.lower(), None)
         self._by_number.pop(queue.private_queue_number, None)
-        self.store.delete_queue(str(queue.identifier))
+        self.store.delete_queue(queue.store_identifier)
         return st.MQ_OK
 
     # ------------------------------------------------------------------ 3.1.7.1.5 Open Queue
@@ -389,7 +389,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 TransactionalOperation(OperationType.ENQUEUE, position))
             return 0
         if recoverable(blob):
-            self.store.put_message(StoredMessage(str(queue.identifier), position.lookup_identifier,
+            self.store.put_message(StoredMessage(queue.store_identifier, position.lookup_identifier,
                                                  PositionState.AVAILABLE.value, message))
         self._make_available(queue, position, record=False)
         return 0
@@ -418,7 +418,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
         target.message_position_list.insert(moved)
         if recoverable(moved.packed):
-            self.store.put_message(StoredMessage(str(target.identifier), moved.lookup_identifier,
+            self.store.put_message(StoredMessage(target.store_identifier, moved.lookup_identifier,
                                                  PositionState.AVAILABLE.value, message))
         if target.queue_type is QueueType.SYSTEM:
             target.message_position_list.set_state(moved, PositionState.AVAILABLE)
@@ -442,7 +442,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         position.state = state
         self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
         if record and recoverable(position.packed):
-            self.store.delete_message(str(queue.identifier), position.lookup_identifier)
+            self.store.delete_message(queue.store_identifier, position.lookup_identifier)
 
     def message_position_available(self, queue: Queue, position: MessagePosition) -> None:
         """Message Position Available (3.1.7.2.2): State Available, then waiting readers are offered it (#7, #13)."""
@@ -466,7 +466,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         elif not was_available and state is PositionState.AVAILABLE:
             self._add_bytes(queue, position, +1)
         if record and recoverable(position.packed):
-            self.store.set_message_state(str(queue.identifier), position.lookup_identifier, state.value)
+            self.store.set_message_state(queue.store_identifier, position.lookup_identifier, state.value)
 
     def _add_bytes(self, queue: Queue, position: MessagePosition, sign: int) -> None:
         """TotalBytes counts Available messages only, so Lock/NACK cycles cannot inflate it (#13)."""
