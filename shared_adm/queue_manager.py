@@ -83,6 +83,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     # ------------------------------------------------------------------ 3.1.3 Initialization
     def initialize(self) -> None:
         """Initialization (3.1.3): load the store's Snapshot, release remote locks, create missing system queues."""
+        if self.queue_manager_state != "Stopped":
+            raise RuntimeError("QueueManager.initialize() called twice")
+        self.queue_manager_state = "Initializing"
         snapshot = self.store.load()
         if snapshot.queue_manager_identifier:
             self.identifier = uuid.UUID(snapshot.queue_manager_identifier)

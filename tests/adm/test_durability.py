@@ -147,3 +147,10 @@ def test_compact_form_falls_back_for_odd_values():
     odd = Message(destination_queue_manager_identifier="not-a-uuid", extra={"x": {1, 2}})
     blob = pack(odd)
     assert blob[:1] == b"P" and unpack(blob) == odd
+
+
+def test_initialize_twice_is_refused(qm):
+    import pytest
+    with pytest.raises(RuntimeError, match="twice"):
+        qm.initialize()
+    assert qm.queue_manager_state == "Ready"
