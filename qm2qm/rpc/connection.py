@@ -143,8 +143,7 @@ class Connection:
             reason = "peer closed the connection"
             if self._buf:
                 reason += f" inside a PDU ({len(self._buf)} bytes of an incomplete PDU dropped)"
-            self._state = _CLOSED
-            self._buf.clear()
+            self._close()
             events.append(ConnectionTerminated(reason))
             return events
         buf = self._buf
@@ -183,11 +182,12 @@ class Connection:
     def _check_header(self, buf: bytearray, pos: int, vers: int, minor: int, ptype: int, flags: int, drep0: int,
                       drep1: int, frag_length: int, auth_length: int, call_id: int) -> int:
         """Validate the common header (C706 12.6.3.1; MS-RPCE 3.3.1.5.1); returns frag_length or raises _Terminate."""
-        is_bind = ptype in (F.PTYPE_BIND, F.PTYPE_ALTER_CONTEXT)
+        # Before the bind every PDU is answered as a bind would be (Samba passes the first PDU to dcesrv_bind).
+        first = self._state == _AWAIT_BIND
         if vers != P.RPC_VERS or minor != P.RPC_VERS_MINOR:
             # MS-RPCE 3.3.1.5.1 recognizes 5.0 only (Samba dcerpc_verify_ncacn_packet_header likewise).
             why = f"unsupported protocol version {vers}.{minor}"
-            if ptype == F.PTYPE_BIND:
+            if ptype == F.PTYPE_BIND or (first and vers == P.RPC_VERS):
                 raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
             if vers == P.RPC_VERS:
                 raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
@@ -197,21 +197,21 @@ class Connection:
             why = f"unsupported packed_drep {drep0:#04x} {drep1:#04x} (only little-endian ASCII IEEE)"
             if not drep0 & 0xF0:
                 call_id = int.from_bytes(call_id.to_bytes(4, "little"), "big")   # answer with the peer's call_id
-            if ptype == F.PTYPE_BIND:
-                raise _Terminate(why, P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
-            raise _Terminate(why, P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            raise _Terminate(why, self._protocol_error_reply(call_id))
         if frag_length < P.HEADER_SIZE:
             raise _Terminate(f"frag_length {frag_length} shorter than the 16-byte header")
-        limit = MAX_BIND_FRAG if is_bind else self._max_recv_frag
+        # bind and alter_context may use all of frag_length's 16 bits (Samba); other PDUs the transport limit.
+        limit = MAX_BIND_FRAG if first or ptype in (F.PTYPE_BIND, F.PTYPE_ALTER_CONTEXT) else self._max_recv_frag
         if frag_length > limit:
             raise _Terminate(f"frag_length {frag_length} exceeds {limit}", P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
         if auth_length and auth_length + P.SEC_TRAILER_SIZE + P.HEADER_SIZE > frag_length:
             raise _Terminate(f"auth_length {auth_length} does not fit in frag_length {frag_length}",
-                             self._protocol_error_reply(ptype, call_id))
+                             self._protocol_error_reply(call_id))
         return frag_length
 
-    def _protocol_error_reply(self, ptype: int, call_id: int) -> bytes:
-        if ptype == F.PTYPE_BIND and self._state == _AWAIT_BIND:
+    def _protocol_error_reply(self, call_id: int) -> bytes:
+        """bind_nak 4 while no bind was accepted, else fault nca_s_proto_error (MS-RPCE 2.2.2.5, 3.3.3.5.7)."""
+        if self._state == _AWAIT_BIND:
             return P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
         return P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
 
