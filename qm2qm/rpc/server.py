@@ -408,6 +408,7 @@ class RpcConnection(asyncio.Protocol):
         return fields
 
     def log(self, level: int, msg: str, *args, call_id: int | None = None, exc_info: bool = False) -> None:
+        """Log on "qm2qm.rpc" with extra fields conn_id, peer, assoc_group (and call_id); no formatting when off."""
         logger = self.server.logger
         if logger.isEnabledFor(level):
             logger.log(level, "[conn %d %s] " + msg, self.id, self.peer, *args, exc_info=exc_info,
@@ -415,6 +416,7 @@ class RpcConnection(asyncio.Protocol):
 
     def log_handle(self, level: int, event: str, wire: bytes, type_name: str, call_id: int,
                    detail: str = "") -> None:
+        """Log a context-handle event (created / closed / rejected) with handle, handle_type, handle_event."""
         logger = self.server.logger
         if logger.isEnabledFor(level):
             fields = self._fields(call_id)

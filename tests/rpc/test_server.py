@@ -1,5 +1,4 @@
 """Server dispatch over real TCP: sync/async handlers, faults, concurrency, cancel, orphaned (C706 12.6.4)."""
-import asyncio
 import logging
 import struct
 
