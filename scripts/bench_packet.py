@@ -1,6 +1,6 @@
 """Benchmark of the UserMessage Packet codec (MS-MQDMPR 3.1.7.1.31–32); not a test, prints figures.
 
-Run: .venv/bin/python -m tests.packet.bench_packet
+Run: .venv/bin/python scripts/bench_packet.py
 """
 from __future__ import annotations
 
