@@ -134,3 +134,18 @@ async def test_many_connections_in_parallel(server):
 
 def test_probe_is_usable_without_a_loop():
     assert Probe().interface.operations[t.OP_ECHO].handler(None, b"z") == b"z"
+
+
+async def test_a_defect_in_the_protocol_core_costs_only_its_connection(server, bound, monkeypatch, caplog):
+    victim = await RawClient.connect(server.port)
+    await victim.bind()
+    rc = server_side(server, victim)
+
+    def broken(data):
+        raise RuntimeError("core defect")
+    monkeypatch.setattr(rc.conn, "receive_data", broken)
+    victim.send(request_pdu(2, t.OP_ECHO, b"x"))
+    assert await victim.recv() is None
+    await rc.finished
+    assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
+    assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
