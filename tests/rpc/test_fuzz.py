@@ -1,6 +1,7 @@
 """Property tests: random and mutated byte streams never raise and always end in an answer, a close or a bounded wait."""
 from __future__ import annotations
 
+import os
 import struct
 
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +17,9 @@ from qm2qm.rpc.limits import MAX_BIND_FRAG
 from tests.rpc.test_connection import BTFN3, IFACE, N64, NDR, OTHER, new_connection
 
 SERVER_PTYPES = {F.PTYPE_BIND_ACK, F.PTYPE_BIND_NAK, F.PTYPE_ALTER_CONTEXT_RESP, F.PTYPE_FAULT, F.PTYPE_RESPONSE}
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# QM2QM_FUZZ_EXAMPLES raises the bound for a long local run; the suite default keeps it to a few seconds.
+FUZZ = settings(max_examples=int(os.environ.get("QM2QM_FUZZ_EXAMPLES", "150")), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow])
 
 
 def check_output(out: bytes) -> list[int]:
