@@ -1,0 +1,441 @@
+#!/usr/bin/env python3
+"""Benchmark of `qm2qm serve` over the qm2qm interface (MS-MQQP), against a bare asyncio echo server as baseline.
+
+Scenarios (all over TCP on 127.0.0.1, raw precomputed PDUs, the server a real `qm2qm serve` subprocess on a fresh
+SQLite data directory):
+
+  peek      RemoteQMStartReceive2(MQ_ACTION_PEEK_CURRENT) of a 100-byte message, closed loop, 1/4/16 clients
+            (one connection and one remote-read handle each); the baseline is scripts/bench_rpc.py's echo server
+            with the same load generator and a request as large as the peek's response.
+  receive   RemoteQMStartReceive2(MQ_ACTION_RECEIVE) + RemoteQMEndReceive(RR_ACK) of pre-filled 1 KiB messages
+            until the queue is empty, 4 clients.
+  large     one 4 MiB message: StartReceive2 PEEK_CURRENT, and RECEIVE + EndReceive(RR_ACK), one client;
+            the time from sending the request to the last response fragment.
+  wake      5,000 RECEIVE calls blocked with ulTimeout INFINITE (100 connections x 50 concurrent calls; the
+            runtime allows 64 calls in flight per connection), then
+            5,000 sends one after another through the admin API; the latency from the start of each send's
+            HTTP request to the arrival of the receive it completes (an upper bound on the wake-up).
+
+    .venv/bin/python scripts/bench.py                     # everything (about a minute)
+    .venv/bin/python scripts/bench.py --only peek --duration 5
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import multiprocessing as mp
+import os
+import re
+import selectors
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+NDR20 = ("8a885d04-1ceb-11c9-9fe8-08002b104860", 2)
+QM2QM = ("1088a980-eae5-11d0-8d9b-00a02453c337", 1, 0)
+MQ_OK = 0
+MQ_ERROR_IO_TIMEOUT = 0xC00E001B
+INFINITE = 0xFFFFFFFF
+READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)$")
+
+
+# --- PDUs (C706 12.6.4.3, 12.6.4.9) ----------------------------------------------------------------------------
+
+def bind_pdu(max_recv_frag: int = 5840) -> bytes:
+    item = struct.pack("<HBB", 0, 1, 0) + uuid.UUID(QM2QM[0]).bytes_le + struct.pack("<HH", QM2QM[1], QM2QM[2])
+    item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
+    body = struct.pack("<HHIB3x", 5840, max_recv_frag, 0, 1) + item
+    return struct.pack("<BBBB4sHHI", 5, 0, 11, 3, b"\x10\0\0\0", 16 + len(body), 0, 1) + body
+
+
+def request_pdu(opnum: int, stub: bytes, call_id: int = 2) -> bytes:
+    body = struct.pack("<IHH", len(stub), 0, opnum) + stub
+    return struct.pack("<BBBB4sHHI", 5, 0, 0, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body
+
+
+def open_queue_stub(handle: int) -> bytes:
+    from qm2qm.mqqp import idl
+    req = idl.RemoteQMOpenQueue()
+    req["pLicGuid"] = uuid.uuid4().bytes_le
+    req["dwMQS"] = 0
+    req["hQueue"] = req["pQueue"] = req["dwpContext"] = handle
+    return req.getData()
+
+
+def start_receive2_stub(handle: int, action: int, timeout_ms: int = 0, request_id: int = 1) -> bytes:
+    from qm2qm.client import Qm2qmClient
+    from qm2qm.mqqp import idl
+    req = idl.RemoteQMStartReceive2()
+    req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = Qm2qmClient._desc(handle, action, timeout_ms, 0, request_id, None)
+    req["lpRemoteReadDesc2"]["SequentialId"] = 0
+    return req.getData()
+
+
+def end_receive_stub(context: bytes, ack: int = 2) -> bytes:
+    return bytes(context) + struct.pack("<I", ack)
+
+
+class Reassembler:
+    """Splits a byte stream into PDUs and joins response fragments into (call_id, ptype, stub)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.parts: dict[int, list[bytes]] = {}
+
+    def feed(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        self.buf += data
+        out = []
+        while len(self.buf) >= 16:
+            frag_len = self.buf[8] | (self.buf[9] << 8)
+            if len(self.buf) < frag_len:
+                break
+            ptype, flags = self.buf[2], self.buf[3]
+            call_id = struct.unpack_from("<I", self.buf, 12)[0]
+            if ptype == 3:                                      # fault
+                status = struct.unpack_from("<I", self.buf, 24)[0]
+                raise SystemExit(f"fault 0x{status:08x} on call {call_id}")
+            self.parts.setdefault(call_id, []).append(bytes(self.buf[24 if ptype in (0, 2) else 16:frag_len]))
+            del self.buf[:frag_len]
+            if flags & 0x02:                                    # PFC_LAST_FRAG
+                out.append((call_id, ptype, b"".join(self.parts.pop(call_id))))
+        return out
+
+
+def hresult(stub: bytes) -> int:
+    return struct.unpack_from("<I", stub, len(stub) - 4)[0]
+
+
+def connect(port: int, max_recv_frag: int = 5840) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(bind_pdu(max_recv_frag))
+    rs = Reassembler()
+    while not rs.feed(sock.recv(65536)):
+        pass
+    return sock
+
+
+def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> bytes:
+    sock.sendall(request_pdu(opnum, stub, call_id))
+    rs = Reassembler()
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            raise SystemExit("server closed the connection")
+        done = rs.feed(chunk)
+        if done:
+            return done[0][2]
+
+
+# --- the server under test ---------------------------------------------------------------------------------------
+
+class Server:
+    """`qm2qm serve` in a subprocess on ephemeral ports, on a fresh data directory."""
+
+    def __init__(self) -> None:
+        from qm2qm.client import AdminClient
+        self.tmp = tempfile.TemporaryDirectory(prefix="qm2qm-bench-")
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        self.proc = subprocess.Popen([sys.executable, "-m", "qm2qm", "serve", "--data-dir", self.tmp.name + "/data",
+                                      "--port", "0", "--admin-port", "0"], stdout=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline().strip()
+        match = READY.match(line)
+        if not match:
+            raise SystemExit(f"qm2qm serve did not start: {line!r}")
+        self.port = int(match["port"])
+        self.admin = AdminClient(match["admin"], timeout=120)
+
+    def queue(self, name: str, body: bytes, count: int) -> str:
+        q = f".\\private$\\{name}"
+        self.admin.create_queue(q)
+        if count:
+            self.admin.send(q, body_base64=base64.b64encode(body).decode(), count=count)
+        return q
+
+    def close(self) -> None:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        self.tmp.cleanup()
+
+
+# --- peek: closed loop, one call outstanding per connection ------------------------------------------------------
+
+def peek_clients(port: int, handles: list[int], start_at: float, duration: float, ready, results) -> None:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    sel = selectors.DefaultSelector()
+    for h in handles:
+        sock = connect(port)
+        if hresult(call(sock, 2, open_queue_stub(h))) != MQ_OK:
+            raise SystemExit("RemoteQMOpenQueue failed")
+        request = request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, (sock, Reassembler(), request))
+    ready.put(1)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    done = errors = 0
+    for key in sel.get_map().values():
+        key.data[0].send(key.data[2])
+    end = start_at + duration
+    while (now := time.time()) < end:
+        for key, _ in sel.select(timeout=end - now):
+            sock, rs, request = key.data
+            for _, _, stub in rs.feed(sock.recv(1 << 20)):
+                errors += hresult(stub) != MQ_OK
+                done += 1
+                sock.send(request)
+    results.put((done, errors))
+
+
+def bench_peek(clients_list: list[int], duration: float, processes: int) -> list[tuple]:
+    import bench_rpc
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    rows = []
+    server = Server()
+    try:
+        q = server.queue("peek", bytes(range(100)), 1)
+        probe = server.admin.open_queue(q, access="peek")["hRemoteQueue"]   # closed with its session below
+        sock = connect(server.port)
+        call(sock, 2, open_queue_stub(probe))
+        response = call(sock, 9, start_receive2_stub(probe, MQ_ACTION_PEEK_CURRENT))
+        assert hresult(response) == MQ_OK
+        sock.close()
+        request_len = len(request_pdu(9, start_receive2_stub(1, MQ_ACTION_PEEK_CURRENT)))
+        echo_stub = bytes(len(response))            # echo a request as large as the peek's response
+        for clients in clients_list:
+            echo = bench_rpc.measure("echo", clients, duration, echo_stub, processes)
+            echo = echo[0] if isinstance(echo, tuple) else echo       # (calls/s, server CPU) in newer versions
+            # each run's sessions close their descriptors when its connections go (RemoteQMCloseQueue rundown)
+            handles = [server.admin.open_queue(q, access="peek")["hRemoteQueue"] for _ in range(clients)]
+            rate, errors = run_load(peek_clients, server.port, handles, duration, processes)
+            rows.append((clients, echo, rate, rate / echo, errors))
+            print(f"  peek {clients:2d} clients: echo {echo:8.0f}/s  qm2qm {rate:8.0f}/s  ratio {rate / echo:4.2f}"
+                  f"  errors {errors}", flush=True)
+        print(f"  (peek request {request_len} B, response {len(response) + 24} B; echo request "
+              f"{len(echo_stub) + 24} B)")
+    finally:
+        server.close()
+    return rows
+
+
+def run_load(target, port: int, handles: list[int], duration: float, processes: int) -> tuple[float, int]:
+    ctx = mp.get_context("spawn")
+    n = min(len(handles), processes)
+    shares = [handles[i::n] for i in range(n)]
+    ready, results = ctx.Queue(), ctx.Queue()
+    start_at = time.time() + 1.0 + 0.2 * n
+    procs = [ctx.Process(target=target, args=(port, share, start_at, duration, ready, results)) for share in shares]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=60)
+    done = errors = 0
+    for _ in procs:
+        d, e = results.get(timeout=duration + 120)
+        done, errors = done + d, errors + e
+    for p in procs:
+        p.join()
+    return done / duration, errors
+
+
+# --- receive + ACK: drain a pre-filled queue ----------------------------------------------------------------------
+
+def receive_clients(port: int, handles: list[int], start_at: float, duration: float, ready, results) -> None:
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    sel = selectors.DefaultSelector()
+    for h in handles:
+        sock = connect(port)
+        if hresult(call(sock, 2, open_queue_stub(h))) != MQ_OK:
+            raise SystemExit("RemoteQMOpenQueue failed")
+        start = request_pdu(9, start_receive2_stub(h, MQ_ACTION_RECEIVE))
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, [sock, Reassembler(), start])
+    ready.put(1)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    done = errors = 0
+    for key in sel.get_map().values():
+        key.data[0].send(key.data[2])
+    live = len(handles)
+    while live:
+        for key, _ in sel.select(timeout=30):
+            sock, rs, start = key.data
+            for call_id, _, stub in rs.feed(sock.recv(1 << 20)):
+                if call_id == 2:                                   # StartReceive2 answered
+                    status = hresult(stub)
+                    if status == MQ_OK:
+                        sock.send(request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
+                    else:
+                        errors += status != MQ_ERROR_IO_TIMEOUT
+                        sel.unregister(sock)
+                        live -= 1
+                else:                                              # EndReceive answered
+                    errors += hresult(stub) != MQ_OK
+                    done += 1
+                    sock.send(start)
+    results.put((done, errors, time.time()))
+
+
+def bench_receive(messages: int, clients: int, processes: int) -> tuple:
+    server = Server()
+    try:
+        q = server.queue("receive", bytes(1024), messages)
+        handles = [server.admin.open_queue(q)["hRemoteQueue"] for _ in range(clients)]
+        ctx = mp.get_context("spawn")
+        n = min(clients, processes)
+        ready, results = ctx.Queue(), ctx.Queue()
+        start_at = time.time() + 1.0 + 0.2 * n
+        procs = [ctx.Process(target=receive_clients, args=(server.port, handles[i::n], start_at, 0, ready, results))
+                 for i in range(n)]
+        for p in procs:
+            p.start()
+        for _ in procs:
+            ready.get(timeout=60)
+        outs = [results.get(timeout=600) for _ in procs]
+        for p in procs:
+            p.join()
+        done = sum(o[0] for o in outs)
+        errors = sum(o[1] for o in outs)
+        elapsed = max(o[2] for o in outs) - start_at
+        left = len(server.admin.list_messages(q))
+    finally:
+        server.close()
+    rate = done / elapsed
+    print(f"  receive+ACK 1 KiB x {messages}, {clients} clients: {rate:8.0f} msg/s  ({elapsed:.2f} s, "
+          f"errors {errors}, left {left})", flush=True)
+    return rate, elapsed, errors, left
+
+
+# --- one 4 MiB message ---------------------------------------------------------------------------------------------
+
+def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
+    server = Server()
+    out = {}
+    try:
+        q = server.queue("large", os.urandom(size), 1)
+        h = server.admin.open_queue(q)["hRemoteQueue"]
+        sock = connect(server.port, max_recv_frag)
+        assert hresult(call(sock, 2, open_queue_stub(h))) == MQ_OK
+        peek = start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            stub = call(sock, 9, peek)
+            times.append(time.perf_counter() - t0)
+            assert hresult(stub) == MQ_OK and len(stub) > size
+        out["peek"] = times
+        receive = start_receive2_stub(h, MQ_ACTION_RECEIVE)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            stub = call(sock, 9, receive)
+            assert hresult(stub) == MQ_OK and len(stub) > size
+            assert hresult(call(sock, 1, end_receive_stub(stub[:20]), call_id=3)) == MQ_OK
+            times.append(time.perf_counter() - t0)
+            server.admin.send(q, body_base64=base64.b64encode(os.urandom(size)).decode())
+        out["receive"] = times
+        sock.close()
+    finally:
+        server.close()
+    for kind, times in out.items():
+        ms = sorted(t * 1000 for t in times)
+        print(f"  {size / 1048576:.0f} MiB {kind:7s} (max_recv_frag {max_recv_frag}): median {statistics.median(ms):6.1f} ms"
+              f"  min {ms[0]:6.1f}  max {ms[-1]:6.1f}  (n={len(ms)})", flush=True)
+    return out
+
+
+# --- 5,000 blocked receivers woken by 5,000 sends -------------------------------------------------------------------
+
+def bench_wake(receivers: int, per_connection: int) -> list[float]:
+    from qm2qm.mqqp import idl
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    from shared_adm.packet import deserialize_message_from_buffer
+    server = Server()
+    try:
+        q = server.queue("wake", b"", 0)
+        n_conns = receivers // per_connection
+        sel = selectors.DefaultSelector()
+        for _ in range(n_conns):
+            h = server.admin.open_queue(q)["hRemoteQueue"]
+            sock = connect(server.port)
+            assert hresult(call(sock, 2, open_queue_stub(h))) == MQ_OK
+            sock.sendall(b"".join(request_pdu(9, start_receive2_stub(h, MQ_ACTION_RECEIVE, INFINITE, rid),
+                                              call_id=10 + rid) for rid in range(1, per_connection + 1)))
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ, (sock, Reassembler()))
+        deadline = time.time() + 120
+        while len(server.admin.list_reads()["reads"]) < n_conns * per_connection:
+            if time.time() > deadline:
+                raise SystemExit(f"only {len(server.admin.list_reads()['reads'])} receives are pending")
+            time.sleep(0.05)
+        sent: dict[int, float] = {}
+
+        def sender():
+            for i in range(n_conns * per_connection):
+                sent[i] = time.perf_counter()
+                server.admin.send(q, body=str(i))
+        thread = threading.Thread(target=sender)
+        arrivals = []
+        thread.start()
+        while len(arrivals) < n_conns * per_connection:
+            for key, _ in sel.select(timeout=60):
+                sock, rs = key.data
+                now = time.perf_counter()
+                for _, _, stub in rs.feed(sock.recv(1 << 20)):
+                    arrivals.append((now, stub))
+        thread.join()
+        latencies = []
+        for now, stub in arrivals:
+            resp = idl.RemoteQMStartReceive2Response(stub)
+            assert resp["ErrorCode"] == 0
+            data = resp["lpRemoteReadDesc2"]["pRemoteReadDesc"]["lpBuffer"]
+            message = deserialize_message_from_buffer(b"".join(data))
+            latencies.append(now - sent[int(message.body)])
+        for key in list(sel.get_map().values()):
+            key.data[0].close()
+    finally:
+        server.close()
+    ms = sorted(x * 1000 for x in latencies)
+    p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
+    print(f"  wake {len(ms)} blocked receivers: p50 {p(0.5):6.2f} ms  p99 {p(0.99):6.2f} ms  max {ms[-1]:6.2f} ms "
+          f"(send->wake, includes the admin HTTP request)", flush=True)
+    return ms
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=["peek", "receive", "large", "wake"], action="append")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per peek measurement")
+    parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
+    parser.add_argument("--messages", type=int, default=20000, help="1 KiB messages to receive")
+    parser.add_argument("--large-repeats", type=int, default=20)
+    parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
+    parser.add_argument("--receivers", type=int, default=5000)
+    args = parser.parse_args()
+    only = set(args.only or ["peek", "receive", "large", "wake"])
+    print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes}", flush=True)
+    if "peek" in only:
+        bench_peek(args.clients, args.duration, args.processes)
+    if "receive" in only:
+        bench_receive(args.messages, 4, args.processes)
+    if "large" in only:
+        bench_large(4 * 1024 * 1024, args.large_repeats, args.max_recv_frag)
+    if "wake" in only:
+        bench_wake(args.receivers, 50)
+
+
+if __name__ == "__main__":
+    main()
