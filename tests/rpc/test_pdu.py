@@ -203,3 +203,38 @@ def test_sec_trailer_position_from_the_end():
     assert (parsed.auth_type, parsed.auth_level, parsed.auth_context_id) == (10, 6, 0x55)
     with pytest.raises(P.PduError):
         P.parse_sec_trailer(raw, 30, 40)
+
+
+# --- properties ---------------------------------------------------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+syntax_ids = st.tuples(st.uuids(), st.integers(0, 0xFFFF), st.integers(0, 0xFFFF))
+context_items = st.builds(ContextItem, st.integers(0, 0xFFFF), syntax_ids,
+                          st.lists(syntax_ids, min_size=1, max_size=4).map(tuple))
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=st.lists(context_items, min_size=1, max_size=6).map(tuple), alter=st.booleans(),
+       xmit=st.integers(0, 0xFFFF), recv=st.integers(0, 0xFFFF), group=st.integers(0, 0xFFFFFFFF))
+def test_bind_round_trip(items, alter, xmit, recv, group):
+    raw = P.build_bind(9, items, alter_context=alter, max_xmit_frag=xmit, max_recv_frag=recv, assoc_group_id=group)
+    body = P.parse_bind_body(raw, len(raw))
+    assert (body.max_xmit_frag, body.max_recv_frag, body.assoc_group_id, body.items) == (xmit, recv, group, items)
+
+
+@settings(max_examples=60, deadline=None)
+@given(size=st.integers(0, 40000), max_xmit=st.integers(2048, 5840), ctx=st.integers(0, 0xFFFF))
+def test_response_fragments_reassemble(size, max_xmit, ctx):
+    stub = bytes(i & 0xFF for i in range(size))
+    out = bytearray()
+    P.append_response(out, 1, ctx, stub, max_xmit)
+    joined, remaining = bytearray(), size
+    for raw in split_pdus(bytes(out)):
+        assert len(raw) <= max_xmit
+        (hint,) = struct.unpack_from("<I", raw, 16)
+        assert hint == remaining and raw[20] == ctx & 0xFF
+        joined += raw[24:]
+        remaining -= len(raw) - 24
+    assert bytes(joined) == stub
