@@ -291,9 +291,11 @@ def test_response_carries_call_id_and_context_and_is_fragmented_to_max_xmit_frag
     pdus = split_pdus(conn.data_to_send())
     assert all(len(p) <= 4280 for p in pdus)
     assert len(pdus) == -(-len(stub) // P.response_chunk_size(4280))
-    joined = b"".join(rpcrt.MSRPCRespHeader(p)["pduData"] for p in pdus)
-    assert joined == stub
-    assert {rpcrt.MSRPCRespHeader(p)["call_id"] for p in pdus} == {21}
+    assert b"".join(p[24:] for p in pdus) == stub
+    assert {struct.unpack_from("<I", p, 12)[0] for p in pdus} == {21}
+    first, last = rpcrt.MSRPCRespHeader(pdus[0]), rpcrt.MSRPCRespHeader(pdus[-1])
+    assert (first["call_id"], first["alloc_hint"], first["flags"]) == (21, len(stub), F.PFC_FIRST_FRAG)
+    assert (last["alloc_hint"], last["flags"]) == (len(last["pduData"]), F.PFC_LAST_FRAG)
 
 
 def test_several_calls_in_flight_are_independent():

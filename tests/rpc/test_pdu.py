@@ -145,6 +145,11 @@ def test_fragmented_response_alloc_hint_is_remaining_bytes(size):
     remaining = size
     joined = bytearray()
     for index, raw in enumerate(pdus):
+        if 2 <= index < len(pdus) - 2:          # impacket's Structure is slow: it checks the edges, struct the rest
+            assert struct.unpack_from("<IH", raw, 16) == (remaining, 1) and raw[3] == 0
+            joined += raw[24:]
+            remaining -= len(raw) - 24
+            continue
         resp = rpcrt.MSRPCRespHeader(raw)
         assert resp["alloc_hint"] == remaining
         assert resp["ctx_id"] == 1                         # p_cont_id & 0xFF as Windows/Samba
