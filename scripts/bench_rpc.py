@@ -59,18 +59,25 @@ class EchoProtocol(asyncio.Protocol):
 async def idle_until(stop_event, samples: list) -> None:
     """Sample (wall clock, process CPU time) until told to stop, so the window's server CPU can be computed."""
     while not stop_event.is_set():
-        samples.append((time.time(), time.process_time()))
+        samples.append(cpu_sample())
         await asyncio.sleep(0.02)
-    samples.append((time.time(), time.process_time()))
+    samples.append(cpu_sample())
 
 
-def cpu_between(samples: list, start: float, end: float) -> float:
-    """Server CPU seconds spent between two wall-clock instants (nearest samples inside the window)."""
-    inside = [(w, c) for w, c in samples if start <= w <= end]
+def cpu_sample() -> tuple[float, float, float]:
+    """(wall clock, user CPU, system CPU) of this process."""
+    t = os.times()
+    return time.time(), t.user, t.system
+
+
+def cpu_between(samples: list, start: float, end: float) -> tuple[float, float]:
+    """Server (user, system) CPU seconds spent between two wall-clock instants (samples inside the window)."""
+    inside = [s for s in samples if start <= s[0] <= end]
     if len(inside) < 2:
-        return float("nan")
-    (w0, c0), (w1, c1) = inside[0], inside[-1]
-    return (c1 - c0) * (end - start) / (w1 - w0)
+        return float("nan"), float("nan")
+    (w0, u0, s0), (w1, u1, s1) = inside[0], inside[-1]
+    scale = (end - start) / (w1 - w0)
+    return (u1 - u0) * scale, (s1 - s0) * scale
 
 
 def run_server(kind: str, port_queue, stop_event, profile_path: str | None) -> None:
@@ -116,8 +123,8 @@ def run_impacket_server(port_queue, stop_event, samples: list) -> None:
     port_queue.put(server.getListenPort())
     server.start()
     while not stop_event.wait(0.02):
-        samples.append((time.time(), time.process_time()))
-    samples.append((time.time(), time.process_time()))
+        samples.append(cpu_sample())
+    samples.append(cpu_sample())
 
 
 # --- load generator --------------------------------------------------------------------------------------------
@@ -179,8 +186,8 @@ def read_pdu(sock: socket.socket) -> bytes:
 
 
 def measure(kind: str, clients: int, duration: float, stub: bytes, processes: int,
-            profile_path: str | None = None) -> tuple[float, float]:
-    """(calls/s, server CPU microseconds per call) for one server kind under a closed-loop load."""
+            profile_path: str | None = None) -> tuple[float, float, float]:
+    """(calls/s, server user-CPU µs per call, server system-CPU µs per call) under a closed-loop load."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
     server = ctx.Process(target=run_server, args=(kind, port_queue, stop_event, profile_path))
@@ -205,8 +212,9 @@ def measure(kind: str, clients: int, duration: float, stub: bytes, processes: in
     server.join(timeout=30)
     if server.is_alive():
         server.terminate()
-    cpu = cpu_between(samples, start_at, start_at + duration)
-    return total / duration, cpu / max(total, 1) * 1e6
+    user, system = cpu_between(samples, start_at, start_at + duration)
+    calls = max(total, 1)
+    return total / duration, user / calls * 1e6, system / calls * 1e6
 
 
 def main() -> None:
@@ -222,25 +230,21 @@ def main() -> None:
     stub = bytes(range(256)) * (args.stub_size // 256) + bytes(range(args.stub_size % 256))
     print(f"cpus={os.cpu_count()} duration={args.duration}s x {args.rounds} rounds (median) stub={len(stub)}B "
           f"request={len(request_pdu(stub))}B load processes<={args.processes} loadavg={os.getloadavg()[0]:.2f}")
-    print(f"{'clients':>7} {'echo calls/s':>13} {'qm2qm.rpc calls/s':>18} {'ratio':>6} "
-          f"{'echo µs CPU/call':>17} {'rpc µs CPU/call':>16} {'CPU ratio':>9} {'impacket calls/s':>17}")
+    print(f"{'clients':>7} {'echo calls/s':>12} {'rpc calls/s':>11} {'ratio':>5} | server CPU µs/call: "
+          f"{'echo user':>9} {'rpc user':>8} {'echo sys':>8} {'rpc sys':>7} | {'impacket calls/s':>16}")
     for clients in args.clients:
         # Interleave the two servers and take medians: the machine is shared, so load drifts between runs.
         echo_runs, rpc_runs = [], []
         for _ in range(args.rounds):
             echo_runs.append(measure("echo", clients, args.duration, stub, args.processes))
             rpc_runs.append(measure("rpc", clients, args.duration, stub, args.processes))
-        echo = statistics.median(r[0] for r in echo_runs)
-        rpc = statistics.median(r[0] for r in rpc_runs)
-        echo_cpu = statistics.median(r[1] for r in echo_runs)
-        rpc_cpu = statistics.median(r[1] for r in rpc_runs)
+        echo, echo_user, echo_sys = (statistics.median(r[i] for r in echo_runs) for i in range(3))
+        rpc, rpc_user, rpc_sys = (statistics.median(r[i] for r in rpc_runs) for i in range(3))
         imp = ""
         if clients == 1 and not args.no_impacket:
-            imp = f"{measure('impacket', 1, args.duration, stub, 1)[0]:17.0f}"
-        # CPU ratio = echo CPU per call / rpc CPU per call: the fraction of the echo limit the runtime would
-        # reach if the server, not the load generator, were the bottleneck.
-        print(f"{clients:7d} {echo:13.0f} {rpc:18.0f} {rpc / echo:6.2f} {echo_cpu:17.1f} {rpc_cpu:16.1f} "
-              f"{echo_cpu / rpc_cpu:9.2f} {imp:>17}", flush=True)
+            imp = f"{measure('impacket', 1, args.duration, stub, 1)[0]:.0f}"
+        print(f"{clients:7d} {echo:12.0f} {rpc:11.0f} {rpc / echo:5.2f} |                    "
+              f"{echo_user:9.1f} {rpc_user:8.1f} {echo_sys:8.1f} {rpc_sys:7.1f} | {imp:>16}", flush=True)
     if args.profile:
         path = "/tmp/bench_rpc.prof"
         measure("rpc", max(args.clients), args.duration, stub, args.processes, profile_path=path)

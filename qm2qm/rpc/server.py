@@ -165,7 +165,10 @@ class RpcConnection(asyncio.Protocol):
         except Exception:
             # A defect below us must cost this connection, never the server.
             self.log(logging.ERROR, "internal error while handling received data; closing", exc_info=True)
-            self._flush()
+            try:
+                self._flush()
+            except Exception:
+                pass                        # the core is broken: what it holds need not reach the peer
             self.transport.abort()
             return
         self._flush()
