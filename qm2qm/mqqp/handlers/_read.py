@@ -5,7 +5,7 @@ import inspect
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
@@ -54,6 +54,36 @@ async def wait_for_read(entry: RemoteReadEntry, result: Any) -> ReadResult:
         return await result
     finally:
         entry.waiting = None
+
+
+def complete_read(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: Any,
+                  *, receive: bool) -> Delivery | Awaitable[Delivery]:
+    """The Delivery of a read whose event answered at once; else a coroutine that waits for it first. Either
+    way the entry leaves rRemoteReadEntryCollection when the read ends (3.1.4.1: "Remove the RemoteReadEntry")."""
+    if not inspect.isawaitable(result):
+        try:
+            return deliver(service, ctx, entry, result, receive=receive)
+        finally:
+            service.adm.remote_read_entries.remove(entry)
+    return _complete_later(service, ctx, entry, result, receive)
+
+
+async def _complete_later(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: Any,
+                          receive: bool) -> Delivery:
+    try:
+        return deliver(service, ctx, entry, await wait_for_read(entry, result), receive=receive)
+    finally:
+        service.adm.remote_read_entries.remove(entry)
+
+
+def then(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """fn(value) at once, or — when value is awaitable — a coroutine that applies fn once it resolves. Lets a
+    handler answer inline (no task) whenever MS-MQDMPR did not have to wait."""
+    if inspect.isawaitable(value):
+        async def later() -> Any:
+            return fn(await value)
+        return later()
+    return fn(value)
 
 
 def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: ReadResult,
