@@ -164,3 +164,21 @@ async def test_structured_log_fields(bound, caplog, server):
                       ("closed", 4, bound.assoc_group, wire[4:].hex())]
     assert all(r.conn_id >= 1 and r.peer.startswith("127.0.0.1:") for r in caplog.records
                if hasattr(r, "conn_id") and r.conn_id)
+
+
+async def test_registering_a_different_interface_under_the_same_id_is_refused(server, probe):
+    import pytest
+    from qm2qm.rpc.testing import Probe
+    server.register(probe.interface)                        # the same object again: harmless
+    with pytest.raises(ValueError):
+        server.register(Probe().interface)
+
+
+async def test_async_with_starts_and_closes(probe):
+    from qm2qm.rpc.server import RpcServer
+    async with RpcServer([probe.interface], idle_timeout_s=None) as server:
+        assert server.port != 0
+        client = await RawClient.connect(server.port)
+        await client.bind()
+        assert (await client.call(t.OP_ECHO, b"ctx")).stub == b"ctx"
+    assert await client.recv() is None
