@@ -28,6 +28,7 @@ from shared_adm.store.base import MemoryStore  # noqa: E402
 
 QNAME = r"DIRECT=OS:.\private$\bench"
 UNLIMITED_KB = 1 << 40
+ROUNDS = 3
 
 
 def _setup(store=None) -> tuple[QueueManager, object, object]:
@@ -59,10 +60,14 @@ def _per_op(n: int, ops: int, body: bytes) -> dict[str, float]:
     results = {}
 
     def timed(name, fn):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        results[name] = (time.perf_counter() - t0) / ops * 1e6
+        # CPU time of this process, best of ROUNDS rounds: the machine is shared, wall time is not ours.
+        best = float("inf")
+        for _ in range(ROUNDS):
+            gc.collect()
+            t0 = time.process_time()
+            fn()
+            best = min(best, time.process_time() - t0)
+        results[name] = best / ops * 1e6
 
     def enqueue():
         for i in range(ops):
@@ -146,9 +151,10 @@ def main(argv=None) -> int:
     body = b"x" * args.body
     sizes = [int(s) for s in args.sizes.split(",") if s]
 
-    rows = {n: _per_op(n, args.ops, body) for n in sizes}
+    rows = {n: _per_op(n, args.ops // ROUNDS, body) for n in sizes}
     names = list(next(iter(rows.values())))
-    print(f"\nper-operation cost, microseconds ({args.ops} ops, {args.body}-byte bodies)")
+    print(f"\nper-operation cost, CPU microseconds (best of {ROUNDS} rounds of {args.ops // ROUNDS} ops, "
+          f"{args.body}-byte bodies)")
     header = f"{'operation':<26}" + "".join(f"{n:>14,}" for n in sizes)
     if len(sizes) > 1:
         header += f"{'ratio':>9}"
