@@ -1,4 +1,4 @@
-"""Sans-IO server side of one ncacn_ip_tcp connection: bytes in → events, answers → bytes (C706 12.6; MS-RPCE 3.3.1.5, 3.3.3).
+"""Sans-IO server side of one ncacn_ip_tcp connection: bytes → events, answers → bytes (C706 12.6; MS-RPCE 3.3.3).
 
 Usage (the transport): feed every read to ``receive_data`` (``b""`` on EOF), handle the returned events in order,
 write ``data_to_send()`` after each batch. A ``BindRequest`` must be answered (``accept_bind``/``reject_bind``)
@@ -125,7 +125,7 @@ class Connection:
 
     @property
     def bind_time_features(self) -> int | None:
-        """BindTimeFeatureNegotiationResponseBitmask we acknowledged, None if the client did not ask (MS-RPCE 3.3.1.5.3)."""
+        """The BindTimeFeatureNegotiationResponseBitmask we sent, None if the client did not ask (MS-RPCE 3.3.1.5.3)."""
         return self._features
 
     def context_ids(self) -> dict[int, tuple[Interface, bool]]:
@@ -509,7 +509,7 @@ class Connection:
         P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
 
     def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
-        """Queue a fault for a dispatched call (C706 12.6.4.7); statuses MS-RPCE 3.3.3.5.1 forbids become nca_s_fault_unspec."""
+        """Queue a fault for a dispatched call (C706 12.6.4.7); statuses forbidden by MS-RPCE 3.3.3.5.1 → unspec."""
         call = self._calls.pop(call_id, None)
         if call is None or call.maybe or self._state == _CLOSED:
             return

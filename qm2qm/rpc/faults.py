@@ -1,4 +1,4 @@
-"""Status codes, reject reasons and PDU constants of connection-oriented DCE/RPC (C706 12.6, Appendix E; MS-RPCE 2.2.2)."""
+"""Status codes, reject reasons and PDU constants of connection-oriented DCE/RPC (C706 12.6, App. E; MS-RPCE 2.2.2)."""
 from __future__ import annotations
 
 import uuid
@@ -80,7 +80,7 @@ BTFN_KEEP_CONNECTION_ON_ORPHAN = 0x02
 
 
 def btfn_bitmask(transfer_syntax_uuid: uuid.UUID) -> int | None:
-    """The BindTimeFeatureNegotiationBitmask's first octet if the UUID is a BTFN syntax (MS-RPCE 3.3.1.5.3), else None."""
+    """First octet of the BindTimeFeatureNegotiationBitmask if the UUID is a BTFN syntax (MS-RPCE 3.3.1.5.3)."""
     raw = transfer_syntax_uuid.bytes_le
     if raw[:8] != BTFN_UUID_PREFIX:
         return None

@@ -1,4 +1,4 @@
-"""Resource limits of one DCE/RPC connection (MS-RPCE 2.2.2.6, 3.3.3.5.4, 3.3.3.5.5; C706 12.6.3), named with their precedent."""
+"""Resource limits of one DCE/RPC connection, each with its precedent (MS-RPCE 3.3.3.5.4, 3.3.3.5.5; C706 12.6.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

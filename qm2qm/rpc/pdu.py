@@ -80,7 +80,7 @@ def pack_header(ptype: int, flags: int, frag_length: int, call_id: int, auth_len
 
 
 def parse_sec_trailer(pdu: bytes | bytearray | memoryview, frag_length: int, auth_length: int) -> SecTrailer:
-    """The sec_trailer located at frag_length − auth_length − 8 (MS-RPCE 2.2.2.11); raises PduError if it cannot fit."""
+    """The sec_trailer at frag_length − auth_length − 8 (MS-RPCE 2.2.2.11); PduError if it cannot fit."""
     start = frag_length - auth_length - SEC_TRAILER_SIZE
     if start < HEADER_SIZE:
         raise PduError(f"auth_length {auth_length} does not fit in frag_length {frag_length}")
@@ -146,7 +146,7 @@ def build_fault(call_id: int, status: int, *, context_id: int = 0, cancel_count:
 
 
 def response_chunk_size(max_xmit_frag: int) -> int:
-    """Stub bytes per response fragment: max_xmit_frag − 24, rounded down to 16 (Samba dcesrv_reply; MS-RPCE 2.2.2.11)."""
+    """Stub bytes per response fragment: max_xmit_frag − 24 rounded down to 16 (Samba; MS-RPCE 2.2.2.11)."""
     chunk = max_xmit_frag - RESPONSE_HEADER_SIZE
     return chunk - chunk % 16
 
@@ -187,7 +187,7 @@ def build_header_only(ptype: int, call_id: int, flags: int = PFC_FIRST_FRAG | PF
 def build_bind(call_id: int, items: Sequence[ContextItem], *, alter_context: bool = False,
                max_xmit_frag: int = 5840, max_recv_frag: int = 5840, assoc_group_id: int = 0,
                flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG) -> bytes:
-    """rpc_bind / rpc_alter_context without authentication (C706 12.6.4.3); items may carry several transfer syntaxes."""
+    """rpc_bind / rpc_alter_context without authentication (C706 12.6.4.3); an item may offer several syntaxes."""
     body = bytearray(_BIND_FIXED.pack(max_xmit_frag, max_recv_frag, assoc_group_id, len(items)))
     for item in items:
         body += _ITEM_FIXED.pack(item.context_id, len(item.transfer_syntaxes))

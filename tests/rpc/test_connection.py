@@ -1,4 +1,4 @@
-"""Connection: bind/alter_context negotiation, calls, fragmentation, cancel/orphan (MS-RPCE 3.3.1.5, 3.3.3; C706 12.6)."""
+"""Connection: bind/alter_context negotiation, calls, fragmentation, cancel/orphan (MS-RPCE 3.3.1.5; C706 12.6)."""
 from __future__ import annotations
 
 import struct

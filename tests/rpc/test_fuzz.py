@@ -1,4 +1,4 @@
-"""Property tests: random and mutated byte streams never raise and always end in an answer, a close or a bounded wait."""
+"""Random and mutated byte streams never raise and always end in an answer, a close or a bounded wait."""
 from __future__ import annotations
 
 import os
