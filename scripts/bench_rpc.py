@@ -4,7 +4,10 @@ and impacket's stock DCERPCServer, on the probe interface's trivial opnum (qm2qm
 
 Load: closed loop, one outstanding call per client connection, precomputed request PDUs (C706 12.6.4.9) sent over
 raw sockets by separate processes. The echo server answers each request with the same bytes (an RPC response to
-the echo opnum has exactly the request's size: 24-byte header + the same stub).
+the echo opnum has exactly the request's size: 24-byte header + the same stub). The echo server and the RPC
+server live in one server process (same conditions; loaded one at a time, interleaved); the server's user and
+system CPU per call are sampled with os.times() over each load window. impacket's DCERPCServer (one connection at
+a time, NDR only) runs in its own process with 1 client.
 
     .venv/bin/python scripts/bench_rpc.py                       # 1, 4, 16 clients, 3 s each
     .venv/bin/python scripts/bench_rpc.py --clients 4 --duration 5 --profile   # + cProfile of the RPC server
@@ -80,7 +83,9 @@ def cpu_between(samples: list, start: float, end: float) -> tuple[float, float]:
     return (u1 - u0) * scale, (s1 - s0) * scale
 
 
-def run_server(kind: str, port_queue, stop_event, profile_path: str | None) -> None:
+def run_servers(kind: str, port_queue, stop_event, profile_path: str | None) -> None:
+    """kind "both": the echo server and the RPC server in one process (same conditions; loaded one at a time);
+    kind "impacket": impacket's DCERPCServer. Reports its ports, then its CPU samples when stopped."""
     samples: list = []
     if kind == "impacket":
         run_impacket_server(port_queue, stop_event, samples)
@@ -88,22 +93,18 @@ def run_server(kind: str, port_queue, stop_event, profile_path: str | None) -> N
         return
 
     async def main():
-        if kind == "echo":
-            loop = asyncio.get_running_loop()
-            server = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
-            port_queue.put(server.sockets[0].getsockname()[1])
-            await idle_until(stop_event, samples)
-            server.close()
-            return
         import logging
         from qm2qm.rpc.server import RpcServer
         from qm2qm.rpc.testing import Probe
         logging.getLogger("qm2qm.rpc").setLevel(logging.WARNING)
-        server = RpcServer([Probe().interface], idle_timeout_s=None, max_connections=4096)
-        await server.start()
-        port_queue.put(server.port)
+        loop = asyncio.get_running_loop()
+        echo = await loop.create_server(EchoProtocol, "127.0.0.1", 0)
+        rpc = RpcServer([Probe().interface], idle_timeout_s=None, max_connections=4096)
+        await rpc.start()
+        port_queue.put({"echo": echo.sockets[0].getsockname()[1], "rpc": rpc.port})
         await idle_until(stop_event, samples)
-        await server.close()
+        echo.close()
+        await rpc.close()
 
     if profile_path:
         import cProfile
@@ -111,6 +112,53 @@ def run_server(kind: str, port_queue, stop_event, profile_path: str | None) -> N
     else:
         asyncio.run(main())
     port_queue.put(samples)
+
+
+class Servers:
+    """A server process and the load windows run against it (CPU per window is computed once it stops)."""
+
+    def __init__(self, kind: str, profile_path: str | None = None) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.port_queue, self.stop_event = self.ctx.Queue(), self.ctx.Event()
+        self.process = self.ctx.Process(target=run_servers, args=(kind, self.port_queue, self.stop_event,
+                                                                  profile_path))
+        self.process.start()
+        ports = self.port_queue.get(timeout=60)
+        self.ports = ports if isinstance(ports, dict) else {"impacket": ports}
+        self.windows: list[tuple[str, int, float, float, int]] = []    # (kind, clients, start, end, calls)
+
+    def load(self, kind: str, clients: int, duration: float, stub: bytes, processes: int) -> float:
+        """Run one closed-loop load against ports[kind]; returns calls/s."""
+        ctx = self.ctx
+        n_procs = min(clients, processes)
+        share = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
+        ready, results = ctx.Queue(), ctx.Queue()
+        start_at = time.time() + 1.0 + 0.1 * n_procs
+        request = request_pdu(stub)
+        procs = [ctx.Process(target=run_clients, args=(self.ports[kind], k, kind != "echo", request, start_at,
+                                                       duration, ready, results)) for k in share]
+        for p in procs:
+            p.start()
+        for _ in procs:
+            ready.get(timeout=60)
+        total = sum(results.get(timeout=duration + 60) for _ in procs)
+        for p in procs:
+            p.join()
+        self.windows.append((kind, clients, start_at, start_at + duration, total))
+        return total / duration
+
+    def stop(self) -> list[tuple[str, int, float, float]]:
+        """Stop the server; (kind, clients, user µs/call, system µs/call) per load window."""
+        self.stop_event.set()
+        samples = self.port_queue.get(timeout=60)
+        self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.process.terminate()
+        out = []
+        for kind, clients, start, end, total in self.windows:
+            user, system = cpu_between(samples, start, end)
+            out.append((kind, clients, user / max(total, 1) * 1e6, system / max(total, 1) * 1e6))
+        return out
 
 
 def run_impacket_server(port_queue, stop_event, samples: list) -> None:
@@ -185,38 +233,6 @@ def read_pdu(sock: socket.socket) -> bytes:
     return data
 
 
-def measure(kind: str, clients: int, duration: float, stub: bytes, processes: int,
-            profile_path: str | None = None) -> tuple[float, float, float]:
-    """(calls/s, server user-CPU µs per call, server system-CPU µs per call) under a closed-loop load."""
-    ctx = mp.get_context("spawn")
-    port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=run_server, args=(kind, port_queue, stop_event, profile_path))
-    server.start()
-    port = port_queue.get(timeout=30)
-    n_procs = min(clients, processes)
-    share = [clients // n_procs + (1 if i < clients % n_procs else 0) for i in range(n_procs)]
-    ready, results = ctx.Queue(), ctx.Queue()
-    start_at = time.time() + 1.0 + 0.1 * n_procs
-    request = request_pdu(stub)
-    procs = [ctx.Process(target=run_clients, args=(port, k, kind != "echo", request, start_at, duration,
-                                                   ready, results)) for k in share]
-    for p in procs:
-        p.start()
-    for _ in procs:
-        ready.get(timeout=60)
-    total = sum(results.get(timeout=duration + 60) for _ in procs)
-    for p in procs:
-        p.join()
-    stop_event.set()
-    samples = port_queue.get(timeout=60)
-    server.join(timeout=30)
-    if server.is_alive():
-        server.terminate()
-    user, system = cpu_between(samples, start_at, start_at + duration)
-    calls = max(total, 1)
-    return total / duration, user / calls * 1e6, system / calls * 1e6
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
@@ -230,24 +246,36 @@ def main() -> None:
     stub = bytes(range(256)) * (args.stub_size // 256) + bytes(range(args.stub_size % 256))
     print(f"cpus={os.cpu_count()} duration={args.duration}s x {args.rounds} rounds (median) stub={len(stub)}B "
           f"request={len(request_pdu(stub))}B load processes<={args.processes} loadavg={os.getloadavg()[0]:.2f}")
+    servers = Servers("both")
+    rates: dict[tuple[str, int], list[float]] = {}
+    for clients in args.clients:
+        # Interleave the two servers, take medians: the machine is shared, so load drifts between runs.
+        for _ in range(args.rounds):
+            for kind in ("echo", "rpc"):
+                rates.setdefault((kind, clients), []).append(
+                    servers.load(kind, clients, args.duration, stub, args.processes))
+    cpu: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for kind, clients, user, system in servers.stop():
+        cpu.setdefault((kind, clients), []).append((user, system))
+    impacket = None
+    if 1 in args.clients and not args.no_impacket:
+        stock = Servers("impacket")
+        impacket = stock.load("impacket", 1, args.duration, stub, 1)
+        stock.stop()
     print(f"{'clients':>7} {'echo calls/s':>12} {'rpc calls/s':>11} {'ratio':>5} | server CPU µs/call: "
           f"{'echo user':>9} {'rpc user':>8} {'echo sys':>8} {'rpc sys':>7} | {'impacket calls/s':>16}")
     for clients in args.clients:
-        # Interleave the two servers and take medians: the machine is shared, so load drifts between runs.
-        echo_runs, rpc_runs = [], []
-        for _ in range(args.rounds):
-            echo_runs.append(measure("echo", clients, args.duration, stub, args.processes))
-            rpc_runs.append(measure("rpc", clients, args.duration, stub, args.processes))
-        echo, echo_user, echo_sys = (statistics.median(r[i] for r in echo_runs) for i in range(3))
-        rpc, rpc_user, rpc_sys = (statistics.median(r[i] for r in rpc_runs) for i in range(3))
-        imp = ""
-        if clients == 1 and not args.no_impacket:
-            imp = f"{measure('impacket', 1, args.duration, stub, 1)[0]:.0f}"
+        echo, rpc = (statistics.median(rates[(k, clients)]) for k in ("echo", "rpc"))
+        echo_user, echo_sys = (statistics.median(c[i] for c in cpu[("echo", clients)]) for i in (0, 1))
+        rpc_user, rpc_sys = (statistics.median(c[i] for c in cpu[("rpc", clients)]) for i in (0, 1))
+        imp = f"{impacket:.0f}" if clients == 1 and impacket is not None else ""
         print(f"{clients:7d} {echo:12.0f} {rpc:11.0f} {rpc / echo:5.2f} |                    "
               f"{echo_user:9.1f} {rpc_user:8.1f} {echo_sys:8.1f} {rpc_sys:7.1f} | {imp:>16}", flush=True)
     if args.profile:
         path = "/tmp/bench_rpc.prof"
-        measure("rpc", max(args.clients), args.duration, stub, args.processes, profile_path=path)
+        profiled = Servers("both", profile_path=path)
+        profiled.load("rpc", max(args.clients), args.duration, stub, args.processes)
+        profiled.stop()
         import pstats
         print(f"\nprofile of the RPC server ({max(args.clients)} clients), top 25 by own time:")
         pstats.Stats(path).sort_stats("tottime").print_stats(25)
