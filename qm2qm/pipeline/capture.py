@@ -1,0 +1,200 @@
+"""Capture ingest: pcap/pcapng → TCP streams → DCE/RPC PDUs → calls, decoded into the call table
+(ncacn_ip_tcp, MS-RPCE 2.1.1.1; qm2qm stubs MS-MQQP 3.1.4). Problems are reported, never raised."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qm2qm.pipeline import schema
+from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
+from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, read_frames, tcp_segment
+from qm2qm.pipeline.rpcstream import Conversation, Framer, Pdu
+from qm2qm.pipeline.tcp import FIN, RST, SYN, Direction
+
+ACK = 0x10
+
+
+@dataclass
+class IngestResult:
+    """What one file gave: call rows, session rows, problem rows and counters."""
+    path: str
+    calls: list[dict] = field(default_factory=list)
+    sessions: list[dict] = field(default_factory=list)
+    problems: list[dict] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counters[key] = self.counters.get(key, 0) + n
+
+    def report(self, kind: str, offset: int | None, message: str) -> None:
+        self.problems.append({"source_file": self.path, "offset": offset, "kind": kind, "message": message})
+        self.count(kind)
+
+
+class _Connection:
+    """Both directions of one TCP connection and the DCE/RPC conversation on it."""
+
+    def __init__(self, session_id: str, result: IngestResult) -> None:
+        self.session_id = session_id
+        self.result = result
+        self.conversation = Conversation(session_id, result.report)
+        self.dirs: dict[tuple[str, int], tuple[Direction, Framer]] = {}
+        self.bytes: dict[tuple[str, int], int] = {}
+        self.saw_data = False
+        self.closed = False
+        self._out: list[Pdu] = []
+
+    def direction(self, src: tuple[str, int], dst: tuple[str, int]) -> tuple[Direction, Framer]:
+        entry = self.dirs.get(src)
+        if entry is None:
+            framer = Framer()
+            sender, receiver = f"{src[0]}:{src[1]}", f"{dst[0]}:{dst[1]}"
+
+            def deliver(data: bytes, time_us: int) -> None:
+                self.bytes[src] = self.bytes.get(src, 0) + len(data)
+                out = self._out
+                framer.feed(data, time_us, out)
+                for pdu in out:
+                    self.conversation.pdu(pdu, sender, receiver)
+                out.clear()
+
+            entry = self.dirs[src] = (Direction(deliver), framer)
+        return entry
+
+    def finish(self) -> tuple[list[dict], dict]:
+        conv = self.conversation
+        damaged = False
+        notes = []
+        rpc = any(f.pdus for _, f in self.dirs.values())
+        for src, (direction, framer) in self.dirs.items():
+            who = f"{src[0]}:{src[1]}"
+            gap = direction.finish()
+            if framer.non_rpc and not rpc:
+                continue
+            if framer.error is not None:
+                damaged = True
+                notes.append(f"{who}: {framer.error} at stream offset {framer.error_offset}")
+                self.result.report("damaged_stream", None, f"{self.session_id}: bytes from {who}: {framer.error} "
+                                                           f"at stream offset {framer.error_offset}")
+            if gap is not None:
+                damaged = True
+                notes.append(f"{who}: bytes missing after stream offset {gap}")
+                self.result.report("tcp_gap", None, f"{self.session_id}: bytes from {who} missing after stream "
+                                                    f"offset {gap}; later PDUs of that direction are lost")
+            if framer.leftover() and framer.error is None:
+                notes.append(f"{who}: {framer.leftover()} bytes of an incomplete PDU at the end")
+        if not rpc:
+            if any(f.non_rpc for _, f in self.dirs.values()):
+                self.result.report("non_rpc", None, f"{self.session_id}: TCP stream is not DCE/RPC; skipped")
+            return [], {}
+        calls = conv.finish()
+        client_src = conv.client
+        to_server = sum(n for s, n in self.bytes.items() if f"{s[0]}:{s[1]}" == client_src)
+        extra = {"bytes_to_server": to_server, "bytes_to_client": sum(self.bytes.values()) - to_server,
+                 "damaged": damaged, "note": "; ".join(notes) or None}
+        return calls, extra
+
+
+def ingest_capture(path: str | Path, result: IngestResult | None = None) -> IngestResult:
+    """Read one capture file into call, session and problem rows; a bad file yields problems, not exceptions."""
+    path = Path(path)
+    result = result or IngestResult(str(path))
+    conns: dict[tuple, _Connection] = {}
+    order: list[_Connection] = []
+    warned_links: set[int] = set()
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        result.report("unreadable", None, f"{path}: cannot open: {exc.strerror or exc}")
+        return result
+    with fh:
+        try:
+            for frame in read_frames(fh):
+                result.count("frames")
+                result.count("capture_bytes", len(frame.data))
+                if frame.linktype not in SUPPORTED_LINKTYPES:
+                    if frame.linktype not in warned_links:
+                        warned_links.add(frame.linktype)
+                        result.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type "
+                                                                 f"{frame.linktype} is not supported (Ethernet, "
+                                                                 f"SLL, SLL2, loopback, raw IP are); frames skipped")
+                    continue
+                seg = tcp_segment(frame)
+                if seg is None:
+                    result.count("non_tcp_frames")
+                    continue
+                _segment(seg, frame.time_us, conns, order, result)
+        except CaptureError as exc:
+            result.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
+    _finish(path, order, result)
+    return result
+
+
+def _segment(seg: Any, time_us: int, conns: dict, order: list, result: IngestResult) -> None:
+    a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
+    key = (a, b) if a <= b else (b, a)
+    conn = conns.get(key)
+    if seg.flags & SYN and not seg.flags & ACK and conn is not None and (conn.saw_data or conn.closed):
+        conn = None                                    # the 4-tuple is reused by a new connection
+    if conn is None:
+        n = sum(1 for c in order if c.session_id.startswith(f"{a[0]}:{a[1]}-{b[0]}:{b[1]}"))
+        sid = f"{a[0]}:{a[1]}-{b[0]}:{b[1]}" + (f"#{n}" if n else "")
+        conn = conns[key] = _Connection(sid, result)
+        order.append(conn)
+    direction, _ = conn.direction(a, b)
+    if seg.payload:
+        conn.saw_data = True
+    if seg.flags & (FIN | RST):
+        conn.closed = True
+    direction.segment(seg.seq, seg.flags, seg.payload, time_us)
+
+
+def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
+    rows: list[dict] = []
+    extras: dict[str, dict] = {}
+    for conn in order:
+        calls, extra = conn.finish()
+        if not calls and not extra:
+            continue
+        for index, row in enumerate(calls):
+            row["source_file"] = str(path)
+            row["connection_id"] = order.index(conn)
+            decode_call(row)
+            if row["interface_uuid"] != QM2QM_UUID_STR:
+                result.count("unknown_interface_calls")
+            if row["decode_error"]:
+                result.count("decode_errors")
+        rows.extend(calls)
+        extras[conn.session_id] = extra
+        result.count("rpc_sessions")
+    schema.number_sessions(rows)
+    propagate_queue_names(rows)
+    result.calls = rows
+    result.sessions = schema.sessions_from_calls(rows, extras)
+    result.count("calls", len(rows))
+    if result.counters.get("unknown_interface_calls"):
+        result.report("unknown_interface", None, f"{path}: {result.counters['unknown_interface_calls']} call(s) on "
+                                                 f"interfaces other than qm2qm (not decoded)")
+
+
+def propagate_queue_names(rows: list[dict], names: dict[int, str] | None = None) -> None:
+    """Fill queue_name from a handle→pathname map and along each session's handles (opnum 2 phContext)."""
+    by_session: dict[str, list[dict]] = {}
+    for row in rows:
+        by_session.setdefault(row["session_id"], []).append(row)
+    for calls in by_session.values():
+        known: dict[Any, str] = {}
+        for row in sorted(calls, key=lambda r: r["call_index"] or 0):
+            name = row["queue_name"]
+            if name is None and names and row["queue_handle"] in names:
+                name = names[row["queue_handle"]]
+            for key in (row["queue_handle"], row["context_handle_in"]):
+                if name is None and key is not None:
+                    name = known.get(key)
+            if name is not None:
+                row["queue_name"] = name
+                if row["queue_handle"] is not None:
+                    known.setdefault(row["queue_handle"], name)
+                if row["context_handle_out"] and any(row["context_handle_out"]):
+                    known[row["context_handle_out"]] = name

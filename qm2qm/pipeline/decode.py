@@ -1,0 +1,112 @@
+"""Decode a call row's qm2qm stubs into the call-table columns (MS-MQQP 3.1.4; lpBuffer as MS-MQMQ 2.2.20)."""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import uuid
+from typing import Any
+
+from qm2qm.mqqp import codec
+from qm2qm.mqqp.constants import OPNUM_NAMES, QM2QM_UUID
+from qm2qm.rpc.interface import RpcFault
+
+QM2QM_UUID_STR = str(QM2QM_UUID)
+# Methods whose return value is a DWORD, not an HRESULT (MS-MQQP 3.1.4.8); opnum 8 returns void.
+DWORD_RETURN = {7}
+VOID_RETURN = {8}
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, bytes, UUIDs and enums as plain JSON values (bytes as lowercase hex)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def _read_desc(obj: Any) -> Any:
+    """The REMOTEREADDESC inside a request/response of opnum 0, 9 or 10, or None."""
+    desc = getattr(obj, "lpRemoteReadDesc", None)
+    if desc is None:
+        desc2 = getattr(obj, "lpRemoteReadDesc2", None)
+        desc = None if desc2 is None else desc2.pRemoteReadDesc
+    return desc
+
+
+def message_json(buffer: bytes) -> str:
+    """The Message attributes (MS-MQDMPR 3.1.1.12) of a UserMessage packet as JSON; a parse error as {"error"}."""
+    from shared_adm.packet import PacketError, deserialize_message_from_buffer
+    try:
+        message = deserialize_message_from_buffer(buffer)
+    except (PacketError, ValueError, IndexError) as exc:
+        return _dumps({"error": str(exc)})
+    return _dumps(message)
+
+
+def decode_call(row: dict) -> None:
+    """Fill the decoded columns of one call row in place; never raises on bad stubs (decode_error says why)."""
+    if row.get("interface_uuid") != QM2QM_UUID_STR or row.get("opnum") is None:
+        return
+    opnum = row["opnum"]
+    row["op_name"] = OPNUM_NAMES.get(opnum)
+    ndr64 = row.get("transfer_syntax") == "NDR64"
+    errors = []
+    request = response = None
+    if row.get("request_stub") is not None:
+        try:
+            request = codec.decode_request(opnum, row["request_stub"], ndr64)
+            row["request_fields"] = _dumps(request)
+        except RpcFault as exc:
+            errors.append(f"request: {exc}")
+    if row.get("response_stub") is not None and row.get("status_kind") == "ok":
+        try:
+            response = codec.decode_response(opnum, row["response_stub"], ndr64)
+            row["response_fields"] = _dumps(response)
+        except RpcFault as exc:
+            errors.append(f"response: {exc}")
+    if errors:
+        row["decode_error"] = "; ".join(errors)
+    _derive(row, opnum, request, response)
+
+
+def _derive(row: dict, opnum: int, request: Any, response: Any) -> None:
+    if response is not None:
+        if opnum in DWORD_RETURN:
+            row["return_value"] = response.ReturnValue
+        elif opnum not in VOID_RETURN:
+            row["hresult"] = response.ErrorCode
+        out = getattr(response, "pphContext", None) or getattr(response, "phContext", None)
+        if out is not None:
+            row["context_handle_out"] = bytes(out)
+        desc = _read_desc(response)
+        if desc is not None and desc.lpBuffer:
+            row["message_fields"] = message_json(desc.lpBuffer)
+    if request is None:
+        return
+    ctx_in = getattr(request, "pphContext", None)
+    if ctx_in is not None:
+        row["context_handle_in"] = bytes(ctx_in)
+    desc = _read_desc(request)
+    if desc is not None:
+        row["queue_handle"], row["cursor"], row["request_id"] = desc.hRemoteQueue, desc.hCursor, desc.dwRequestID
+    else:
+        handle = getattr(request, "hQueue", None)
+        if handle is not None:
+            row["queue_handle"] = handle
+        row["cursor"] = getattr(request, "hCursor", None)
+        row["request_id"] = getattr(request, "dwRequestID", None)
+    row["lookup_id"] = getattr(request, "LookupId", None)

@@ -1,0 +1,137 @@
+"""A loopback TCP proxy that records what it forwards as a pcap/pcapng capture (Ethernet/IPv4/TCP frames built
+with dpkt, RFC 9293 sequence numbers), for tests and for users without tcpdump."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import BinaryIO
+
+import dpkt
+
+MSS = 1460
+_MAC_CLIENT = b"\x02\x00\x00\x00\x00\x01"
+_MAC_SERVER = b"\x02\x00\x00\x00\x00\x02"
+
+
+class PcapSink:
+    """Writes TCP segments of many connections as Ethernet frames into one pcap or pcapng file (thread-safe)."""
+
+    def __init__(self, path: str | Path, *, pcapng: bool = False, mss: int = MSS, duplicate: bool = False) -> None:
+        self.fh: BinaryIO = open(path, "wb")
+        self.writer = (dpkt.pcapng.Writer(self.fh, linktype=dpkt.pcap.DLT_EN10MB) if pcapng
+                       else dpkt.pcap.Writer(self.fh, linktype=dpkt.pcap.DLT_EN10MB))
+        self.mss = mss
+        self.duplicate = duplicate      # write every data segment twice (a retransmission) to test reassembly
+        self.lock = threading.Lock()
+        self.frames = 0
+
+    def segment(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
+                payload: bytes = b"") -> None:
+        tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq & 0xFFFFFFFF, ack=ack & 0xFFFFFFFF, flags=flags,
+                           win=65535, data=payload)
+        ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=dpkt.ip.IP_PROTO_TCP,
+                        ttl=64, data=tcp)
+        ip.len = 20 + len(bytes(tcp))
+        eth = dpkt.ethernet.Ethernet(src=_MAC_CLIENT, dst=_MAC_SERVER, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+        frame = bytes(eth)
+        with self.lock:
+            self.writer.writepkt(frame, ts=time.time())
+            self.frames += 1
+
+    def data(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, payload: bytes) -> int:
+        """Write payload as MSS-sized PSH/ACK segments; returns the next sequence number."""
+        for pos in range(0, len(payload), self.mss):
+            part = payload[pos:pos + self.mss]
+            flags = dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH
+            self.segment(src, dst, seq + pos, ack, flags, part)
+            if self.duplicate:
+                self.segment(src, dst, seq + pos, ack, flags, part)
+        return seq + len(payload)
+
+    def close(self) -> None:
+        with self.lock:
+            self.fh.close()
+
+
+class RecordingProxy:
+    """Listens on 127.0.0.1, forwards each connection to ``target`` and records both directions in ``sink``."""
+
+    def __init__(self, target: tuple[str, int], sink: PcapSink) -> None:
+        self.target = target
+        self.sink = sink
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.threads: list[threading.Thread] = []
+        self._closing = False
+        self._accept = threading.Thread(target=self._serve, name="recording-proxy", daemon=True)
+        self._accept.start()
+
+    def _serve(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            thread = threading.Thread(target=self._relay, args=(client,), daemon=True)
+            thread.start()
+            self.threads.append(thread)
+
+    def _relay(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target)
+        except OSError:
+            client.close()
+            return
+        for s in (client, upstream):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        c_addr = client.getpeername()[:2]
+        s_addr = (self.target[0], self.target[1])
+        sink = self.sink
+        seqs = {c_addr: 1000, s_addr: 500000}
+        syn, ack = dpkt.tcp.TH_SYN, dpkt.tcp.TH_ACK
+        sink.segment(c_addr, s_addr, seqs[c_addr] - 1, 0, syn)
+        sink.segment(s_addr, c_addr, seqs[s_addr] - 1, seqs[c_addr], syn | ack)
+        sink.segment(c_addr, s_addr, seqs[c_addr], seqs[s_addr], ack)
+        lock = threading.Lock()
+        done = threading.Event()
+
+        def pump(src: socket.socket, dst: socket.socket, a: tuple, b: tuple) -> None:
+            while True:
+                try:
+                    data = src.recv(65536)
+                except OSError:
+                    data = b""
+                if not data:
+                    with lock:
+                        sink.segment(a, b, seqs[a], seqs[b], dpkt.tcp.TH_FIN | ack)
+                        seqs[a] += 1
+                    try:
+                        dst.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass
+                    if done.is_set():
+                        return
+                    done.set()
+                    return
+                with lock:
+                    seqs[a] = sink.data(a, b, seqs[a], seqs[b], data)
+                    try:
+                        dst.sendall(data)
+                    except OSError:
+                        return
+
+        back = threading.Thread(target=pump, args=(upstream, client, s_addr, c_addr), daemon=True)
+        back.start()
+        pump(client, upstream, c_addr, s_addr)
+        back.join()
+        client.close()
+        upstream.close()
+
+    def close(self) -> None:
+        """Stop accepting and wait for the relayed connections to end (their clients must have closed)."""
+        self._closing = True
+        self.listener.close()
+        for thread in self.threads:
+            thread.join(timeout=30)

@@ -1,0 +1,358 @@
+"""RPC call tracing: wrap an Interface's handlers, record each call, write call-table rows (docs/pipeline.md).
+
+The hot path only appends a tuple (times, ids, stub bytes) to a list; decoding (MS-MQQP 3.1.4 stubs with
+qm2qm.mqqp.codec) and writing run in a background thread on batches, so tracing stays cheap."""
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import inspect
+import json
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from qm2qm.pipeline import schema
+from qm2qm.pipeline.decode import decode_call
+from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
+from qm2qm.rpc.interface import Interface, Operation, RpcFault
+
+BATCH = 2048
+_BINARY = {f.name for f in schema.CALL_FIELDS if f.type == pa.binary()}
+_OPEN_QUEUE = 2
+
+
+class TraceError(Exception):
+    """A trace file that cannot be read; the message names the file and the offset."""
+
+
+def trace_format(path: str | Path) -> str:
+    """'parquet' for *.parquet / *.pq, else 'jsonl'."""
+    return "parquet" if str(path).lower().endswith((".parquet", ".pq")) else "jsonl"
+
+
+class CallWriter:
+    """Writes call rows to one Parquet or JSON-lines file (the call-table schema, docs/pipeline.md)."""
+
+    def __init__(self, path: str | Path, source: str = "trace") -> None:
+        self.path = Path(path)
+        self.format = trace_format(path)
+        self.source = source
+        self.rows_written = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.format == "parquet":
+            self._pq = pq.ParquetWriter(str(self.path), schema.CALL_SCHEMA)
+            self._fh = None
+        else:
+            self._pq = None
+            self._fh = open(self.path, "w", encoding="utf-8")
+            self._fh.write(json.dumps({"format": schema.FORMAT_NAME, "version": schema.FORMAT_VERSION,
+                                       "source": source}) + "\n")
+
+    def write(self, rows: list[dict]) -> None:
+        if not rows:
+            return
+        if self._pq is not None:
+            self._pq.write_table(schema.table(rows, schema.CALL_SCHEMA))
+        else:
+            lines = []
+            for row in rows:
+                out = {k: (base64.b64encode(v).decode("ascii") if k in _BINARY and v is not None else v)
+                       for k, v in row.items()}
+                lines.append(json.dumps(out, separators=(",", ":")))
+            self._fh.write("\n".join(lines) + "\n")
+        self.rows_written += len(rows)
+
+    def close(self) -> None:
+        if self._pq is not None:
+            self._pq.close()
+            self._pq = None
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+class Tracer:
+    """Collects raw call records on the event loop and writes decoded rows from a background thread.
+
+    ``queue_of(handle) -> pathname | None`` (optional) names the queue of an hQueue at RemoteQMOpenQueue time."""
+
+    def __init__(self, path: str | Path, *, source: str = "trace", batch: int = BATCH,
+                 queue_of: Callable[[int], str | None] | None = None) -> None:
+        self.writer = CallWriter(path, source)
+        self.source = source
+        self.batch = batch
+        self.queue_of = queue_of
+        self._pending: list[tuple] = []
+        self._sessions: dict[int, list[int]] = {}       # connection_id -> [session_seq, next call_index]
+        self._queue: queue.Queue = queue.Queue(maxsize=64)
+        self._names: dict[tuple[int, Any], str] = {}     # (connection, hQueue or context handle) -> queue name
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="qm2qm-trace", daemon=True)
+        self._thread.start()
+        self.closed = False
+
+    # -- hot path (event loop) --
+
+    def begin(self, ctx: Any) -> tuple[int, int]:
+        """(session_seq, call_index) of a new call of ctx's connection, in arrival order."""
+        entry = self._sessions.get(ctx.connection_id)
+        if entry is None:
+            entry = self._sessions[ctx.connection_id] = [len(self._sessions), 0]
+        index = entry[1]
+        entry[1] = index + 1
+        return entry[0], index
+
+    def add(self, record: tuple) -> None:
+        """Queue one raw record; hands a full batch to the writer thread."""
+        pending = self._pending
+        pending.append(record)
+        if len(pending) >= self.batch:
+            self._pending = []
+            self._queue.put(pending)
+
+    # -- writer thread --
+
+    def _drain(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            try:
+                self.writer.write([self._row(r) for r in batch])
+            except BaseException as exc:   # noqa: BLE001 - kept and re-raised by close()
+                self._error = exc
+
+    def _row(self, rec: tuple) -> dict:
+        (wall_ns, latency_ns, ctx_ids, seq_index, iface, opnum, stub, kind, answer, queue_name) = rec
+        connection_id, group_id, call_id, ndr64 = ctx_ids
+        row = schema.empty_call()
+        row.update(source=self.source, source_file=None, session_id=f"conn-{connection_id}",
+                   session_seq=seq_index[0], call_index=seq_index[1], connection_id=connection_id,
+                   association_group_id=group_id, call_id=call_id, request_time_us=wall_ns // 1000,
+                   latency_us=None if latency_ns is None else latency_ns // 1000,
+                   interface_uuid=iface[0], interface_version=iface[1], interface_name=iface[2],
+                   transfer_syntax="NDR64" if ndr64 else "NDR", opnum=opnum, request_stub=stub,
+                   request_bytes=len(stub), status_kind=kind)
+        if latency_ns is not None:
+            row["response_time_us"] = (wall_ns + latency_ns) // 1000
+        if kind == schema.OK:
+            row["response_stub"] = answer
+            row["response_bytes"] = len(answer)
+        elif kind == schema.FAULT:
+            row["fault_status"] = answer
+        decode_call(row)
+        self._name_queue(row, connection_id, queue_name)
+        return row
+
+    def _name_queue(self, row: dict, connection_id: int, queue_name: str | None) -> None:
+        """Carry the queue name from RemoteQMOpenQueue to the calls that use its handle or session."""
+        names = self._names
+        if queue_name is not None:
+            names[(connection_id, row["queue_handle"])] = queue_name
+            if row["context_handle_out"]:
+                names[(connection_id, row["context_handle_out"])] = queue_name
+        name = queue_name
+        for key in (row["queue_handle"], row["context_handle_in"]):
+            if name is None and key is not None:
+                name = names.get((connection_id, key))
+        row["queue_name"] = name
+        if name is not None and row["context_handle_out"] and row["opnum"] in (0, 9, 10):
+            names[(connection_id, row["context_handle_out"])] = name
+
+    def flush(self) -> None:
+        """Hand the partial batch to the writer thread."""
+        if self._pending:
+            batch, self._pending = self._pending, []
+            self._queue.put(batch)
+
+    def close(self) -> None:
+        """Write everything recorded so far and close the file (idempotent); re-raises a writer failure."""
+        if self.closed:
+            return
+        self.closed = True
+        self.flush()
+        self._queue.put(None)
+        self._thread.join()
+        self.writer.close()
+        if self._error is not None:
+            raise self._error
+
+
+def _traced(op: Operation, tracer: Tracer, iface: tuple[str, str, str]) -> Operation:
+    handler = op.handler
+    opnum = op.opnum
+    add = tracer.add
+    begin = tracer.begin
+    perf = time.perf_counter_ns
+    wall = time.time_ns
+    name_queue = tracer.queue_of if opnum == _OPEN_QUEUE else None
+
+    def queue_name(ctx: Any, stub: bytes) -> str | None:
+        if name_queue is None:
+            return None
+        from qm2qm.mqqp.codec import decode_request
+        try:
+            return name_queue(decode_request(opnum, stub, ctx.ndr64).hQueue)
+        except Exception:   # noqa: BLE001 - a bad stub is answered by the handler; the name is optional
+            return None
+
+    async def finish(awaitable: Any, ctx: Any, stub: bytes, w0: int, t0: int, pos: tuple, qname: Any) -> Any:
+        ids = (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64)
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.CANCELLED, None, qname))
+            raise
+        except RpcFault as fault:
+            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.FAULT, fault.status & 0xFFFFFFFF, qname))
+            raise
+        except Exception:
+            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.FAULT, NCA_S_FAULT_UNSPEC, qname))
+            raise
+        add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.OK, bytes(result), qname))
+        return result
+
+    def traced(ctx: Any, stub: bytes) -> Any:
+        w0 = wall()
+        t0 = perf()
+        pos = begin(ctx)
+        qname = queue_name(ctx, stub) if name_queue is not None else None
+        try:
+            result = handler(ctx, stub)
+        except RpcFault as fault:
+            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
+                 iface, opnum, stub, schema.FAULT, fault.status & 0xFFFFFFFF, qname))
+            raise
+        except Exception:
+            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
+                 iface, opnum, stub, schema.FAULT, NCA_S_FAULT_UNSPEC, qname))
+            raise
+        if type(result) is bytes:
+            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
+                 iface, opnum, stub, schema.OK, result, qname))
+            return result
+        if inspect.isawaitable(result):
+            return finish(result, ctx, stub, w0, t0, pos, qname)
+        return result                    # not bytes: the runtime answers with a fault and logs it
+
+    return Operation(op.opnum, op.name, traced)
+
+
+def wrap_interface(interface: Interface, tracer: Tracer) -> Interface:
+    """A copy of ``interface`` whose every Operation handler records its calls in ``tracer``."""
+    iface = (str(interface.uuid), f"{interface.version[0]}.{interface.version[1]}", interface.name)
+    operations = {opnum: _traced(op, tracer, iface) for opnum, op in interface.operations.items()}
+    return dataclasses.replace(interface, operations=operations)
+
+
+# ------------------------------------------------------------------------------------------------ reading
+
+def _check_version(path: Path, version: Any, fmt: Any, where: str) -> None:
+    if fmt != schema.FORMAT_NAME:
+        raise TraceError(f"{path}: {where}: not a qm2qm call table (format {fmt!r})")
+    if not isinstance(version, int) or version > schema.FORMAT_VERSION:
+        raise TraceError(f"{path}: {where}: trace format version {version!r} is newer than this qm2qm reads "
+                         f"(up to {schema.FORMAT_VERSION}); upgrade qm2qm")
+
+
+def read_calls(path: str | Path) -> pa.Table:
+    """A trace file (Parquet or JSON lines) as a call table; raises TraceError naming the file and offset."""
+    path = Path(path)
+    if trace_format(path) == "parquet":
+        return _read_parquet(path)
+    return _to_table(path, read_jsonl_rows(path))
+
+
+def _read_parquet(path: Path) -> pa.Table:
+    try:
+        tbl = pq.read_table(str(path))
+    except (OSError, pa.ArrowException) as exc:
+        raise TraceError(f"{path}: offset 0: not a readable Parquet file: {exc}") from None
+    meta = tbl.schema.metadata or {}
+    try:
+        version = int(meta.get(b"version", b"-1"))
+    except ValueError:
+        version = None
+    _check_version(path, version, (meta.get(b"format") or b"").decode("utf-8", "replace"), "offset 0")
+    missing = [c for c in schema.CALL_COLUMNS if c not in tbl.column_names]
+    if missing:
+        raise TraceError(f"{path}: offset 0: call table lacks columns {', '.join(missing)}")
+    try:
+        return tbl.select(schema.CALL_COLUMNS).cast(schema.CALL_SCHEMA)
+    except (pa.ArrowException, ValueError) as exc:
+        raise TraceError(f"{path}: offset 0: column types differ from the call table: {exc}") from None
+
+
+def read_jsonl_rows(path: Path) -> list[dict]:
+    rows = []
+    offset = 0
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot open: {exc.strerror or exc}") from None
+    with fh:
+        for number, line in enumerate(fh):
+            where = f"line {number + 1} (offset {offset})"
+            offset += len(line)
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise TraceError(f"{path}: {where}: not JSON: {exc}") from None
+            if not isinstance(obj, dict):
+                raise TraceError(f"{path}: {where}: a record must be a JSON object")
+            if number == 0:
+                _check_version(path, obj.get("version"), obj.get("format"), where)
+                continue
+            rows.append(_json_row(path, where, obj))
+    if offset == 0:
+        raise TraceError(f"{path}: offset 0: empty file, no qm2qm trace header")
+    return rows
+
+
+def _json_row(path: Path, where: str, obj: dict) -> dict:
+    row = schema.empty_call()
+    for key, value in obj.items():
+        if key not in row:
+            continue
+        if key in _BINARY and value is not None:
+            try:
+                value = base64.b64decode(value, validate=True)
+            except (ValueError, TypeError) as exc:
+                raise TraceError(f"{path}: {where}: {key} is not base64: {exc}") from None
+        row[key] = value
+    if not isinstance(row.get("session_id"), str) or not isinstance(row.get("source"), str):
+        raise TraceError(f"{path}: {where}: record lacks source/session_id")
+    return row
+
+
+def _to_table(path: Path, rows: list[dict]) -> pa.Table:
+    try:
+        return schema.table(rows, schema.CALL_SCHEMA)
+    except (pa.ArrowException, TypeError, ValueError) as exc:
+        raise TraceError(f"{path}: a record has a value of the wrong type: {exc}") from None
+
+
+def queue_namer(qm: Any) -> Callable[[int], str | None]:
+    """hQueue → the queue's path name (MS-MQMQ 2.1.1) through the QueueManager's OpenQueueDescriptor table."""
+    def name(handle: int) -> str | None:
+        desc = qm.descriptor_by_handle(handle)
+        queue = getattr(desc, "queue_reference", None)
+        if queue is None:
+            return None
+        return f"{qm.computer_name}\\{queue.pathname}"
+    return name
+
+
+def trace_interface(interface: Interface, path: str | Path, qm: Any = None) -> tuple[Interface, Tracer]:
+    """What `qm2qm serve --trace PATH` does: (the traced interface to register, the Tracer to close at shutdown)."""
+    tracer = Tracer(path, queue_of=queue_namer(qm) if qm is not None else None)
+    return wrap_interface(interface, tracer), tracer
