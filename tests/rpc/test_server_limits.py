@@ -11,6 +11,8 @@ from tests.rpc.conftest import (BIND_ACK, BIND_NAK, FAULT, RawClient, bind_pdu, 
                                 server_side)
 
 NCA_S_FAULT_CANCEL = 0x1C00000D
+# Long enough that a loaded machine still binds in time, short enough to keep the tests fast.
+IDLE_S = 0.3
 
 
 async def test_connections_beyond_max_are_closed_at_once_and_logged(make_server, caplog):
@@ -34,7 +36,7 @@ async def test_connections_beyond_max_are_closed_at_once_and_logged(make_server,
 
 async def test_idle_connections_are_closed_silent_or_half_sent(make_server, probe, caplog):
     caplog.set_level(logging.INFO, logger="qm2qm.rpc")
-    server = await make_server(idle_timeout_s=0.05)
+    server = await make_server(idle_timeout_s=IDLE_S)
     silent = await RawClient.connect(server.port)
     half_header = await RawClient.connect(server.port)
     half_header.send(bind_pdu()[:10])
@@ -58,7 +60,7 @@ async def server_side_finished(server):
 
 
 async def test_a_call_in_flight_keeps_its_connection_from_idling_out(make_server, probe):
-    server = await make_server(idle_timeout_s=0.05)
+    server = await make_server(idle_timeout_s=IDLE_S)
     busy = await RawClient.connect(server.port)
     await busy.bind()
     busy.send(request_pdu(1, t.OP_BLOCK, b""))
@@ -105,20 +107,20 @@ async def test_auth_bind_does_not_hang(server, bound):
     assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(prefix=st.sampled_from([b"", bind_pdu()]), junk=st.binary(min_size=1, max_size=300))
 async def test_random_bytes_never_hurt_the_server(make_server, junk, prefix):
-    server = await make_server(idle_timeout_s=0.05)
+    server = await make_server(idle_timeout_s=IDLE_S)
     victim = await RawClient.connect(server.port)
     victim.send(prefix + junk)
-    while await victim.recv() is not None:     # whatever comes back, the connection must end (or idle out)
-        pass
     healthy = await RawClient.connect(server.port)
     assert (await healthy.bind()).ptype == BIND_ACK
     assert (await healthy.call(t.OP_ECHO, junk)).stub == junk
     await healthy.close()
-    await server.close()
-    assert server.connections == {}
+    await server.close()                       # whatever state the victim left, close() tears it all down
+    assert server.connections == {} and len(server.groups) == 0
+    while await victim.recv() is not None:
+        pass
 
 
 async def test_many_connections_in_parallel(server):
