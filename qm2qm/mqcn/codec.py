@@ -348,7 +348,7 @@ class ChangeNotificationMessage:
     version: int
     updates: tuple[NotificationUpdate, ...] = ()
     body: NotificationBody | None = None
-    number_of_update_notifications: int | None = None      # None: derived (len(updates), or 1 for v2)
+    number_of_update_notifications: int | None = field(default=None, compare=False)  # None: derived
     trailing: bytes = field(default=b"", compare=False)     # bytes after Data (the unused +1 byte, 3.3.5.3)
 
 
