@@ -35,7 +35,7 @@ FORBIDDEN_FAULT_STATUSES = frozenset({
 })
 
 DEFAULT_MAX_CONNECTIONS = 1024
-DEFAULT_IDLE_TIMEOUT_S = 300.0
+DEFAULT_IDLE_TIMEOUT_S = 60.0
 
 _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
 _ORPHAN = "orphan"          # orphaned: send nothing
@@ -137,8 +137,9 @@ class RpcConnection(asyncio.Protocol):
         self.conn = server._new_connection()
         server.connections[self.id] = self
         self._last_progress = loop.time()
-        if server.idle_timeout_s is not None:
-            self._idle_timer = loop.call_later(server.idle_timeout_s, self._check_idle)
+        period = server._idle_period()
+        if period is not None:
+            self._idle_timer = loop.call_later(period, self._check_idle)
         self.log(logging.INFO, "connection opened")
 
     def data_received(self, data: bytes) -> None:
@@ -363,15 +364,22 @@ class RpcConnection(asyncio.Protocol):
     def _check_idle(self) -> None:
         if self._lost:
             return
-        timeout = self.server.idle_timeout_s
-        loop = self.server._loop
+        server = self.server
+        loop = server._loop
+        partial = bool(self._header) or self._body_left > 0
+        # Unbound or half-sent connections use idle_timeout_s; a bound one resting at a PDU boundary is
+        # legitimate (a Windows peer keeps its association open while it holds context handles), so it only
+        # idles out when bound_idle_timeout_s is set.
+        limit = server.idle_timeout_s if self.group is None or partial else server.bound_idle_timeout_s
         idle = loop.time() - self._last_progress
-        if self.calls or idle < timeout:
-            delay = timeout if self.calls else timeout - idle
-            self._idle_timer = loop.call_later(delay, self._check_idle)
+        if limit is not None and not self.calls and idle >= limit:
+            self.log(logging.INFO, "idle for %.3f s (%s): closing", idle,
+                     "half-sent PDU" if partial else "not bound" if self.group is None else "bound")
+            self.transport.abort()
             return
-        self.log(logging.INFO, "idle for %.3f s: closing", idle)
-        self.transport.abort()
+        period = server._idle_period()
+        delay = period if limit is None or self.calls else min(period, limit - idle)
+        self._idle_timer = loop.call_later(max(delay, 0.001), self._check_idle)
 
     def shutdown(self) -> list[asyncio.Task]:
         """Server closing: cancel in-flight calls (they are answered with the cancel fault)."""
@@ -435,12 +443,14 @@ class RpcServer:
     def __init__(self, interfaces: Iterable[Interface] = (), *, host: str = "127.0.0.1", port: int = 0,
                  max_connections: int = DEFAULT_MAX_CONNECTIONS,
                  idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+                 bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
                  check_group_host: bool = True, cancel_wait_s: float = 5.0) -> None:
         self.host = host
         self.requested_port = port
         self.max_connections = max_connections
-        self.idle_timeout_s = idle_timeout_s
+        self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
+        self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits
         self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
@@ -503,6 +513,10 @@ class RpcServer:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+
+    def _idle_period(self) -> float | None:
+        limits = [t for t in (self.idle_timeout_s, self.bound_idle_timeout_s) if t is not None]
+        return min(limits) if limits else None
 
     def _new_connection(self) -> Connection:
         if self.limits is None:

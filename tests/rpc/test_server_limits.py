@@ -59,8 +59,25 @@ async def server_side_finished(server):
         await asyncio.gather(*list(server._background))
 
 
-async def test_a_call_in_flight_keeps_its_connection_from_idling_out(make_server, probe):
+async def test_bound_quiet_connections_stay_unless_bound_idle_timeout_is_set(make_server, probe):
     server = await make_server(idle_timeout_s=IDLE_S)
+    quiet = await RawClient.connect(server.port)
+    await quiet.bind()
+    wire = (await quiet.call(t.OP_OPEN_A, b"held")).stub
+    silent = await RawClient.connect(server.port)
+    assert await silent.recv() is None         # an idle period has passed since quiet's last PDU...
+    assert (await quiet.call(t.OP_USE_A, wire)).stub == b"held"    # ...and quiet is still served
+    strict = await make_server(idle_timeout_s=None, bound_idle_timeout_s=IDLE_S)
+    bound = await RawClient.connect(strict.port)
+    await bound.bind()
+    await bound.call(t.OP_OPEN_A, b"dropped")
+    assert await bound.recv() is None
+    await probe.wait_for(lambda p: ("probe_a", b"dropped") in p.rundowns)
+    await quiet.close()
+
+
+async def test_a_call_in_flight_keeps_its_connection_from_idling_out(make_server, probe):
+    server = await make_server(idle_timeout_s=IDLE_S, bound_idle_timeout_s=IDLE_S)
     busy = await RawClient.connect(server.port)
     await busy.bind()
     busy.send(request_pdu(1, t.OP_BLOCK, b""))
