@@ -256,7 +256,7 @@ class RpcConnection(asyncio.Protocol):
         except RpcFault as fault:
             conn.send_fault(call_id, self._fault_status(fault, call_id))
             return
-        except Exception:
+        except (Exception, asyncio.CancelledError):
             self.log(logging.ERROR, "%s (opnum %d) raised", op.name, request.opnum, call_id=call_id,
                      exc_info=True)
             conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)

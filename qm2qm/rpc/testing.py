@@ -94,9 +94,11 @@ class Probe:
     # -- operations --
 
     def echo(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_ECHO: the response stub is the request stub (the benchmark's trivial opnum)."""
         return stub
 
     async def block(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_BLOCK: wait until cancelled (co_cancel, C706 12.6.4.6) or release()d."""
         self.blocked += 1
         self.events.append("blocked")
         self._notify()
@@ -110,15 +112,19 @@ class Probe:
         return stub
 
     def open_a(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_OPEN_A: a new probe_a context handle labelled with the stub (MS-RPCE 3.3.1.4.1)."""
         return ctx.new_handle(self.type_a, bytes(stub))
 
     def open_b(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_OPEN_B: a new probe_b context handle (async rundown) labelled with the stub."""
         return ctx.new_handle(self.type_b, bytes(stub))
 
     def use_a(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_USE_A: the label of a probe_a handle; other types fault context mismatch."""
         return self._use(ctx, stub, self.type_a)
 
     def use_b(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_USE_B: the label of a probe_b handle; other types fault context mismatch."""
         return self._use(ctx, stub, self.type_b)
 
     def _use(self, ctx: CallContext, stub: bytes, handle_type: ContextHandleType) -> bytes:
@@ -130,29 +136,36 @@ class Probe:
         return label
 
     def close(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_CLOSE: close a handle of any type; answers the NULL handle."""
         return ctx.close_handle(bytes(stub))
 
     def fault(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_FAULT: fault with the u32 status in the stub (C706 12.6.4.7)."""
         if len(stub) < 4:
             raise RpcFault(RPC_X_BAD_STUB_DATA, "expected a u32 status")
         raise RpcFault(struct.unpack_from("<I", stub)[0])
 
     def crash(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_CRASH: an internal error in a plain handler."""
         return bytes(1 // (len(stub) * 0))
 
     async def async_echo(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_ASYNC_ECHO: echo from a coroutine handler (runs as a task)."""
         await asyncio.sleep(0)
         return stub
 
     async def async_crash(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_ASYNC_CRASH: an internal error in a coroutine handler."""
         await asyncio.sleep(0)
         raise KeyError("probe internal error")
 
     async def block_open_a(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_BLOCK_OPEN_A: open a probe_a handle, then block; the handle is never returned."""
         ctx.new_handle(self.type_a, bytes(stub))
         return await self.block(ctx, stub)
 
     async def stubborn(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_STUBBORN: a misbehaving handler that swallows cancellation until release()d."""
         self.blocked += 1
         self.events.append("blocked")
         self._notify()
