@@ -1,5 +1,7 @@
 """Association groups and context handles over the wire; rundown when a group loses its last connection
 (MS-RPCE 3.3.1.4.1, 3.3.1.5.7; C706 5.1.6)."""
+import asyncio
+
 import pytest
 
 from qm2qm.rpc import testing as t
@@ -164,3 +166,16 @@ async def test_a_handler_that_ignores_cancellation_does_not_block_rundown(make_s
     assert probe.rundowns == [("probe_a", b"kept")] and probe.cancelled == 1
     assert any("ignored cancellation" in r.getMessage() for r in caplog.records)
     probe.release()
+
+
+async def test_joining_from_another_client_address_is_refused(server, connect):
+    # MS-RPCE 3.3.1.5.7: on TCP the joining connection must come from the creator's IP address.
+    a = await connect()
+    await a.bind()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port, local_addr=("127.0.0.2", 0))
+    other = RawClient(reader, writer)
+    nak = await other.bind(assoc_group=a.assoc_group)
+    assert nak.ptype == BIND_NAK and nak.nak_reason == 0
+    same = await connect()
+    assert (await same.bind(assoc_group=a.assoc_group)).assoc_group == a.assoc_group
+    await other.close()

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from qm2qm.rpc import testing as t
 from qm2qm.rpc.testing import Probe
 from tests.rpc.conftest import (BIND_ACK, BIND_NAK, FAULT, RawClient, bind_pdu, cancel_pdu, header, request_pdu,
-                                server_side)
+                                server_side, until)
 
 NCA_S_FAULT_CANCEL = 0x1C00000D
 # Long enough that a loaded machine still binds in time, short enough to keep the tests fast.
@@ -168,3 +168,20 @@ async def test_a_defect_in_the_protocol_core_costs_only_its_connection(server, b
     await rc.finished
     assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
     assert (await bound.call(t.OP_ECHO, b"ok")).stub == b"ok"
+
+
+async def test_a_peer_that_does_not_read_its_replies_stops_being_read(server, bound):
+    rc = server_side(server, bound)
+    stub = b"\xab" * 4000
+    sent = 0
+    while rc.transport.is_reading():
+        for _ in range(50):
+            sent += 1
+            bound.send(request_pdu(sent, t.OP_ECHO, stub))
+        await asyncio.sleep(0.001)
+    received = 0
+    while received < sent:                      # reading the replies lets the server read again
+        reply = await bound.recv()
+        assert reply.call_id == received + 1 and reply.stub == stub
+        received += 1
+    await until(lambda: rc.transport.is_reading())
