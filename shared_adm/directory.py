@@ -311,21 +311,32 @@ def queue_manager_to_directory_object(qm) -> DirectoryObject:
     return DirectoryObject("QueueManager", qm.identifier, attrs)
 
 
-def apply_queue_attributes(queue, obj: DirectoryObject, names: Iterable[str] | None = None) -> list[str]:
-    """Copy Directory attributes onto a Queue (only ``names`` when given, only those present); returns what changed.
+def queue_fields(obj: DirectoryObject, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The Queue field values of a directory object's attributes (only ``names`` when given, only those present).
 
-    Values are coerced to the Queue field's type; a value of the wrong type raises ValueError naming it."""
-    changed = []
+    Values are coerced to the Queue field's type; any value of the wrong type raises ValueError naming it, so a
+    caller can refuse the whole object before changing anything. Pathname is never included (it keys the queue)."""
+    from shared_adm.queue import Queue
+    template = Queue(pathname="template")
+    fields: dict[str, Any] = {}
     for raw in (obj.attributes if names is None else names):
         name = QUEUE_ATTRIBUTE_ALIASES.get(raw, raw)
         field_name = QUEUE_ATTRIBUTES.get(name)
         source = raw if raw in obj.attributes else name
         if field_name is None or source not in obj.attributes or field_name == "pathname":
             continue
-        value = _coerce(name, obj.attributes[source], getattr(queue, field_name))
+        fields[field_name] = _coerce(name, obj.attributes[source], getattr(template, field_name))
+    return fields
+
+
+def apply_queue_attributes(queue, obj: DirectoryObject, names: Iterable[str] | None = None) -> list[str]:
+    """Copy a directory object's attributes onto a Queue, all or nothing (see ``queue_fields``); returns the
+    names of the fields that changed."""
+    changed = []
+    for field_name, value in queue_fields(obj, names).items():
         if getattr(queue, field_name) != value:
             setattr(queue, field_name, value)
-            changed.append(name)
+            changed.append(field_name)
     return changed
 
 
@@ -361,7 +372,7 @@ def persist_queue(qm, queue) -> None:
 
 def apply_queue_manager_object(qm, obj: DirectoryObject, names: Iterable[str] | None = None) -> list[str]:
     """Copy QueueManagerQuota, JournalQuota, Security (only those present) onto the QueueManager (MS-MQCN 3.1.1.2.1)."""
-    changed = []
+    values = {}
     for name in (QUEUE_MANAGER_ATTRIBUTES if names is None else names):
         field_name = QUEUE_MANAGER_ATTRIBUTES.get(name)
         if field_name is None or name not in obj.attributes:
@@ -371,9 +382,10 @@ def apply_queue_manager_object(qm, obj: DirectoryObject, names: Iterable[str] | 
               else isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0xFFFFFFFF)
         if not ok:
             raise ValueError(f"directory attribute {name}={value!r} does not fit the QueueManager")
-        setattr(qm, field_name, bytes(value) if name == "Security" else value)
-        changed.append(name)
-    return changed
+        values[field_name] = bytes(value) if name == "Security" else value
+    for field_name, value in values.items():
+        setattr(qm, field_name, value)
+    return [name for name, f in QUEUE_MANAGER_ATTRIBUTES.items() if f in values]
 
 
 def refresh_public_queues(qm, directory: "Directory") -> int:

@@ -24,8 +24,8 @@ from qm2qm.mqcn.signature import SENDER_ID_QUEUE_MANAGER, SignatureVerifier
 from shared_adm import status as st
 from shared_adm.clock import INFINITE
 from shared_adm.descriptor import PendingRead
-from shared_adm.directory import (Directory, DirectoryObject, DirectoryOperationResult, apply_queue_attributes,
-                                  apply_queue_manager_object, equals, persist_queue)
+from shared_adm.directory import (Directory, DirectoryObject, DirectoryOperationResult, apply_queue_manager_object,
+                                  equals, persist_queue, queue_fields)
 from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType
 from shared_adm.message import Message
 
@@ -276,20 +276,24 @@ class ChangeNotificationServer:
         owner = obj.attributes.get("QueueManager")
         if owner is not None and owner != self.qm.identifier:
             raise Drop(f"queue {body.object_guid} is owned by {owner}, not this queue manager")
+        try:
+            directory_fields = queue_fields(obj, QUEUE_READ_ATTRIBUTES)
+        except ValueError as exc:
+            raise Drop(f"Event {body.event}: {exc}") from None
         if body.event == c.EVENT_CREATE_QUEUE:
-            fields = {"identifier": obj.identifier, "pathname": obj.attributes.get("Pathname")}
-            if not isinstance(fields["pathname"], str) or not fields["pathname"]:
+            pathname = obj.attributes.get("Pathname")
+            if not isinstance(pathname, str) or not pathname:
                 raise Drop(f"Event 1: directory object {obj.identifier} has no Pathname")
-            self._create_queue(fields, "Event 1", result, directory_object=obj)
+            self._create_queue({**directory_fields, "identifier": obj.identifier, "pathname": pathname},
+                               "Event 1", result)
             return
         queue = self.qm.queue_collection.get(body.object_guid)
         if queue is None or queue.queue_type is not QueueType.PUBLIC:
             result.skipped.append(f"Event 2: no public queue {body.object_guid} in the QueueCollection")
             return
-        try:
-            changed = apply_queue_attributes(queue, obj, QUEUE_READ_ATTRIBUTES)
-        except ValueError as exc:
-            raise Drop(f"Event 2: {exc}") from None
+        changed = [name for name, value in directory_fields.items() if getattr(queue, name) != value]
+        for name, value in directory_fields.items():
+            setattr(queue, name, value)
         if obj.attributes.get("Pathname") not in (None, queue.pathname) and \
                 str(obj.attributes["Pathname"]).lower() != queue.pathname.lower():
             result.skipped.append(f"Event 2: Pathname change to {obj.attributes['Pathname']!r} not applied")
@@ -315,8 +319,7 @@ class ChangeNotificationServer:
         self._delete_queue(identifier, "Event 3", result)
 
     # -------------------------------------------------------------- the ADM changes
-    def _create_queue(self, fields: dict, where: str, result: ProcessResult,
-                      directory_object: DirectoryObject | None = None) -> None:
+    def _create_queue(self, fields: dict, where: str, result: ProcessResult) -> None:
         """Create Queue (MS-MQDMPR 3.1.7.1.3, iSkipDirectory True) keeping the given Identifier (DECISIONS.md D4)."""
         identifier = fields["identifier"]
         existing = self.qm.queue_collection.get(identifier)
@@ -324,7 +327,7 @@ class ChangeNotificationServer:
             if existing.queue_type is not QueueType.PUBLIC:
                 result.skipped.append(f"{where}: {identifier} is a local non-public queue; not touched")
                 return
-            self._apply_fields(existing, fields, directory_object)
+            self._apply_fields(existing, fields)
             result.actions.append(f"queue {existing.pathname} ({identifier}) existed: updated as a change")
             return
         pathname = fields["pathname"]
@@ -344,15 +347,10 @@ class ChangeNotificationServer:
         queue.identifier = identifier
         queue.store_identifier = str(identifier)
         self.qm.queue_collection[identifier] = queue
-        self._apply_fields(queue, fields, directory_object)
+        self._apply_fields(queue, fields)
         result.actions.append(f"public queue {queue.pathname} ({identifier}) created")
 
-    def _apply_fields(self, queue, fields: dict, directory_object: DirectoryObject | None) -> None:
-        if directory_object is not None:
-            try:
-                apply_queue_attributes(queue, directory_object, QUEUE_READ_ATTRIBUTES)
-            except ValueError as exc:
-                log.warning("MQCN: queue %s: %s", queue.pathname, exc)
+    def _apply_fields(self, queue, fields: dict) -> None:
         for name, value in fields.items():
             if name not in ("identifier", "pathname"):
                 setattr(queue, name, value)
