@@ -27,6 +27,7 @@ from shared_adm.descriptor import PendingRead
 from shared_adm.directory import (Directory, DirectoryObject, DirectoryOperationResult, apply_queue_manager_object,
                                   equals, persist_queue, queue_fields)
 from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType
+from shared_adm.format_name import pathname_key
 from shared_adm.message import Message
 
 log = logging.getLogger(__name__)
@@ -294,9 +295,10 @@ class ChangeNotificationServer:
         changed = [name for name, value in directory_fields.items() if getattr(queue, name) != value]
         for name, value in directory_fields.items():
             setattr(queue, name, value)
-        if obj.attributes.get("Pathname") not in (None, queue.pathname) and \
-                str(obj.attributes["Pathname"]).lower() != queue.pathname.lower():
-            result.skipped.append(f"Event 2: Pathname change to {obj.attributes['Pathname']!r} not applied")
+        path = obj.attributes.get("Pathname")
+        key = pathname_key(path) if isinstance(path, str) else None
+        if path is not None and (key is None or key[1] != queue.pathname.lower()):
+            result.skipped.append(f"Event 2: Pathname change to {path!r} not applied (DECISIONS.md D5)")
         persist_queue(self.qm, queue)
         result.actions.append(f"queue {queue.pathname} updated from the directory: {changed}")
 
