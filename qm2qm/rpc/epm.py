@@ -419,7 +419,7 @@ class EndpointMapper:
     # -- opnums 0, 1, 5, 6 --
 
     def removed_method(self, ctx: CallContext, stub: bytes) -> bytes:
-        """ept_insert / ept_delete / ept_inq_object / ept_mgmt_delete raise EPT_S_CANT_PERFORM_OP (MS-RPCE <28>-<31>)."""
+        """ept_insert, ept_delete, ept_inq_object, ept_mgmt_delete: fault EPT_S_CANT_PERFORM_OP (MS-RPCE <28>-<31>)."""
         raise RpcFault(EPT_S_CANT_PERFORM_OP, "method removed by MS-RPCE 2.2.1.2")
 
 

@@ -26,7 +26,7 @@ from qm2qm.rpc.epm_tower import Floor, build_floors, syntax_floor, tcp_tower
 from qm2qm.rpc.interface import NDR20, NDR64 as NDR64_ID, RpcFault
 from tests.rpc.test_mgmt import (NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_OP_RNG_ERROR, NDR, NDR64, QM2QM,
                                  RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND, SYNTAXES, FakeCtx, assert_same_layout,
-                                 connect, endpoints, fault_of, raw_call, with_dce)
+                                 endpoints, fault_of, raw_call, with_dce)
 
 __all__ = ["endpoints"]     # the fixture, imported for use here
 
@@ -78,6 +78,11 @@ def towers_of(resp) -> list[epm.EPMTower]:
 
 def port_of(tower) -> int:
     return epm.EPMPortAddr(tower["Floors"][3].getData())["IpPort"]
+
+
+def lookup_port(entry) -> int:
+    """The TCP port in the tower of an ept_entry_t."""
+    return port_of(epm.EPMTower(b"".join(entry["tower"]["tower_octet_string"])))
 
 
 def address_of(tower) -> str:
@@ -331,8 +336,7 @@ async def test_ept_lookup_pages_and_handle_free(endpoints, syntax):
     assert (first["num_ents"], first["status"], first["entry_handle"].isNull()) == (2, 0, False)
     assert (second["num_ents"], second["status"], second["entry_handle"].isNull()) == (2, 0, True)
     assert (third["num_ents"], third["entry_handle"].isNull()) == (1, False)
-    ports = [struct.unpack(">H", epm.EPMTower(b"".join(e["tower"]["tower_octet_string"]))["Floors"][3]["RelatedData"])[0]
-             for page in (first, second) for e in list(page["entries"])[:page["num_ents"]]]
+    ports = [lookup_port(e) for page in (first, second) for e in list(page["entries"])[:page["num_ents"]]]
     assert ports == [endpoints.qm.port, 3001, 3002, 3003]
     assert freed == bytes(20) + bytes(4)
     assert reuse == NCA_S_FAULT_CONTEXT_MISMATCH
@@ -354,8 +358,7 @@ def test_ept_lookup_filters_by_interface_version_and_object():
         resp = epm.ept_lookupResponse(em.ept_lookup(FakeCtx(), lookup_request(**kw).getData()))
         if resp["status"] != 0:
             return resp["status"]
-        return [struct.unpack(">H", epm.EPMTower(b"".join(e["tower"]["tower_octet_string"]))["Floors"][3]
-                              ["RelatedData"])[0] for e in list(resp["entries"])[:resp["num_ents"]]]
+        return [lookup_port(e) for e in list(resp["entries"])[:resp["num_ents"]]]
     by_if = E.RPC_C_EP_MATCH_BY_IF
     assert ports() == [1000, 1015, 2000, 2105]
     assert ports(inquiry=77) == [1000, 1015, 2000, 2105]          # MS-RPCE <25>: unknown = all

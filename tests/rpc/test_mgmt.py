@@ -116,7 +116,8 @@ def assert_same_layout(ours: bytes, theirs: bytes) -> None:
     """Equal octets, except where impacket writes its pad filler and we write zero."""
     assert len(ours) == len(theirs), f"{len(ours)} vs {len(theirs)} octets\n{ours.hex()}\n{theirs.hex()}"
     for offset, (a, b) in enumerate(zip(ours, theirs)):
-        assert a == b or (a == 0 and b in IMPACKET_PADS), f"octet {offset}: {a:#x} vs {b:#x}\n{ours.hex()}\n{theirs.hex()}"
+        assert a == b or (a == 0 and b in IMPACKET_PADS), \
+            f"octet {offset}: {a:#x} vs {b:#x}\n{ours.hex()}\n{theirs.hex()}"
 
 
 class FakeCtx:
