@@ -6,6 +6,7 @@ RPC connection-oriented 0x0B (| minor 0), TCP port 0x07 (| port big-endian), IPv
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import uuid
@@ -133,6 +134,7 @@ def parse_tower(octets: bytes) -> Tower:
                  tuple(floors[2:]))
 
 
+@functools.lru_cache(maxsize=1024)          # inputs come from the endpoint map, not from peers
 def tcp_tower(interface: SyntaxId, transfer_syntax: SyntaxId, host: str, port: int) -> bytes:
     """The five-floor ncacn_ip_tcp tower for interface at host:port (C706 Appendix L; MS-RPCE 2.1.1.1)."""
     return build_floors([
