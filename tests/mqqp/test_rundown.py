@@ -1,4 +1,11 @@
 """Context-handle rundown (MS-MQQP 3.1.6): a severed connection closes its sessions and NACKs its receives."""
+import asyncio
+import socket
+import struct
+import uuid
+
+from qm2qm.mqqp import codec
+from qm2qm.mqqp.constants import QM2QM_UUID
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK
 from shared_adm import status as st
 from shared_adm.enums import PositionState
@@ -93,3 +100,56 @@ async def test_rundown_after_end_receive_does_nothing_more(env):
     await env.kill(c)
     assert env.positions() == {}
     assert len(env.adm.open_queue_entries) == 1 and env.qm.descriptor_by_handle(d2.handle) is d2
+
+
+def _pdu(ptype: int, call_id: int, body: bytes = b"") -> bytes:
+    return struct.pack("<BBBB4sHHI", 5, 0, ptype, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body
+
+
+def _request(call_id: int, opnum: int, stub: bytes) -> bytes:
+    return _pdu(0, call_id, struct.pack("<IHH", len(stub), 0, opnum) + stub)
+
+
+def _bind() -> bytes:
+    ndr20 = uuid.UUID("8a885d04-1ceb-11c9-9fe8-08002b104860")
+    item = struct.pack("<HBB", 0, 1, 0) + QM2QM_UUID.bytes_le + struct.pack("<HH", 1, 0)
+    item += ndr20.bytes_le + struct.pack("<HH", 2, 0)
+    return _pdu(11, 1, struct.pack("<HHIB3x", 5840, 5840, 0, 1) + item)
+
+
+def _read_pdu(sock: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 16:
+        head += sock.recv(16 - len(head))
+    body = b""
+    while len(body) < struct.unpack_from("<H", head, 8)[0] - 16:
+        body += sock.recv(65536)
+    return head + body
+
+
+async def test_a_receive_cancelled_in_the_segment_that_carries_it_leaves_nothing_behind(env):
+    # A request and its co_cancel arriving together can be cancelled before the call's task ever runs.
+    owner, d, _ = await env.session()
+    sock = socket.create_connection(("127.0.0.1", env.server.port))
+
+    def open_and_cancelled_receive():
+        sock.sendall(_bind())
+        _read_pdu(sock)
+        stub = codec.encode_request(2, codec.RemoteQMOpenQueueRequest(uuid.uuid4(), 0, d.handle, d.handle,
+                                                                      d.handle), False)
+        sock.sendall(_request(2, 2, stub))
+        _read_pdu(sock)
+        desc = codec.REMOTEREADDESC(hRemoteQueue=d.handle, dwQueue=d.handle, ulAction=MQ_ACTION_RECEIVE,
+                                    ulTimeout=INFINITE, dwRequestID=9)
+        stub = codec.encode_request(0, codec.RemoteQMStartReceiveRequest(desc), False)
+        sock.sendall(_request(3, 0, stub) + _pdu(18, 3))          # request + co_cancel (PTYPE 18), one send
+    await asyncio.to_thread(open_and_cancelled_receive)
+    # The runtime cancels the call before its task starts; the read, registered inline, stays pending.
+    await env.wait_until(lambda: len(env.adm.remote_read_entries) == 1)
+    sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+    await env.wait_until(lambda: len(env.adm.open_queue_entries) == 1)      # the raw session ran down
+    await env.wait_until(lambda: len(env.adm.remote_read_entries) == 0)
+    assert len(env.adm.receive_handles) == 0
+    message = env.enqueue(b"not stolen")
+    assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
