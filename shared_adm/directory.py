@@ -301,6 +301,8 @@ def queue_to_directory_object(queue) -> DirectoryObject:
     qm = queue.queue_manager
     if getattr(qm, "identifier", None) is not None:
         attrs["QueueManager"] = qm.identifier
+    if getattr(qm, "computer_name", None):          # PROPID_Q_PATHNAME form: Computer "\" QueueName
+        attrs["Pathname"] = f"{qm.computer_name}\\{queue.pathname}"
     return DirectoryObject("Queue", queue.identifier, attrs)
 
 
