@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 from qm2qm.rpc.epm_tower import (MAX_TOWER_LENGTH, PROTOCOL_NCACN, PROTOCOL_TCP, SyntaxId, TowerError,
                                  parse_floors, parse_syntax_floor, tcp_tower)
 from qm2qm.rpc.interface import NDR20, NDR64, CallContext, ContextHandleType, Interface, Operation, RpcFault
-from qm2qm.rpc.mgmt import MGMT_UUID, build_mgmt_interface
+from qm2qm.rpc.mgmt import MGMT_UUID, ensure_mgmt_interface
 from qm2qm.rpc.ndr_codec import NULL_CONTEXT_HANDLE, NdrReader, NdrWriter, bad_stub, check_range
 
 EPM_UUID = uuid.UUID("e1af8308-5d1f-11c9-91a4-08002b14a0fa")
@@ -448,7 +448,7 @@ async def start_epm_listener(registry: EndpointRegistry, *, host: str = "0.0.0.0
     from qm2qm.rpc.server import RpcServer
     server = RpcServer((), host=host, port=port, **server_kwargs)
     server.register(build_epm_interface(registry, server=server))
-    server.register(build_mgmt_interface(server))
+    ensure_mgmt_interface(server)
     try:
         await server.start()
     except OSError as exc:

@@ -170,3 +170,14 @@ class MgmtInterface:
 def build_mgmt_interface(server: Any, *, principal_names: Mapping[int, str] | None = None) -> Interface:
     """The mgmt Interface answering for ``server`` (C706 Appendix Q); register it on that same server."""
     return MgmtInterface(server, principal_names).interface()
+
+
+def ensure_mgmt_interface(server: Any, *, principal_names: Mapping[int, str] | None = None) -> Interface:
+    """Register mgmt on ``server`` unless it already serves it (the runtime may register it itself);
+    returns the registered mgmt Interface."""
+    for key, interface in server.registry.items():
+        if key[0] == MGMT_UUID:
+            return interface
+    interface = build_mgmt_interface(server, principal_names=principal_names)
+    server.register(interface)
+    return interface
