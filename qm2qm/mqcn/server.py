@@ -25,7 +25,7 @@ from shared_adm import status as st
 from shared_adm.clock import INFINITE
 from shared_adm.descriptor import PendingRead
 from shared_adm.directory import (Directory, DirectoryObject, DirectoryOperationResult, apply_queue_manager_object,
-                                  equals, persist_queue, queue_fields)
+                                  equals, persist_queue, queue_fields, refresh_public_queues)
 from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType
 from shared_adm.format_name import pathname_key
 from shared_adm.message import Message
@@ -119,11 +119,22 @@ UPDATE_MACHINE_PROPIDS = {c.PROPID_QM_QUOTA: "QueueManagerQuota", c.PROPID_QM_JO
                           c.PROPID_QM_SECURITY: "Security"}
 
 
+@dataclass
+class BatchingPolicy:
+    """The Windows XP+ delay of <3>/<13> (a 5.1 DoS mitigation): hold notifications, process them when a timer
+    fires — after 1 minute if the last processing was over 14 minutes ago, else at the end of the 15 minutes;
+    when 100 or more are held, ignore them and refresh every owned public queue from the directory instead."""
+    window_ms: int = 15 * 60_000
+    quiet_delay_ms: int = 60_000
+    flood_threshold: int = 100
+
+
 class ChangeNotificationServer:
     """MQCN server (3.2): Open Queue on NOTIFY_QUEUE_PRIVATE, then Dequeue Message and process, for its lifetime."""
 
     def __init__(self, queue_manager, directory: Directory | None = None, *,
-                 verifier: SignatureVerifier | None = None, accepted_versions: tuple[int, ...] = (1, 2)) -> None:
+                 verifier: SignatureVerifier | None = None, accepted_versions: tuple[int, ...] = (1, 2),
+                 batching: BatchingPolicy | None = None) -> None:
         self.qm = queue_manager
         self.directory = directory
         self.verifier = verifier if verifier is not None else SignatureVerifier(directory)
@@ -131,6 +142,11 @@ class ChangeNotificationServer:
         self.descriptor = None
         self.processed = 0
         self.dropped = 0
+        self.batching = batching                          # None: process at once (NT/W2K behaviour, <3>)
+        self.held: list[Message] = []
+        self.refreshes = 0
+        self._batch_timer = None
+        self._last_processed_ms: int | None = None
         self._task: asyncio.Task | None = None
         self._stopping = False
 
@@ -163,15 +179,53 @@ class ChangeNotificationServer:
                     log.error("MQCN: Dequeue Message on the notification queue failed (%#010x); loop ends",
                               result.status)
                 return
-            try:
-                self.process(result.message)
-            except Exception:                   # one bad message must never end the loop
-                log.exception("MQCN: unexpected error processing a notification")
+            if self.batching is not None:
+                self.hold(result.message)
+                continue
+            self._process_safely(result.message)
             await self.qm.durable()
+
+    def _process_safely(self, message: Message) -> None:
+        try:
+            self.process(message)
+        except Exception:                   # one bad message must never end the loop
+            log.exception("MQCN: unexpected error processing a notification")
+
+    # -------------------------------------------------------------- <3> batching
+    def hold(self, message: Message) -> None:
+        """Keep a dequeued notification until the batching timer fires (arming it per <3>)."""
+        self.held.append(message)
+        if self._batch_timer is not None:
+            return
+        policy, now = self.batching, self.qm.scheduler.now_ms()
+        since = None if self._last_processed_ms is None else now - self._last_processed_ms
+        if since is None or since > policy.window_ms - policy.quiet_delay_ms:
+            delay = policy.quiet_delay_ms
+        else:
+            delay = policy.window_ms - since
+        self._batch_timer = self.qm.scheduler.call_later(delay, self.flush)
+
+    def flush(self) -> None:
+        """Batching timer expiry: process everything held, or refresh all public queues after a flood (<3>)."""
+        self._batch_timer = None
+        held, self.held = self.held, []
+        self._last_processed_ms = self.qm.scheduler.now_ms()
+        if len(held) >= self.batching.flood_threshold:
+            log.warning("MQCN: %d notifications held (>= %d): ignored; refreshing every public queue instead",
+                        len(held), self.batching.flood_threshold)
+            if self.directory is not None:
+                refresh_public_queues(self.qm, self.directory)
+            self.refreshes += 1
+            return
+        for message in held:
+            self._process_safely(message)
 
     async def stop(self) -> None:
         """End the loop: Close Queue cancels the waiting Dequeue Message."""
         self._stopping = True
+        if self._batch_timer is not None:           # held notifications were dequeued: apply them now
+            self._batch_timer.cancel()
+            self.flush()
         if self.descriptor is not None:
             self.qm.close_queue(self.descriptor)
             self.descriptor = None

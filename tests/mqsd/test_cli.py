@@ -63,7 +63,7 @@ def test_discover_other_site_human_output():
     try:
         r = CliRunner().invoke(discover_command, ["--site", str(CLIENT_SITE), "--network", "127.0.0.1", "--target",
                                                   "127.0.0.1", "--port", str(server.responder.port),
-                                                  "--timeout-ms", "50"])
+                                                  "--timeout-ms", "1500"])
     finally:
         server.stop()
     assert r.exit_code == 0 and "nt4pec" in r.output
