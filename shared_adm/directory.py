@@ -572,7 +572,7 @@ class Directory:
 
     # -------------------------------------------------------------- 3.1.7.1.25
     def check_directory_online(self) -> None:
-        """Check Directory Online (3.1.7.1.25): a forced read of the local QueueManager object clears DirectoryOffline."""
+        """Check Directory Online (3.1.7.1.25): a forced read of the LocalQueueManager clears DirectoryOffline."""
         qm = self.local_queue_manager
         filters = [equals("Identifier", qm.identifier)] if qm is not None else None
         result, obj = self.read_directory("QueueManager", filters, None, force_directory_read=True)

@@ -38,7 +38,7 @@ def signed_properties(message: Message, version: int = 2) -> bytes:
         connector = message.connector_type_identifier or uuid.UUID(int=0)
         out += [message.source_machine_identifier.bytes_le, bytes((int(message.delivery_guarantee),)),
                 bytes((message.priority & 0xFF,)),
-                bytes(((int(message.positive_journaling_requested) << 1) | int(message.negative_journaling_requested),)),
+                bytes((int(message.positive_journaling_requested) << 1 | int(message.negative_journaling_requested),)),
                 bytes((message.acknowledgements_requested & 0x0F,)), struct.pack("<H", message.class_ & 0xFFFF),
                 struct.pack("<I", message.body_type & 0xFFFFFFFF), connector.bytes_le,
                 _wstr(message.destination_queue_format_name)]

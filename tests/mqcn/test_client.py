@@ -9,7 +9,7 @@ from qm2qm.mqcn import codec as c
 from qm2qm.mqcn.client import ChangeNotificationClient
 from qm2qm.mqcn.server import ChangeNotificationServer, notify_queue_format_name
 from shared_adm import status as st
-from shared_adm.directory import DirectoryObject, queue_to_directory_object
+from shared_adm.directory import ChangeOperation, DirectoryObject
 from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType
 from shared_adm.message import DeliveryGuarantee
 
@@ -74,7 +74,6 @@ def test_remote_owner_goes_through_the_transport(qm, directory, client):
             return st.MQ_OK
 
     other = uuid.uuid4()
-    assert client.send_change_notification.__self__ is client
     directory.create_directory_object(public_queue_object(owner=other))       # no transport: logged, not sent
     assert sent == [] and notifications(qm) == [] and client.sent == 0
     client.transport = Transport()
@@ -88,9 +87,8 @@ def test_owner_from_the_pathname_when_the_object_does_not_name_it(qm):
     client = ChangeNotificationClient(qm, "DC01")
     assert client.owner_of(DirectoryObject("Queue", QUEUE_ID, {"Pathname": "QM2QM\\pub"})) == QM_ID
     assert client.owner_of(DirectoryObject("Queue", QUEUE_ID, {"Pathname": "far\\pub"})) is None
-    assert client.send_change_notification(
-        __import__("shared_adm.directory", fromlist=["ChangeOperation"]).ChangeOperation.QUEUE_UPDATE,
-        DirectoryObject("Queue", QUEUE_ID, {"Pathname": "far\\pub"})) == st.MQ_ERROR_QUEUE_NOT_FOUND
+    assert client.send_change_notification(ChangeOperation.QUEUE_UPDATE, DirectoryObject(
+        "Queue", QUEUE_ID, {"Pathname": "far\\pub"})) == st.MQ_ERROR_QUEUE_NOT_FOUND
 
 
 def test_bad_directory_server_name_is_refused_at_construction(qm):
@@ -101,8 +99,7 @@ def test_bad_directory_server_name_is_refused_at_construction(qm):
 def test_signed_version_2_notifications_carry_the_sender(qm, signer):
     key, der = signer
     client = ChangeNotificationClient(qm, "DC01", signing_key=key, signing_certificate=der)
-    client.send_change_notification(__import__("shared_adm.directory", fromlist=["x"]).ChangeOperation.QUEUE_UPDATE,
-                                    public_queue_object())
+    client.send_change_notification(ChangeOperation.QUEUE_UPDATE, public_queue_object())
     [message] = notifications(qm)
     assert message.authentication_level == 3 and message.sender_id_type == 2 and message.sender_id == QM_ID.bytes_le
     assert message.sender_certificate == der and len(message.signature) == 256
@@ -177,7 +174,8 @@ async def test_a_queue_created_by_notification_is_served_to_a_qm2qm_remote_reade
         directory.create_directory_object(public_queue_object())
         await _until(lambda: QUEUE_ID in qm.queue_collection)
         queue = qm.queue_collection[QUEUE_ID]
-        assert qm.enqueue_message(queue, Message(body=b"hello", destination_queue_format_name=f"PUBLIC={QUEUE_ID}")) == 0
+        message = Message(body=b"hello", destination_queue_format_name=f"PUBLIC={QUEUE_ID}")
+        assert qm.enqueue_message(queue, message) == 0
         status, desc = qm.open_queue(f"PUBLIC={QUEUE_ID}", QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE,
                                      RemoteReadState.OPENED)
         assert status == st.MQ_OK
