@@ -446,6 +446,8 @@ async def start_epm_listener(registry: EndpointRegistry, *, host: str = "0.0.0.0
     """Start an RpcServer serving epm and mgmt on host:port and return it (MS-RPCE 2.1.1.1).
     Port 0 picks an ephemeral port (tests); the CLI's ``--epm-port 0`` means: do not call this at all."""
     from qm2qm.rpc.server import RpcServer
+    if not 0 <= port <= 0xFFFF:
+        raise ValueError(f"endpoint mapper port {port} is not a TCP port (0..65535)")
     server = RpcServer((), host=host, port=port, **server_kwargs)
     server.register(build_epm_interface(registry, server=server))
     ensure_mgmt_interface(server)
@@ -462,5 +464,6 @@ async def start_epm_listener(registry: EndpointRegistry, *, host: str = "0.0.0.0
                 errno.EADDRINUSE,
                 f"TCP port {port} on {host} is already in use (another endpoint mapper, e.g. Samba's or rpcbind?); "
                 f"use --epm-port 0 to disable or another port") from exc
-        raise
+        raise EpmListenerError(exc.errno or 0, f"cannot listen on {host}:{port} for the endpoint mapper: "
+                                               f"{exc.strerror or exc}") from exc
     return server

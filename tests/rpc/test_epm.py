@@ -486,6 +486,15 @@ async def test_listener_port_in_use_is_a_clear_error():
     assert "already in use" in str(info.value) and info.value.errno == errno.EADDRINUSE
 
 
+async def test_listener_other_bind_errors_and_bad_ports():
+    with pytest.raises(E.EpmListenerError) as info:
+        await E.start_epm_listener(E.EndpointRegistry(), host="192.0.2.1", port=0)    # TEST-NET-1: not ours
+    assert str(info.value).startswith("cannot listen on 192.0.2.1:0 for the endpoint mapper: ")
+    assert info.value.errno == errno.EADDRNOTAVAIL
+    with pytest.raises(ValueError):
+        await E.start_epm_listener(E.EndpointRegistry(), host="127.0.0.1", port=65536)
+
+
 def _privileged_ports_restricted() -> bool:
     try:
         with open("/proc/sys/net/ipv4/ip_unprivileged_port_start") as f:

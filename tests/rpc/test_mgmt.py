@@ -12,6 +12,8 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from impacket.dcerpc.v5 import mgmt, transport
 from impacket.dcerpc.v5.rpcrt import DCERPCException, rpc_status_codes
 from impacket.uuid import uuidtup_to_bin
@@ -351,3 +353,16 @@ def test_ensure_mgmt_interface_registers_once():
     assert M.ensure_mgmt_interface(server) is first
     assert list(server.registry) == [MGMT_KEY]
     assert sorted(first.operations) == [0, 1, 2, 3, 4]
+
+
+@settings(max_examples=150, deadline=None)
+@given(stub=st.binary(max_size=64), opnum=st.integers(0, 4), ndr64=st.booleans())
+def test_any_mgmt_stub_gets_a_response_or_a_fault(stub, opnum, ndr64):
+    iface = M.build_mgmt_interface(FakeServer([QM2QM_KEY, MGMT_KEY], statistics=M.RpcStatistics(1, 2, 3, 4)),
+                                   principal_names={10: "qm2qm/host"})
+    try:
+        out = iface.operations[opnum].handler(FakeCtx(ndr64), stub)
+    except RpcFault as fault:
+        assert fault.status in (RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND)
+        return
+    assert isinstance(out, bytes) and len(out) >= 4
