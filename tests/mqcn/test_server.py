@@ -299,3 +299,37 @@ def test_v2_change_with_a_bad_value_changes_nothing(qm, server, directory):
 def test_v2_change_of_an_unknown_queue_is_skipped(server, directory):
     directory.backend.create(queue_object())
     assert server.process(v2(2, QUEUE_ID)).skipped
+
+
+# ---------------------------------------------------------------------------------------------- hostile input
+from hypothesis import HealthCheck, given, settings, strategies as hs  # noqa: E402
+
+_VALUE = {c.VT_CLSID: hs.uuids(), c.VT_LPWSTR: hs.text(hs.characters(blacklist_characters="\x00",
+                                                                      blacklist_categories=("Cs",)), max_size=130),
+          c.VT_BLOB: hs.binary(max_size=8), c.VT_UI1: hs.integers(0, 255), c.VT_UI4: hs.integers(0, 2**32 - 1),
+          c.VT_I4: hs.integers(-2**31, 2**31 - 1), c.VT_I2: hs.integers(-2**15, 2**15 - 1),
+          c.VT_CLSID_VECTOR: hs.lists(hs.uuids(), max_size=2).map(tuple),
+          c.VT_LPWSTR_VECTOR: hs.lists(hs.just("x"), max_size=2).map(tuple), c.VT_UI1_VECTOR: hs.binary(max_size=4)}
+_PROP = hs.sampled_from(sorted(c.PROPID_TYPES)).flatmap(lambda p: _VALUE[c.PROPID_TYPES[p]].map(lambda v: (p, v)))
+_UPDATE = hs.builds(
+    lambda command, props, path, guid: c.NotificationUpdate(command, DS_ID, tuple(props),
+                                                            None if guid else path, QUEUE_ID if guid else None),
+    hs.sampled_from([0, 1, 2]), hs.lists(_PROP, max_size=8),
+    hs.sampled_from(["qm2qm\\orders", "qm2qm\\private$\\p", "x" * 300, "qm2qm\\a\\b", "", "qm2qm\\"]), hs.booleans())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(updates=hs.lists(_UPDATE, min_size=1, max_size=3))
+def test_any_well_formed_v1_message_is_applied_or_dropped_never_crashes(qm, server, updates):
+    protected = {i for i, q in qm.queue_collection.items() if q.queue_type is not QueueType.PUBLIC}
+    result = server.process(v1(*updates))
+    assert result.accepted or result.dropped
+    assert protected <= set(qm.queue_collection)              # MQCN never removes a private or system queue
+    assert all(q.queue_type is QueueType.PUBLIC for i, q in qm.queue_collection.items() if i not in protected)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=hs.binary(max_size=200), version=hs.sampled_from([b"", b"\x01\x01", b"\x02\x01"]))
+def test_any_body_is_dropped_cleanly(server, body, version):
+    result = server.process(Message(body=version + body, sender_id_type=2, authentication_level=3))
+    assert result.accepted or "malformed" in result.dropped or "version" in result.dropped.lower()
