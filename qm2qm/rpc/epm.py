@@ -37,6 +37,7 @@ EPT_S_CANT_PERFORM_OP = 0x000006D8          # MS-RPCE 2.2.1.2.1
 NCA_S_FAULT_CONTEXT_MISMATCH = 0x1C00001A
 
 MAX_ENTS = 500                              # [range(0,500)] max_ents / max_towers
+MAX_OPEN_CURSORS = 256                      # open entry handles per association group (our bound, not the spec's)
 MAX_ANNOTATION = 64                         # ept_max_annotation_size, terminator included (C706 Appendix O)
 
 # ept_lookup inquiry_type and vers_option (MS-RPCE 2.2.1.2.4)
@@ -156,15 +157,25 @@ class EndpointRegistry:
 # The epm interface
 
 
-@dataclass
+@dataclass(eq=False)
 class _Cursor:
     """What an ept_lookup_handle_t stands for: the elements not yet returned (C706 Appendix O)."""
     operation: str                          # "ept_map" or "ept_lookup"
     remaining: list = field(default_factory=list)
+    group: int = 0
+    open_cursors: dict | None = None        # the mapper's per-group count, decremented once on release
+
+    def release(self) -> None:
+        self.remaining.clear()
+        counts, self.open_cursors = self.open_cursors, None
+        if counts is not None:
+            counts[self.group] -= 1
+            if not counts[self.group]:
+                del counts[self.group]
 
 
 def _rundown_cursor(cursor: _Cursor) -> None:
-    cursor.remaining.clear()
+    cursor.release()
 
 
 EPT_LOOKUP_HANDLE = ContextHandleType("ept_lookup_handle_t", _rundown_cursor)
@@ -190,9 +201,12 @@ def _version_matches(option: int, entry: SyntaxId, wanted: SyntaxId) -> bool | N
 class EndpointMapper:
     """The manager routines of the epm interface over one EndpointRegistry (MS-RPCE 2.2.1.2)."""
 
-    def __init__(self, registry: EndpointRegistry, server: Any = None) -> None:
+    def __init__(self, registry: EndpointRegistry, server: Any = None, *,
+                 max_open_cursors: int = MAX_OPEN_CURSORS) -> None:
         self.registry = registry
         self.server = server                # optional: gives the local address for wildcard entries
+        self.max_open_cursors = max_open_cursors
+        self.open_cursors: dict[int, int] = {}      # association group id -> live entry handles
 
     def interface(self) -> Interface:
         ops = {OP_EPT_INSERT: ("ept_insert", self.removed_method),
@@ -219,16 +233,25 @@ class EndpointMapper:
             raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, f"entry_handle belongs to {cursor.operation}")
         return cursor
 
-    def _take(self, ctx: CallContext, wire: bytes, cursor: _Cursor, maximum: int) -> tuple[bytes, list]:
-        """Up to ``maximum`` elements; the handle to return (NULL once all are returned, like Samba)."""
+    def _take(self, ctx: CallContext, wire: bytes, cursor: _Cursor, maximum: int) -> tuple[bytes, list] | None:
+        """Up to ``maximum`` elements and the handle to return: NULL once all are returned (Windows and Samba
+        do the same). None when a new handle is needed but the group already holds max_open_cursors."""
+        if wire == NULL_CONTEXT_HANDLE and len(cursor.remaining) > maximum:
+            group = ctx.association_group_id
+            if self.open_cursors.get(group, 0) >= self.max_open_cursors:
+                logger.warning("association group 0x%x holds %d open ept_lookup handles: refusing another",
+                               group, self.max_open_cursors)
+                return None
+            self.open_cursors[group] = self.open_cursors.get(group, 0) + 1
+            cursor.group, cursor.open_cursors = group, self.open_cursors
+            wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)
         batch = cursor.remaining[:maximum]
         del cursor.remaining[:maximum]
         if cursor.remaining:
-            if wire == NULL_CONTEXT_HANDLE:
-                wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)
             return wire, batch
         if wire != NULL_CONTEXT_HANDLE:
             ctx.close_handle(wire)
+            cursor.release()
         return NULL_CONTEXT_HANDLE, batch
 
     def _host(self, ctx: CallContext, entry: EndpointEntry) -> str:
@@ -279,8 +302,10 @@ class EndpointMapper:
             matches = self._map_matches(ctx, obj, octets)
             if not matches or max_towers == 0:
                 status = EPT_S_NOT_REGISTERED
+            elif (taken := self._take(ctx, wire, _Cursor("ept_map", matches), max_towers)) is None:
+                status = EPT_S_CANT_PERFORM_OP
             else:
-                wire, towers = self._take(ctx, wire, _Cursor("ept_map", matches), max_towers)
+                wire, towers = taken
         elif max_towers == 0:
             status = EPT_S_NOT_REGISTERED           # nothing returned; the handle stays as it was
         else:
@@ -355,8 +380,10 @@ class EndpointMapper:
                 status = EPT_S_CANT_PERFORM_OP
             elif not matches or max_ents == 0:
                 status = EPT_S_NOT_REGISTERED
+            elif (taken := self._take(ctx, wire, _Cursor("ept_lookup", matches), max_ents)) is None:
+                status = EPT_S_CANT_PERFORM_OP
             else:
-                wire, entries = self._take(ctx, wire, _Cursor("ept_lookup", matches), max_ents)
+                wire, entries = taken
         elif max_ents == 0:
             status = EPT_S_NOT_REGISTERED
         else:
@@ -409,8 +436,9 @@ class EndpointMapper:
         r = NdrReader(stub, ctx.ndr64)
         wire = r.context_handle()
         if wire != NULL_CONTEXT_HANDLE:
-            ctx.lookup_handle(wire, EPT_LOOKUP_HANDLE)
+            cursor = ctx.lookup_handle(wire, EPT_LOOKUP_HANDLE)
             wire = ctx.close_handle(wire)
+            cursor.release()
         w = NdrWriter(ctx.ndr64)
         w.context_handle(wire)
         w.u32(EPT_S_OK)

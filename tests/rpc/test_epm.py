@@ -392,6 +392,33 @@ def test_a_handle_of_ept_lookup_is_not_an_ept_map_handle():
     assert info.value.status == NCA_S_FAULT_CONTEXT_MISMATCH
 
 
+def test_open_entry_handles_are_bounded_per_association_group():
+    registry = E.EndpointRegistry()
+    for port in (1, 2, 3):
+        registry.register(QM2QM_ID, port, host="10.0.0.1")
+    em = E.EndpointMapper(registry, max_open_cursors=2)
+    ctx = FakeCtx()
+
+    def open_one():
+        return epm.ept_mapResponse(em.ept_map(ctx, map_request(max_towers=1).getData()))
+    first, second, third = open_one(), open_one(), open_one()
+    assert [r["status"] for r in (first, second, third)] == [0, 0, E.EPT_S_CANT_PERFORM_OP]
+    assert third["num_towers"] == 0 and third["entry_handle"].isNull()
+    assert em.open_cursors == {1: 2}
+    em.ept_lookup_handle_free(ctx, first["entry_handle"].getData())          # freeing makes room
+    assert open_one()["status"] == 0
+    page = second                                                           # reading to the end makes room
+    while not page["entry_handle"].isNull():
+        page = epm.ept_mapResponse(em.ept_map(ctx, map_request(max_towers=1, handle=page["entry_handle"]).getData()))
+    assert em.open_cursors == {1: 1}
+    for entry in ctx.handles.drain():                                       # the association's rundown
+        entry.handle_type.rundown(entry.obj)
+    assert em.open_cursors == {}
+    other_group = FakeCtx()
+    other_group.association_group_id = 2
+    assert epm.ept_mapResponse(em.ept_map(other_group, map_request(max_towers=1).getData()))["status"] == 0
+
+
 # ------------------------------------------------------------------------------------------ other opnums
 
 @pytest.mark.parametrize("opnum, status", [(0, E.EPT_S_CANT_PERFORM_OP), (1, E.EPT_S_CANT_PERFORM_OP),
