@@ -11,7 +11,7 @@ from tests.mqqp.conftest import NULL_HANDLE
 
 async def test_start_receive_returns_invalid_handle_when_lpremotereaddesc_is_null(env):
     # lpRemoteReadDesc is a [ref] pointer: NDR cannot carry NULL, so the bullet is checked below the stub.
-    assert start_receive(env.service, None, None).status == st.MQ_ERROR_INVALID_HANDLE
+    assert (await start_receive(env.service, None, None)).status == st.MQ_ERROR_INVALID_HANDLE
 
 
 async def test_start_receive_returns_invalid_parameter_when_dwqueue_is_zero(env):

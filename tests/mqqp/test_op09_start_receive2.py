@@ -13,7 +13,7 @@ LOW_7_BYTES = (1 << 56) - 1
 
 async def test_start_receive2_returns_invalid_handle_when_lpremotereaddesc2_is_null(env):
     # lpRemoteReadDesc2 is a [ref] pointer: NDR cannot carry NULL, so the bullet is checked below the stub.
-    assert start_receive2(env.service, None, None).status == st.MQ_ERROR_INVALID_HANDLE
+    assert (await start_receive2(env.service, None, None)).status == st.MQ_ERROR_INVALID_HANDLE
 
 
 async def test_start_receive2_returns_invalid_handle_when_premotereaddesc_is_null(env):

@@ -1,13 +1,24 @@
 """qm2qm scenarios across opnums and connections (MS-MQQP 3.1.4, 4.1, 4.2), through the RPC path."""
 import asyncio
+import uuid
+
+from hypothesis import event, given, settings, strategies as hs
 
 from qm2qm.mqqp import codec, idl
-from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
-                                  MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK, RR_NACK)
+from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
+                                  MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
+                                  MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV, RR_ACK,
+                                  RR_NACK)
 from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
+from qm2qm.mqqp.interface import build_service, service_interface
+from qm2qm.rpc.handles import HandleTable
+from qm2qm.rpc.interface import RpcFault
 from shared_adm import status as st
-from shared_adm.enums import PositionState
+from shared_adm.clock import ManualScheduler
+from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.message import Message
 from shared_adm.packet import deserialize_message_from_buffer
+from shared_adm.queue_manager import QueueManager
 
 from tests.mqqp.conftest import NDR64, NULL_HANDLE, Client
 
@@ -186,3 +197,114 @@ async def test_a_read_handle_is_refused_on_another_association(env):
     assert await thief.call(thief.fault, thief.end_receive, r.context, RR_ACK) == NCA_S_FAULT_CONTEXT_MISMATCH
     assert env.positions() == {message.lookup_identifier: PositionState.LOCKED}
     assert (await c.call(c.end_receive, r.context, RR_ACK))[0] == st.MQ_OK
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Hostile read descriptors: whatever a client puts in REMOTEREADDESC, the handlers answer with a status (or a
+# fault) and leave no entry, no waiting read and no Locked message behind once the reads are ended.
+# In-process (the Interface's handlers with the runtime's HandleTable), so hypothesis can try many inputs.
+# ---------------------------------------------------------------------------------------------------------
+
+VALID_ACTIONS = [MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_LOOKUP_PEEK_CURRENT,
+                 MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV, MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT,
+                 MQ_LOOKUP_RECEIVE_PREV]
+
+
+class _Ctx:
+    """A CallContext over one association's HandleTable (qm2qm/rpc/interface.py)."""
+
+    def __init__(self, ndr64: bool) -> None:
+        self.ndr64, self.call_id, self.opnum, self.connection_id, self.association_group_id = ndr64, 1, 0, 1, 1
+        self.table = HandleTable()
+
+    def lookup_handle(self, wire, handle_type):
+        return self.table.lookup(wire, handle_type)
+
+    def new_handle(self, handle_type, obj):
+        return self.table.new(handle_type, obj)
+
+    def close_handle(self, wire):
+        self.table.close(wire)
+        return NULL_HANDLE
+
+
+def _read_call():
+    """(opnum, hRemoteQueue, dwQueue, hCursor, ulAction, ulTimeout, dwRequestID, LookupId, use a real LookupId,
+    keep the handle until the end): mostly plausible values, so reads succeed, wait and lock as well as fail."""
+    return hs.tuples(hs.sampled_from([0, 9, 10]),
+                     hs.sampled_from(["own"] * 6 + ["other", 0, 0x7777]),
+                     hs.sampled_from(["same"] * 6 + [0, 0x7777]),
+                     hs.sampled_from([0] * 5 + ["own", 0x5151]),
+                     hs.sampled_from(VALID_ACTIONS * 2 + [0x12345678, 0xFFFFFFFF]),
+                     hs.sampled_from([0] * 4 + [1, INFINITE, 0x7FFFFFFF]),
+                     hs.integers(0, 3),
+                     hs.sampled_from([0, LAST, 1, 0x0400000000000002]) | hs.integers(0, (1 << 64) - 1),
+                     hs.booleans(), hs.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(calls=hs.lists(_read_call(), min_size=1, max_size=8), preload=hs.integers(0, 3), ndr64=hs.booleans())
+def test_hostile_read_descriptors_get_an_answer_and_leave_nothing_behind(calls, preload, ndr64):
+    asyncio.run(_hostile(calls, preload, ndr64))
+
+
+async def _hostile(calls, preload, ndr64):
+    qm = QueueManager(scheduler=ManualScheduler())
+    qm.initialize()
+    _, queue = qm.create_queue(".\\private$\\orders")
+    fmt = "DIRECT=OS:qm2qm\\private$\\orders"
+    _, own = qm.open_queue(fmt, QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE, RemoteReadState.OPENED)
+    _, other = qm.open_queue(fmt, QueueAccessType.PEEK_ACCESS, QueueShareMode.DENY_NONE, RemoteReadState.OPENED)
+    messages = [Message(body=b"m%d" % i, destination_queue_format_name=fmt) for i in range(preload)]
+    for m in messages:
+        qm.enqueue_message(queue, m)
+    cursor = qm.open_cursor(own)
+    service = build_service(qm)
+    ops = service_interface(service).operations
+    ctx = _Ctx(ndr64)
+    for desc in (own, other):
+        stub = codec.encode_request(2, codec.RemoteQMOpenQueueRequest(uuid.uuid4(), 0, desc.handle, desc.handle,
+                                                                      desc.handle), ndr64)
+        assert codec.decode_response(2, ops[2].handler(ctx, stub), ndr64).ErrorCode == st.MQ_OK
+    named = {"own": own.handle, "other": other.handle}
+    waits = []
+    for opnum, h, q, c, action, timeout, rid, lookup, real_lookup, keep in calls:
+        h = named.get(h, h)
+        q = h if q == "same" else q
+        c = cursor.handle if c == "own" else c
+        d = codec.REMOTEREADDESC(hRemoteQueue=h, hCursor=c, ulAction=action, ulTimeout=timeout, dwQueue=q,
+                                 dwRequestID=rid)
+        if opnum == 0:
+            request = codec.RemoteQMStartReceiveRequest(d)
+        elif opnum == 9:
+            request = codec.RemoteQMStartReceive2Request(codec.REMOTEREADDESC2(d, 0))
+        else:
+            lookup = messages[lookup % preload].lookup_identifier if real_lookup and preload else lookup
+            request = codec.RemoteQMStartReceiveByLookupIdRequest(lookup, codec.REMOTEREADDESC2(d, 0))
+        try:
+            out = ops[opnum].handler(ctx, codec.encode_request(opnum, request, ndr64))
+            if not isinstance(out, bytes):
+                task = asyncio.ensure_future(out)
+                await asyncio.sleep(0)
+                if not task.done():
+                    event(f"opnum {opnum} -> waits")
+                    waits.append(task)
+                    continue
+                out = task.result()
+        except RpcFault as fault:
+            event(f"opnum {opnum} -> fault 0x{fault.status:x}")
+            continue
+        response = codec.decode_response(opnum, out, ndr64)
+        event(f"opnum {opnum} -> {st.status_name(response.ErrorCode & 0xFFFFFFFF)}")
+        if response.pphContext != NULL_HANDLE and not keep:
+            stub = codec.encode_request(1, codec.RemoteQMEndReceiveRequest(response.pphContext, RR_NACK), ndr64)
+            assert codec.decode_response(1, await ops[1].handler(ctx, stub), ndr64).ErrorCode == st.MQ_OK
+    for wait in waits:
+        wait.cancel()
+    await asyncio.gather(*waits, return_exceptions=True)
+    for handle_entry in ctx.table.drain():          # as if the connection dropped: rundown of what is left
+        handle_entry.handle_type.rundown(handle_entry.obj)
+    assert len(service.adm.remote_read_entries) == 0 and len(service.adm.receive_handles) == 0
+    assert own.waiting_message_read_operation_collection == [] == other.waiting_message_read_operation_collection
+    assert all(p.state is PositionState.AVAILABLE for p in queue.message_position_list)
+    assert len(queue.message_position_list) == preload

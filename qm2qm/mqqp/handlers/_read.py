@@ -1,18 +1,17 @@
 """Steps shared by the three read methods (MS-MQQP 3.1.4.1, 3.1.4.10, 3.1.4.11) and by every message release."""
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import struct
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MAX_REMOTEREAD_BUFFER, REMOTEREADDESC_RESERVED_SERVER
 from qm2qm.mqqp.handlers._service import Service
-from qm2qm.rpc.interface import CallContext, RpcFault
+from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.descriptor import ReadResult
 from shared_adm.packet import PacketError, serialize_message_to_buffer
@@ -55,67 +54,6 @@ async def wait_for_read(entry: RemoteReadEntry, result: Any) -> ReadResult:
         return await result
     finally:
         entry.waiting = None
-
-
-def complete_read(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: Any,
-                  *, receive: bool) -> Delivery | Awaitable[Delivery]:
-    """The Delivery of a read whose event answered at once; else a Task that waits for it first. Either way the
-    entry leaves rRemoteReadEntryCollection when the read ends (3.1.4.1: "Remove the RemoteReadEntry").
-
-    The waiting read is already registered with the QueueManager, so it is driven by a Task of its own, started
-    now: should the runtime cancel the call before the call's own task ever ran (a co_cancel in the same
-    segment as the request), the read still ends by itself — by a message, its Call Timer, RemoteQMCancelReceive
-    or the session's close — instead of being left registered with nobody to finish it. Cancelling the call once
-    it runs cancels this Task too (it is what the call awaits)."""
-    if not inspect.isawaitable(result):
-        try:
-            return deliver(service, ctx, entry, result, receive=receive)
-        finally:
-            service.adm.remote_read_entries.remove(entry)
-    task = asyncio.get_running_loop().create_task(_complete_later(service, ctx, entry, result, receive))
-    task.add_done_callback(_log_unretrieved)
-    return task
-
-
-def _log_unretrieved(task: asyncio.Task) -> None:
-    """Retrieve the Task's exception (it may have had no awaiter); report it unless it is an answer (RpcFault)."""
-    if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), RpcFault):
-        _log.warning("remote read ended with an error", exc_info=task.exception())
-
-
-async def _complete_later(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: Any,
-                          receive: bool) -> Delivery:
-    try:
-        return deliver(service, ctx, entry, await wait_for_read(entry, result), receive=receive)
-    finally:
-        service.adm.remote_read_entries.remove(entry)
-
-
-def then(value: Any, fn: Callable[[Any], Any]) -> Any:
-    """fn(value) at once; or, when value is awaitable, a Future of fn(result) that runs whether or not anyone
-    awaits it (cancelling the Future cancels value). Lets a handler answer inline whenever MS-MQDMPR did not
-    have to wait, without tying the completion of a wait to the call's task ever starting."""
-    if not inspect.isawaitable(value):
-        return fn(value)
-    inner = asyncio.ensure_future(value)
-    outer = asyncio.get_running_loop().create_future()
-
-    def finish(done: asyncio.Future) -> None:
-        if outer.done():
-            return
-        if done.cancelled():
-            outer.cancel()
-        elif done.exception() is not None:
-            outer.set_exception(done.exception())
-        else:
-            try:
-                outer.set_result(fn(done.result()))
-            except BaseException as exc:          # an encode failure is the call's answer (a fault)
-                outer.set_exception(exc)
-
-    inner.add_done_callback(finish)
-    outer.add_done_callback(lambda f: inner.cancel() if f.cancelled() else None)
-    return outer
 
 
 def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: ReadResult,

@@ -1,13 +1,13 @@
 """RemoteQMStartReceive (MS-MQQP 3.1.4.1, opnum 0): peek or receive through an open queue, with or without a cursor."""
 from __future__ import annotations
 
-from typing import Any, Awaitable
+from typing import Any
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, answer, complete_read, encode_delivery, then
+from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery, wait_for_read
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -15,9 +15,8 @@ from shared_adm import status as st
 ACTIONS = frozenset({MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT})
 
 
-def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery | Awaitable[Delivery]:
-    """The processing rules of 3.1.4.1 (also those of RemoteQMStartReceive2, 3.1.4.10) for one REMOTEREADDESC;
-    awaitable only when the read has to wait."""
+async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery:
+    """The processing rules of 3.1.4.1 (also those of RemoteQMStartReceive2, 3.1.4.10) for one REMOTEREADDESC."""
     adm, qm = service.adm, service.qm
     if desc is None:
         return Delivery(st.MQ_ERROR_INVALID_HANDLE)
@@ -51,18 +50,16 @@ def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery | A
             result = qm.peek_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
         else:
             result = qm.peek_next_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
-    except BaseException:
+        result = await wait_for_read(entry, result)
+        return deliver(service, ctx, entry, result, receive=receive)
+    finally:
         adm.remote_read_entries.remove(entry)
-        raise
-    return complete_read(service, ctx, entry, result, receive=receive)
 
 
-def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Awaitable[bytes]:
-    """Opnum 0 on the wire: decode, apply 3.1.4.1, encode (inline unless the read waits)."""
+async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 0 on the wire: decode, apply 3.1.4.1, encode."""
     request = codec.decode_request(0, stub, ctx.ndr64)
-    desc = request.lpRemoteReadDesc
-
-    def respond(delivery: Delivery) -> bytes:
-        response = codec.RemoteQMStartReceiveResponse(delivery.handle, answer(desc, delivery), delivery.status)
-        return encode_delivery(service, ctx, 0, response, delivery)
-    return then(start_receive(service, ctx, desc), respond)
+    delivery = await start_receive(service, ctx, request.lpRemoteReadDesc)
+    response = codec.RemoteQMStartReceiveResponse(
+        delivery.handle, answer(request.lpRemoteReadDesc, delivery), delivery.status)
+    return encode_delivery(service, ctx, 0, response, delivery)

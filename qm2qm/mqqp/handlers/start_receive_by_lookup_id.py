@@ -8,7 +8,7 @@ from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
                                   MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, answer2, complete_read, encode_delivery
+from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -62,10 +62,9 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
     try:
         result = qm.read_message_by_lookup_identifier(descriptor, lookup_id, lookup_operation(seek, lookup_id),
                                                       peek_operation=peek, two_phase_read=not peek)
-    except BaseException:
+        return deliver(service, ctx, entry, result, receive=not peek)
+    finally:
         adm.remote_read_entries.remove(entry)
-        raise
-    return complete_read(service, ctx, entry, result, receive=not peek)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
