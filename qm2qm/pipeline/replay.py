@@ -1,0 +1,304 @@
+"""Replay: re-issue the client side of recorded qm2qm sessions against a live server (MS-MQQP 3.1.4), translating
+context handles, queue handles and cursors from recorded to live values, keeping the recorded order and
+concurrency, and writing what happened as a call table for the diff job (docs/pipeline.md "Replay")."""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from qm2qm.mqqp import codec
+from qm2qm.mqqp.constants import QM2QM_UUID, QM2QM_VERSION
+from qm2qm.pipeline import schema
+from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
+from qm2qm.pipeline.rpc_client import RpcClient, RpcClientError
+from qm2qm.pipeline.trace import CallWriter
+from qm2qm.rpc.interface import NDR20, NDR64, RpcFault
+
+log = logging.getLogger("qm2qm.replay")
+NULL_HANDLE = bytes(20)
+QUEUE_FIELDS = ("hQueue", "pQueue", "dwpContext")
+DESC_QUEUE_FIELDS = ("hRemoteQueue", "dwQueue")
+# A live call that does not answer within this many seconds is recorded as no_response (a hang guard).
+DEFAULT_CALL_TIMEOUT_S = 30.0
+
+
+class ReplayError(Exception):
+    """Replay cannot start (unreadable recording, no qm2qm calls, unreachable admin API)."""
+
+
+@dataclass
+class ReplayResult:
+    """Counts of what the replay did, and the problems met (one line each)."""
+    calls: int = 0
+    sent: int = 0
+    skipped: int = 0
+    failed: int = 0
+    opened_queues: dict[int, str] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def load_recording(path: str | Path) -> tuple[list[dict], list[str]]:
+    """The qm2qm calls of a capture or trace (any format ingest reads), and the problems met reading it."""
+    from qm2qm.pipeline.ingest import ingest_file
+    result = ingest_file(path)
+    problems = [p["message"] for p in result.problems]
+    if not result.calls and problems:
+        raise ReplayError(problems[0])
+    return result.calls, problems
+
+
+def infer_queue_map(rows: list[dict]) -> dict[int, str]:
+    """Recorded queue handle → path name, from the queue_name a trace carries (first seen wins)."""
+    out: dict[int, str] = {}
+    for row in rows:
+        if row.get("queue_handle") and row.get("queue_name"):
+            out.setdefault(int(row["queue_handle"]), row["queue_name"])
+    return out
+
+
+class Translator:
+    """Recorded → live values: context handles (learned from responses), queue handles and cursors (opened
+    through the admin API on first use)."""
+
+    def __init__(self, queue_map: dict[int, str], admin: Any, result: ReplayResult) -> None:
+        self.queue_map = queue_map
+        self.admin = admin
+        self.result = result
+        self.contexts: dict[bytes, bytes] = {}
+        self.queues: dict[int, int] = {}
+        self.cursors: dict[tuple[int, int], int] = {}
+        self.lock = asyncio.Lock()
+
+    async def queue(self, recorded: int) -> int:
+        if not recorded:
+            return recorded
+        live = self.queues.get(recorded)
+        if live is not None:
+            return live
+        async with self.lock:
+            if recorded in self.queues:
+                return self.queues[recorded]
+            name = self.queue_map.get(recorded)
+            if name is None or self.admin is None:
+                self.result.problems.append(f"queue handle {recorded}: no path name mapped (use --queue-map); "
+                                            f"sent unchanged")
+                self.queues[recorded] = recorded
+                return recorded
+            try:
+                view = await asyncio.to_thread(self.admin.open_queue, name)
+            except Exception as exc:   # noqa: BLE001 - AdminError or a transport error, reported
+                self.result.problems.append(f"queue handle {recorded}: opening '{name}' failed: {exc}")
+                self.queues[recorded] = recorded
+                return recorded
+            live = self.queues[recorded] = int(view["hRemoteQueue"])
+            self.result.opened_queues[recorded] = name
+            return live
+
+    async def cursor(self, recorded_queue: int, live_queue: int, recorded: int) -> int:
+        if not recorded:
+            return recorded
+        key = (recorded_queue, recorded)
+        if key in self.cursors:
+            return self.cursors[key]
+        async with self.lock:
+            if key in self.cursors:
+                return self.cursors[key]
+            live = recorded
+            if self.admin is not None and live_queue != recorded_queue:
+                try:
+                    live = int((await asyncio.to_thread(self.admin.open_cursor, live_queue))["hCursor"])
+                except Exception as exc:   # noqa: BLE001
+                    self.result.problems.append(f"cursor {recorded} on queue handle {recorded_queue}: {exc}")
+            self.cursors[key] = live
+            return live
+
+    def context(self, recorded: bytes) -> bytes:
+        return self.contexts.get(bytes(recorded), bytes(recorded))
+
+    async def request(self, opnum: int, obj: Any) -> Any:
+        """A copy of a decoded request with every recorded handle replaced by its live value."""
+        obj = dataclasses.replace(obj) if dataclasses.is_dataclass(obj) else obj
+        for name in ("pphContext",):
+            if hasattr(obj, name):
+                setattr(obj, name, self.context(getattr(obj, name)))
+        recorded_queue = getattr(obj, "hQueue", None)
+        for name in QUEUE_FIELDS:
+            if hasattr(obj, name):
+                setattr(obj, name, await self.queue(getattr(obj, name)))
+        if hasattr(obj, "hCursor") and recorded_queue is not None:
+            obj.hCursor = await self.cursor(recorded_queue, obj.hQueue, obj.hCursor)
+        desc = getattr(obj, "lpRemoteReadDesc", None)
+        holder = getattr(obj, "lpRemoteReadDesc2", None)
+        if holder is not None and holder.pRemoteReadDesc is not None:
+            holder = dataclasses.replace(holder, pRemoteReadDesc=dataclasses.replace(holder.pRemoteReadDesc))
+            obj.lpRemoteReadDesc2 = holder
+            desc = holder.pRemoteReadDesc
+        elif desc is not None:
+            desc = obj.lpRemoteReadDesc = dataclasses.replace(desc)
+        if desc is not None:
+            recorded_queue = desc.hRemoteQueue
+            for name in DESC_QUEUE_FIELDS:
+                setattr(desc, name, await self.queue(getattr(desc, name)))
+            desc.hCursor = await self.cursor(recorded_queue, desc.hRemoteQueue, desc.hCursor)
+        return obj
+
+    def learn(self, opnum: int, recorded: dict, live_stub: bytes, ndr64: bool) -> None:
+        """Map the recorded [out] context handle to the live one returned for the same call."""
+        out = recorded.get("context_handle_out")
+        if not out or bytes(out) == NULL_HANDLE:
+            return
+        try:
+            response = codec.decode_response(opnum, live_stub, ndr64)
+        except RpcFault:
+            return
+        live = getattr(response, "pphContext", None) or getattr(response, "phContext", None)
+        if live is not None and bytes(live) != NULL_HANDLE:
+            self.contexts[bytes(out)] = bytes(live)
+
+
+class _Session:
+    """One recorded session: its live connection and how many of its calls are still to finish."""
+
+    def __init__(self, rows: list[dict]) -> None:
+        self.rows = rows
+        self.left = len(rows)
+        self.client: RpcClient | None = None
+        self.connecting: asyncio.Lock = asyncio.Lock()
+        self.broken: str | None = None
+
+
+async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *, admin: Any = None,
+                 queue_map: dict[int, str] | None = None, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
+                 on_progress: Callable[[int], None] | None = None) -> ReplayResult:
+    """Replay ``rows`` (a call table's qm2qm calls) against host:port, writing the live calls to ``out_path``.
+
+    Order and concurrency: a call is sent once every recorded call that had been answered before it was sent
+    has been answered live; calls that overlapped in the recording overlap in the replay."""
+    result = ReplayResult()
+    calls = [r for r in rows if r.get("interface_uuid") == QM2QM_UUID_STR and r.get("request_stub") is not None]
+    result.skipped = len(rows) - len(calls)
+    result.calls = len(calls)
+    if not calls:
+        raise ReplayError("the recording holds no qm2qm calls to replay")
+    mapping = dict(infer_queue_map(calls))
+    mapping.update(queue_map or {})
+    translator = Translator(mapping, admin, result)
+    sessions: dict[tuple, _Session] = {}
+    for row in sorted(calls, key=lambda r: (r["session_seq"] or 0, r["call_index"] or 0)):
+        key = (row.get("source_file"), row["session_id"])
+        sessions.setdefault(key, _Session([])).rows.append(row)
+    for s in sessions.values():
+        s.left = len(s.rows)
+    by_request = sorted(calls, key=lambda r: (r["request_time_us"] or 0, r["session_seq"] or 0,
+                                              r["call_index"] or 0))
+    answered = sorted((r for r in calls if r.get("response_time_us") is not None),
+                      key=lambda r: r["response_time_us"])
+    done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
+    writer = CallWriter(out_path, source="replay")
+    live_rows: list[dict] = []
+    tasks: list[asyncio.Task] = []
+    try:
+        pointer = 0
+        for row in by_request:
+            while pointer < len(answered) and answered[pointer]["response_time_us"] < (row["request_time_us"] or 0):
+                await done[id(answered[pointer])].wait()
+                pointer += 1
+            session = sessions[(row.get("source_file"), row["session_id"])]
+            start = asyncio.Event()
+            tasks.append(asyncio.create_task(_one(row, session, host, port, translator, result, call_timeout,
+                                                  live_rows, done[id(row)], on_progress, start)))
+            await start.wait()          # the request is on the wire before the next one is considered
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for s in sessions.values():
+            if s.client is not None:
+                await s.client.close()
+        schema_rows = sorted(live_rows, key=lambda r: (r["session_seq"], r["call_index"]))
+        writer.write(schema_rows)
+        writer.close()
+    return result
+
+
+async def _client(session: _Session, host: str, port: int, ndr64: bool) -> RpcClient:
+    async with session.connecting:
+        if session.client is None:
+            client = RpcClient(host, port)
+            transfer = NDR64 if ndr64 else NDR20
+            await client.connect((QM2QM_UUID, *QM2QM_VERSION), (transfer[0], transfer[1], 0))
+            session.client = client
+        return session.client
+
+
+async def _one(row: dict, session: _Session, host: str, port: int, translator: Translator, result: ReplayResult,
+               call_timeout: float, live_rows: list, done: asyncio.Event, on_progress: Any,
+               start: asyncio.Event) -> None:
+    opnum = row["opnum"]
+    ndr64 = row.get("transfer_syntax") == "NDR64"
+    live = schema.empty_call()
+    live.update(source="replay", source_file=row.get("source_file"), session_id=row["session_id"],
+                session_seq=row["session_seq"], call_index=row["call_index"], interface_uuid=QM2QM_UUID_STR,
+                interface_version=row.get("interface_version"), interface_name="qm2qm",
+                transfer_syntax=row.get("transfer_syntax"), opnum=opnum, status_kind=schema.NO_RESPONSE)
+    try:
+        stub = await _translate(row, opnum, ndr64, translator)
+        live.update(request_stub=stub, request_bytes=len(stub))
+        if session.broken:
+            raise RpcClientError(session.broken)
+        client = await _client(session, host, port, ndr64)
+        live.update(connection_id=row["session_seq"], association_group_id=client.association_group_id,
+                    call_id=None)
+        t0 = time.time_ns()
+        live["request_time_us"] = t0 // 1000
+        pending = asyncio.ensure_future(client.call(opnum, stub))
+        start.set()
+        kind, answer = await asyncio.wait_for(pending, call_timeout)
+        t1 = time.time_ns()
+        live.update(response_time_us=t1 // 1000, latency_us=(t1 - t0) // 1000, status_kind=kind)
+        if kind == "ok":
+            live.update(response_stub=answer, response_bytes=len(answer))
+            translator.learn(opnum, row, answer, ndr64)
+        else:
+            live["fault_status"] = answer
+        result.sent += 1
+    except asyncio.TimeoutError:
+        result.problems.append(f"session {row['session_id']} call {row['call_index']} ({row.get('op_name')}): "
+                               f"no answer within {call_timeout:g} s")
+        result.failed += 1
+    except RpcClientError as exc:
+        session.broken = session.broken or str(exc)
+        result.problems.append(f"session {row['session_id']} call {row['call_index']}: {exc}")
+        result.failed += 1
+    finally:
+        start.set()
+        decode_call(live)
+        live_rows.append(live)
+        done.set()
+        session.left -= 1
+        if session.left == 0 and session.client is not None:
+            client, session.client = session.client, None
+            await client.close()
+        if on_progress is not None:
+            on_progress(1)
+
+
+async def _translate(row: dict, opnum: int, ndr64: bool, translator: Translator) -> bytes:
+    """The request stub to send: the recorded one with live handles, or the recorded bytes if they do not decode
+    (a deliberately malformed stub is replayed as it was)."""
+    stub = bytes(row["request_stub"])
+    try:
+        request = codec.decode_request(opnum, stub, ndr64)
+    except RpcFault:
+        return stub
+    live = await translator.request(opnum, request)
+    try:
+        return codec.encode_request(opnum, live, ndr64, strict=False)
+    except (codec.EncodeError, ValueError):
+        return stub

@@ -1,0 +1,259 @@
+"""PySpark jobs over call tables (docs/pipeline.md): ingest many captures/traces in parallel, per-opnum stats,
+and the conformance diff of two call tables. Runs embedded (local[*]) or on any cluster via --master/spark-submit."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+from qm2qm.pipeline import schema
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED_PACKAGES = ("qm2qm", "shared_adm")
+
+# One Arrow schema for every record an ingest task yields: the union of the three tables plus counters.
+_RECORD_FIELDS: list[pa.Field] = [pa.field("record", pa.string())]
+_seen: set[str] = {"record"}
+for _f in [*schema.CALL_FIELDS, *schema.SESSION_FIELDS, *schema.PROBLEM_FIELDS, pa.field("counters", pa.string())]:
+    if _f.name not in _seen:
+        _seen.add(_f.name)
+        _RECORD_FIELDS.append(pa.field(_f.name, _f.type, nullable=True))
+RECORD_SCHEMA = pa.schema(_RECORD_FIELDS)
+
+
+# --------------------------------------------------------------------------------------------------- session
+
+def _code_zip() -> str:
+    """A zip of the qm2qm and shared_adm packages for executors (sc.addPyFile), built once per process."""
+    target = Path(tempfile.gettempdir()) / f"qm2qm-pyfiles-{os.getpid()}.zip"
+    if not target.exists():
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            for package in SHIPPED_PACKAGES:
+                for path in (REPO / package).rglob("*.py"):
+                    zf.write(path, path.relative_to(REPO).as_posix())
+    return str(target)
+
+
+def spark_session(master: str | None = "local[*]", app_name: str = "qm2qm-pipeline",
+                  conf: dict[str, str] | None = None) -> Any:
+    """A SparkSession; ``master`` None keeps what spark-submit set. Ships the project code to executors."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None and not os.environ.get("SPARK_SUBMIT_MASTER"):
+        builder = builder.master(master)
+    settings = {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "8", "spark.pyspark.python": sys.executable}
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.addPyFile(_code_zip())
+    return spark
+
+
+# ---------------------------------------------------------------------------------------------------- ingest
+
+def _records(path: str) -> pa.RecordBatch:
+    from qm2qm.pipeline.ingest import ingest_file
+    result = ingest_file(path)
+    rows: list[dict] = []
+    rows.extend(dict(r, record="call") for r in result.calls)
+    rows.extend(dict(r, record="session") for r in result.sessions)
+    rows.extend(dict(r, record="problem") for r in result.problems)
+    rows.append({"record": "file", "source_file": result.path,
+                 "counters": json.dumps(result.counters, sort_keys=True)})
+    return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
+
+
+def ingest_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function: each input row names one file; yields that file's records (RECORD_SCHEMA)."""
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            yield _records(path)
+
+
+def expand_inputs(inputs: Iterable[str]) -> list[str]:
+    """Files named, plus the files inside named directories (sorted); missing paths are kept to be reported."""
+    out: list[str] = []
+    for item in inputs:
+        p = Path(item)
+        if p.is_dir():
+            out.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and not f.name.startswith("."))
+        else:
+            out.append(str(p))
+    return out
+
+
+def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
+    """Ingest captures and traces in parallel (one task per file) into OUT/calls, OUT/sessions, OUT/problems
+    (Parquet); returns the summary also written to OUT/summary.json."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    paths = expand_inputs(inputs)
+    sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
+    sizes.sort(key=lambda item: -item[1])           # big files first: they bound the job's length
+    out = Path(out_dir)
+    frame = spark.createDataFrame([(p,) for p, _ in sizes], StructType([StructField("path", StringType())]))
+    frame = frame.repartition(max(1, len(sizes)))
+    records = frame.mapInArrow(ingest_batches, _spark_schema(RECORD_SCHEMA)).persist()
+    try:
+        for name, cols in (("calls", schema.CALL_COLUMNS), ("sessions", schema.SESSION_COLUMNS),
+                           ("problems", schema.PROBLEM_COLUMNS)):
+            kind = name[:-1] if name != "calls" else "call"
+            records.filter(F.col("record") == kind).select(*cols).write.mode("overwrite").parquet(str(out / name))
+        files = records.filter(F.col("record") == "file").select("source_file", "counters").collect()
+    finally:
+        records.unpersist()
+    summary = {"files": len(files), "per_file": {}, "totals": {}}
+    for row in files:
+        counters = json.loads(row["counters"])
+        summary["per_file"][row["source_file"]] = counters
+        for key, value in counters.items():
+            summary["totals"][key] = summary["totals"].get(key, 0) + value
+    summary["problems"] = [r.asDict() for r in spark.read.parquet(str(out / "problems")).collect()]
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
+    return summary
+
+
+def _spark_schema(arrow_schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(arrow_schema)
+
+
+def read_calls(spark: Any, path: str | Path) -> Any:
+    """A call table as a DataFrame: an ingest output directory (OUT or OUT/calls) or a trace file."""
+    p = Path(path)
+    if (p / "calls").is_dir():
+        p = p / "calls"
+    if p.is_dir():
+        return spark.read.parquet(str(p))
+    from qm2qm.pipeline.ingest import ingest_file
+    result = ingest_file(p)
+    if result.problems and not result.calls:
+        raise ValueError(result.problems[0]["message"])
+    return spark.createDataFrame(schema.table(result.calls, schema.CALL_SCHEMA).to_pandas(),
+                                 _spark_schema(schema.CALL_SCHEMA))
+
+
+# ----------------------------------------------------------------------------------------------------- stats
+
+def stats(spark: Any, calls_path: str | Path, out_dir: str | Path, bucket_seconds: int = 60) -> dict:
+    """Per opnum: calls, faults, errors, bytes, latency p50/p90/p99; the same per time bucket; error codes.
+    Writes OUT/by_opnum, OUT/over_time, OUT/error_codes (Parquet) and returns them as lists of dicts."""
+    from pyspark.sql import functions as F
+
+    calls = read_calls(spark, calls_path)
+    out = Path(out_dir)
+    latency_ms = F.col("latency_us") / 1000.0
+    measures = [
+        F.count(F.lit(1)).alias("calls"),
+        F.sum((F.col("status_kind") == "fault").cast("long")).alias("faults"),
+        F.sum(((F.col("hresult").isNotNull()) & (F.col("hresult") != 0)).cast("long")).alias("errors"),
+        F.sum("request_bytes").alias("request_bytes"),
+        F.sum("response_bytes").alias("response_bytes"),
+        F.percentile_approx(latency_ms, 0.5).alias("latency_p50_ms"),
+        F.percentile_approx(latency_ms, 0.9).alias("latency_p90_ms"),
+        F.percentile_approx(latency_ms, 0.99).alias("latency_p99_ms"),
+        F.max(latency_ms).alias("latency_max_ms"),
+    ]
+    by_opnum = calls.groupBy("opnum", "op_name").agg(*measures).orderBy("opnum")
+    bucket = (F.floor(F.col("request_time_us") / (bucket_seconds * 1_000_000)) * bucket_seconds).alias("bucket_s")
+    over_time = calls.groupBy(bucket, "opnum", "op_name").agg(*measures).orderBy("bucket_s", "opnum")
+    code = (F.when(F.col("status_kind") == "fault", F.format_string("fault 0x%08x", F.col("fault_status")))
+            .when(F.col("hresult").isNotNull(), F.format_string("0x%08x", F.col("hresult")))
+            .otherwise(F.col("status_kind")))
+    error_codes = (calls.withColumn("code", code).groupBy("opnum", "op_name", "code")
+                   .agg(F.count(F.lit(1)).alias("calls")).orderBy("opnum", "code"))
+    result = {}
+    for name, frame in (("by_opnum", by_opnum), ("over_time", over_time), ("error_codes", error_codes)):
+        frame.write.mode("overwrite").parquet(str(out / name))
+        result[name] = [r.asDict() for r in spark.read.parquet(str(out / name)).orderBy(*frame.columns[:2]).collect()]
+    return result
+
+
+# ------------------------------------------------------------------------------------------------------ diff
+
+_NORM_SCHEMA = pa.schema([pa.field("file_rank", pa.int32()), pa.field("session_seq", pa.int32()),
+                          pa.field("call_index", pa.int32()), pa.field("opnum", pa.int32()),
+                          pa.field("op_name", pa.string()), pa.field("status", pa.string()),
+                          pa.field("request", pa.string()), pa.field("response", pa.string()),
+                          pa.field("message", pa.string())])
+MISMATCH_SCHEMA = pa.schema([pa.field("file_rank", pa.int32()), pa.field("session_seq", pa.int32()),
+                             pa.field("call_index", pa.int32()), pa.field("opnum", pa.int32()),
+                             pa.field("op_name", pa.string()), pa.field("field", pa.string()),
+                             pa.field("kind", pa.string()), pa.field("left", pa.string()),
+                             pa.field("right", pa.string())])
+_NORM_INPUT = ["file_rank", "session_seq", "call_index", "opnum", "op_name", "status_kind", "hresult",
+               "return_value", "fault_status", "request_fields", "response_fields", "message_fields"]
+
+
+def _normalize_group(pdf: Any) -> Any:
+    import pandas as pd
+    from qm2qm.pipeline.normalize import normalize_session
+    rows = pdf.astype(object).where(pdf.notna(), None).to_dict("records")
+    out = normalize_session(rows)
+    rank = int(rows[0]["file_rank"]) if rows else 0
+    for r in out:
+        r["file_rank"] = rank
+    return pd.DataFrame(out, columns=_NORM_SCHEMA.names)
+
+
+def _compare_batches(batches: Iterator[Any]) -> Iterator[Any]:
+    import pandas as pd
+    from qm2qm.pipeline.normalize import compare
+    cols = ["opnum", "op_name", "status", "request", "response", "message"]
+    for pdf in batches:
+        out = []
+        for rec in pdf.astype(object).where(pdf.notna(), None).to_dict("records"):
+            left = None if rec["l_opnum"] is None else {c: rec["l_" + c] for c in cols}
+            right = None if rec["r_opnum"] is None else {c: rec["r_" + c] for c in cols}
+            side = left or right
+            for m in compare(left, right):
+                out.append({"file_rank": rec["file_rank"], "session_seq": rec["session_seq"],
+                            "call_index": rec["call_index"], "opnum": side["opnum"], "op_name": side["op_name"], **m})
+        yield pd.DataFrame(out, columns=MISMATCH_SCHEMA.names)
+
+
+def _normalized(spark: Any, calls: Any) -> Any:
+    from pyspark.sql import Window, functions as F
+    files = calls.select("source_file").distinct()
+    files = files.withColumn("file_rank", (F.dense_rank().over(Window.orderBy(F.coalesce("source_file",
+                                                                                         F.lit(""))))
+                                           - 1).cast("int"))
+    calls = calls.join(files, on="source_file", how="left").na.fill({"file_rank": 0})
+    return (calls.select(*_NORM_INPUT, "session_id")
+            .groupBy("file_rank", "session_id")
+            .applyInPandas(_normalize_group, _spark_schema(_NORM_SCHEMA)))
+
+
+def diff(spark: Any, left_path: str | Path, right_path: str | Path, out_dir: str | Path) -> dict:
+    """Align two call tables by (file order, session order, call order), normalize, and write OUT/mismatches
+    (Parquet, one row per differing field or missing call); returns counts and the first mismatches."""
+    from pyspark.sql import functions as F
+
+    key = ["file_rank", "session_seq", "call_index"]
+    sides = []
+    for prefix, path in (("l_", left_path), ("r_", right_path)):
+        norm = _normalized(spark, read_calls(spark, path))
+        sides.append(norm.select(*key, *[F.col(c).alias(prefix + c) for c in _NORM_SCHEMA.names if c not in key]))
+    joined = sides[0].join(sides[1], on=key, how="full_outer")
+    mismatches = joined.mapInPandas(_compare_batches, _spark_schema(MISMATCH_SCHEMA))
+    out = Path(out_dir)
+    mismatches.write.mode("overwrite").parquet(str(out / "mismatches"))
+    written = spark.read.parquet(str(out / "mismatches"))
+    aligned = joined.count()
+    rows = [r.asDict() for r in written.orderBy(*key, "field").limit(1000).collect()]
+    summary = {"left": str(left_path), "right": str(right_path), "aligned_calls": aligned,
+               "mismatches": written.count(), "first": rows}
+    (out / "diff_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    return summary
