@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
+from shared_adm import status as st
+
 log = logging.getLogger(__name__)
 
 OBJECT_TYPES = ("Queue", "QueueManager", "Enterprise", "Site", "ConnectedNetwork", "RoutingLink", "User")
@@ -590,3 +592,55 @@ class Directory:
             self._online_timer.cancel()
             self._online_timer = None
         self.backend.close()
+
+
+# ---------------------------------------------------------------------------------------------- QM -> directory
+_RESULT_STATUS = {DirectoryOperationResult.DIRECTORY_NOT_CONNECTED: st.MQ_ERROR_NO_DS,
+                  DirectoryOperationResult.OBJECT_ALREADY_EXISTS: st.MQ_ERROR_QUEUE_EXISTS,
+                  DirectoryOperationResult.OBJECT_NOT_FOUND: st.MQ_ERROR_QUEUE_NOT_FOUND}
+
+
+def status_of(result: DirectoryOperationResult) -> int:
+    """The MQ status (MS-MQMQ 2.4) a queue operation answers for a failed directory operation."""
+    return 0 if result is DirectoryOperationResult.SUCCESS else _RESULT_STATUS.get(result, st.MQ_ERROR_DS_ERROR)
+
+
+def create_public_queue(qm, directory: Directory, pathname: str, **attributes) -> tuple[int, Any]:
+    """Create Queue (MS-MQDMPR 3.1.7.1.3) of a public queue with iSkipDirectory False: Create Directory Object
+    (which sends the QueueCreation notification), then FullPath/DirectoryPath read back. If the directory
+    refuses, the queue is not kept and the mapped status is returned."""
+    status, queue = qm.create_queue(pathname, **attributes)
+    if status != 0:
+        return status, None
+    if queue.queue_type.value != "Public":
+        qm.delete_queue(queue)
+        return st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME, None
+    result, _ = directory.create_directory_object(queue_to_directory_object(queue))
+    if result is not DirectoryOperationResult.SUCCESS:
+        qm.delete_queue(queue)
+        return status_of(result), None
+    result, obj = directory.read_directory("Queue", [equals("Identifier", queue.identifier)],
+                                           ["FullPath", "DirectoryPath"])
+    if result is DirectoryOperationResult.SUCCESS:
+        apply_queue_attributes(queue, obj)
+        persist_queue(qm, queue)
+    return 0, queue
+
+
+def delete_public_queue(qm, directory: Directory, queue) -> int:
+    """Delete Queue (MS-MQDMPR 3.1.7.1.4) with iSkipDirectory False: then Delete Directory Object (QueueDeletion)."""
+    obj = queue_to_directory_object(queue)
+    status = qm.delete_queue(queue)
+    if status != 0 or queue.queue_type.value != "Public":
+        return status
+    return status_of(directory.delete_directory_object(obj))
+
+
+def publish_queue(directory: Directory, queue, attribute_list: list[str] | None = None) -> int:
+    """Write Directory (3.1.7.1.24) of a local queue's attributes (QueueUpdate notification for a public one)."""
+    return status_of(directory.write_directory(queue_to_directory_object(queue), attribute_list))
+
+
+def publish_queue_manager(directory: Directory, qm, attribute_list: list[str] | None = None) -> int:
+    """Write Directory (3.1.7.1.24) of the LocalQueueManager (QueueManagerUpdate notification)."""
+    return status_of(directory.write_directory(queue_manager_to_directory_object(qm), attribute_list))

@@ -9,7 +9,7 @@ from qm2qm.mqcn import codec as c
 from qm2qm.mqcn.client import ChangeNotificationClient
 from qm2qm.mqcn.server import ChangeNotificationServer, notify_queue_format_name
 from shared_adm import status as st
-from shared_adm.directory import ChangeOperation, DirectoryObject
+from shared_adm.directory import ChangeOperation, DirectoryObject, equals
 from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType
 from shared_adm.message import DeliveryGuarantee
 
@@ -193,3 +193,27 @@ async def test_a_queue_created_by_notification_is_served_to_a_qm2qm_remote_reade
             await asyncio.to_thread(reader.disconnect)
         await rpc.close()
         await server.stop()
+
+
+# ---------------------------------------------------------------------------------------------- QM -> directory
+def test_create_public_queue_publishes_and_notifies_the_owner(qm, directory, client):
+    from shared_adm.directory import create_public_queue, delete_public_queue, publish_queue, publish_queue_manager
+    status, queue = create_public_queue(qm, directory, "qm2qm\\published", label="p")
+    assert status == st.MQ_OK and queue.queue_type is QueueType.PUBLIC
+    result, obj = directory.read_directory("Queue", [equals("Identifier", queue.identifier)])
+    assert obj.attributes["Pathname"] == "qm2qm\\published" and obj.attributes["QueueManager"] == QM_ID
+    queue.quota = 5
+    assert publish_queue(directory, queue) == st.MQ_OK
+    directory.backend.create(DirectoryObject("QueueManager", QM_ID, {}))
+    assert publish_queue_manager(directory, qm) == st.MQ_OK
+    assert delete_public_queue(qm, directory, queue) == st.MQ_OK
+    events = [c.decode_message(m.body).body.event for m in notifications(qm)]
+    assert events == [1, 2, 4, 3]
+    assert create_public_queue(qm, directory, "qm2qm\\private$\\no")[0] == st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME
+
+
+def test_create_public_queue_is_undone_when_the_directory_refuses(qm, directory, client):
+    from shared_adm.directory import create_public_queue
+    directory.backend.connected = False
+    status, queue = create_public_queue(qm, directory, "qm2qm\\offline")
+    assert status == st.MQ_ERROR_NO_DS and queue is None and qm.queue_by_pathname("qm2qm\\offline") is None
