@@ -95,45 +95,6 @@ def parse_syntax_floor(floor: Floor, which: str) -> SyntaxId:
     return uuid.UUID(bytes_le=floor.lhs[1:17]), major, minor
 
 
-@dataclass(frozen=True)
-class Tower:
-    """An ncacn_ip_tcp tower, or the interface/syntax part of any tower with its protocol floors."""
-    interface: SyntaxId
-    transfer_syntax: SyntaxId
-    protocol_floors: tuple[Floor, ...]
-
-    @property
-    def protocol(self) -> str | None:
-        """The protocol sequence named by floors 3.. (only the ones the mapper can answer), else None."""
-        ids = tuple(f.protocol for f in self.protocol_floors)
-        if ids[:3] == (PROTOCOL_NCACN, PROTOCOL_TCP, PROTOCOL_IP):
-            return "ncacn_ip_tcp"
-        return None
-
-    @property
-    def port(self) -> int | None:
-        for floor in self.protocol_floors:
-            if floor.protocol == PROTOCOL_TCP and len(floor.rhs) == 2:
-                return struct.unpack(">H", floor.rhs)[0]
-        return None
-
-    @property
-    def address(self) -> str | None:
-        for floor in self.protocol_floors:
-            if floor.protocol == PROTOCOL_IP and len(floor.rhs) == 4:
-                return str(ipaddress.IPv4Address(floor.rhs))
-        return None
-
-
-def parse_tower(octets: bytes) -> Tower:
-    """A tower with at least the interface and transfer syntax floors; TowerError otherwise."""
-    floors = parse_floors(octets)
-    if len(floors) < 2:
-        raise TowerError(f"tower has {len(floors)} floor(s); the interface and syntax floors are missing")
-    return Tower(parse_syntax_floor(floors[0], "interface"), parse_syntax_floor(floors[1], "transfer syntax"),
-                 tuple(floors[2:]))
-
-
 @functools.lru_cache(maxsize=1024)          # inputs come from the endpoint map, not from peers
 def tcp_tower(interface: SyntaxId, transfer_syntax: SyntaxId, host: str, port: int) -> bytes:
     """The five-floor ncacn_ip_tcp tower for interface at host:port (C706 Appendix L; MS-RPCE 2.1.1.1)."""

@@ -22,7 +22,8 @@ from impacket.uuid import uuidtup_to_bin
 from qm2qm.mqqp.constants import QM2QM_UUID
 from qm2qm.rpc import epm as E
 from qm2qm.rpc import mgmt as M
-from qm2qm.rpc.epm_tower import Floor, build_floors, syntax_floor, tcp_tower
+from qm2qm.rpc.epm_tower import (Floor, TowerError, build_floors, parse_floors, parse_syntax_floor, syntax_floor,
+                                 tcp_tower)
 from qm2qm.rpc.interface import NDR20, NDR64 as NDR64_ID, RpcFault
 from tests.rpc.test_mgmt import (NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_OP_RNG_ERROR, NDR, NDR64, QM2QM,
                                  RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND, SYNTAXES, FakeCtx, assert_same_layout,
@@ -297,6 +298,23 @@ def test_any_stub_gets_a_response_or_a_fault(stub, opnum, ndr64):
         assert fault.status in (RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND, NCA_S_FAULT_CONTEXT_MISMATCH)
         return
     assert isinstance(out, bytes)
+
+
+def test_tower_floors_round_trip_and_errors():
+    octets = tcp_tower(QM2QM_ID, NDR64_SYNTAX_ID, "192.0.2.1", 2105)
+    floors = parse_floors(octets)
+    assert build_floors(floors) == octets
+    assert parse_syntax_floor(floors[0], "interface") == QM2QM_ID
+    assert parse_syntax_floor(floors[1], "transfer syntax") == NDR64_SYNTAX_ID
+    assert [f.protocol for f in floors[2:]] == [0x0B, 0x07, 0x09]
+    assert floors[3].rhs == struct.pack(">H", 2105) and floors[4].rhs == bytes([192, 0, 2, 1])
+    with pytest.raises(TowerError, match="not a UUID floor"):
+        parse_syntax_floor(floors[2], "interface")
+    with pytest.raises(TowerError, match="7 floors"):
+        parse_floors(SEVEN_FLOORS)
+    with pytest.raises(TowerError, match="claims"):
+        parse_floors(octets[:-1])
+    assert parse_floors(b"\x00\x00") == []
 
 
 # ----------------------------------------------------------------------------------------------- ept_lookup
