@@ -217,3 +217,30 @@ def test_create_public_queue_is_undone_when_the_directory_refuses(qm, directory,
     directory.backend.connected = False
     status, queue = create_public_queue(qm, directory, "qm2qm\\offline")
     assert status == st.MQ_ERROR_NO_DS and queue is None and qm.queue_by_pathname("qm2qm\\offline") is None
+
+
+async def test_signed_v1_through_the_notification_queue_genuine_applied_tampered_logged(qm, directory, signer,
+                                                                                        caplog):
+    import logging
+    from qm2qm.mqcn.client import build_v1_message
+    from qm2qm.mqcn.signature import CERTIFICATES_ATTRIBUTE
+    from tests.mqcn.conftest import DS_ID
+    from tests.mqcn.test_server import QUEUE_ID as CREATED, create_update
+    key, der = signer
+    directory.backend.create(DirectoryObject("QueueManager", DS_ID, {CERTIFICATES_ATTRIBUTE: [der]}))
+    server = ChangeNotificationServer(qm, directory)
+    await server.start()
+    try:
+        tampered = build_v1_message([create_update()], DS_ID, signing_key=key, signing_certificate=der)
+        tampered.body = tampered.body.replace("orders".encode("utf-16-le"), "ordprs".encode("utf-16-le"))
+        with caplog.at_level(logging.WARNING, logger="qm2qm.mqcn.server"):
+            assert qm.enqueue_message(notify_queue(qm), tampered) == 0
+            await _until(lambda: server.processed == 1)
+        assert CREATED not in qm.queue_collection and server.dropped == 1
+        assert any("signature does not verify" in r.getMessage() for r in caplog.records)
+        genuine = build_v1_message([create_update()], DS_ID, signing_key=key, signing_certificate=der)
+        assert qm.enqueue_message(notify_queue(qm), genuine) == 0
+        await _until(lambda: server.processed == 2)
+        assert qm.queue_collection[CREATED].label == "orders"
+    finally:
+        await server.stop()
