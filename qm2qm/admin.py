@@ -337,33 +337,40 @@ class AdminApi:
         return queue
 
     async def get_info(self, request: web.Request) -> web.Response:
+        """GET /v1/info: addresses, ports and version of this server."""
         return _json(self.info())
 
     async def list_queues(self, request: web.Request) -> web.Response:
+        """GET /v1/queues: every queue of QueueManager.QueueCollection (MS-MQDMPR 3.1.1.1)."""
         return _json({"queues": [self.backend.queue_view(q) for q in self.backend.queues()]})
 
     async def create_queue(self, request: web.Request) -> web.Response:
+        """POST /v1/queues: Create Queue (MS-MQDMPR 3.1.7.1.3)."""
         spec = queue_spec(await _body(request))
         queue = self.backend.create_queue(spec)
         await self.qm.durable()
         return _json(self.backend.queue_view(queue), status=201)
 
     async def show_queue(self, request: web.Request) -> web.Response:
+        """GET /v1/queues/{name}: one queue's attributes (MS-MQDMPR 3.1.1.2)."""
         return _json(self.backend.queue_view(self._queue(request)))
 
     async def delete_queue(self, request: web.Request) -> web.Response:
+        """DELETE /v1/queues/{name}: Delete Queue (MS-MQDMPR 3.1.7.1.4)."""
         queue = self._queue(request)
         self.backend.delete_queue(queue)
         await self.qm.durable()
         return _json({"deleted": self.backend.queue_view(queue)["pathname"]})
 
     async def list_messages(self, request: web.Request) -> web.Response:
+        """GET /v1/queues/{name}/messages: positions in list order with their State (MS-MQDMPR 3.1.1.11)."""
         queue = self._queue(request)
         with_body = request.query.get("body", "0") not in ("0", "false", "")
         return _json({"queue": self.backend.queue_view(queue)["pathname"],
                       "messages": [message_view(m, s, with_body=with_body) for m, s in self.backend.messages(queue)]})
 
     async def send_message(self, request: web.Request) -> web.Response:
+        """POST /v1/queues/{name}/messages: Enqueue Message (MS-MQDMPR 3.1.7.1.9), ``count`` copies."""
         queue = self._queue(request)
         body = await _body(request)
         count = _int(body, "count", 1, MAX_COUNT, 1)
@@ -385,6 +392,7 @@ class AdminApi:
         return _json(view, status=201)
 
     async def show_message(self, request: web.Request) -> web.Response:
+        """GET /v1/queues/{name}/messages/{lookup_id}: one message, body included."""
         queue = self._queue(request)
         text = request.match_info["lookup_id"]
         try:
@@ -397,6 +405,7 @@ class AdminApi:
         raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
 
     async def open_queue(self, request: web.Request) -> web.Response:
+        """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2)."""
         queue = self._queue(request)
         body = await _body(request)
         _reject_unknown(body, {"access", "share_mode"})
@@ -410,9 +419,11 @@ class AdminApi:
         return _json(self.backend.descriptor_view(desc), status=201)
 
     async def list_handles(self, request: web.Request) -> web.Response:
+        """GET /v1/handles: every open OpenQueueDescriptor (MS-MQDMPR 3.1.1.16)."""
         return _json({"handles": [self.backend.descriptor_view(d) for d in self.backend.descriptors()]})
 
     async def close_handle(self, request: web.Request) -> web.Response:
+        """DELETE /v1/handles/{handle}: Close Queue (MS-MQDMPR 3.1.7.1.6)."""
         handle = _handle_arg(request, "handle")
         desc = self.backend.find_descriptor(handle)
         if desc is None:
@@ -421,6 +432,7 @@ class AdminApi:
         return _json({"closed": handle})
 
     async def open_cursor(self, request: web.Request) -> web.Response:
+        """POST /v1/handles/{handle}/cursors: as MS-MQMP R_QMCreateRemoteCursor (3.1.4.4)."""
         handle = _handle_arg(request, "handle")
         desc = self.backend.find_descriptor(handle)
         if desc is None:
@@ -429,6 +441,7 @@ class AdminApi:
         return _json({"hRemoteQueue": handle, "hCursor": cursor}, status=201)
 
     async def list_reads(self, request: web.Request) -> web.Response:
+        """GET /v1/reads: RemoteReadEntry (MS-MQQP 3.1.1.2) and WaitingMessageReadOperation elements."""
         return _json({"reads": self.backend.remote_reads(), "waiting": self.backend.waiting_reads()})
 
 
@@ -464,9 +477,11 @@ class Backend:
 
     # queues ------------------------------------------------------------------------------------------------
     def queues(self) -> list:
+        """QueueCollection sorted by path name."""
         return sorted(self.qm.queue_collection.values(), key=lambda q: q.pathname.lower())
 
     def queue_view(self, queue) -> dict:
+        """A queue as JSON (MS-MQDMPR 3.1.1.2 attributes plus counts)."""
         positions = queue.message_position_list
         return {
             "pathname": self.pathname(queue),
@@ -487,6 +502,7 @@ class Backend:
         }
 
     def create_queue(self, spec: dict):
+        """Create Queue (MS-MQDMPR 3.1.7.1.3) from a validated spec; MQ statuses become AdminErrors."""
         from shared_adm import status as st
         pathname = spec.pop("pathname")
         status, queue = self.qm.create_queue(pathname, **spec)
@@ -500,6 +516,7 @@ class Backend:
         return queue
 
     def delete_queue(self, queue) -> None:
+        """Delete Queue (MS-MQDMPR 3.1.7.1.4); system queues are refused."""
         from shared_adm.enums import QueueType
         if queue.queue_type is QueueType.SYSTEM:
             raise AdminError(403, "system_queue", f"'{self.pathname(queue)}' is a system queue and cannot be deleted")
@@ -509,6 +526,7 @@ class Backend:
 
     # messages ----------------------------------------------------------------------------------------------
     def messages(self, queue) -> list[tuple[Message, str]]:
+        """(Message, MessagePosition.State) pairs in MessagePositionList order (MS-MQDMPR 3.1.1.2)."""
         out = []
         for position in queue.message_position_list:
             message = position.message
@@ -545,12 +563,15 @@ class Backend:
         return desc
 
     def descriptors(self) -> list:
+        """Every OpenQueueDescriptor of every queue (MS-MQDMPR 3.1.1.16)."""
         return [d for q in self.queues() for d in q.open_queue_descriptor_collection]
 
     def find_descriptor(self, handle: int):
+        """The OpenQueueDescriptor with this Handle, or None."""
         return self.qm.descriptor_by_handle(handle)
 
     def descriptor_view(self, desc) -> dict:
+        """A descriptor as JSON, with the handle values of MS-MQMP 3.1.4.2 <28>."""
         queue = desc.queue_reference
         handle = desc.handle
         return {
@@ -568,9 +589,11 @@ class Backend:
         }
 
     def close_descriptor(self, desc) -> None:
+        """Close Queue (MS-MQDMPR 3.1.7.1.6)."""
         self.qm.close_queue(desc)
 
     def open_cursor(self, desc) -> int:
+        """Open Cursor (MS-MQDMPR 3.1.7.1.1); returns Cursor.Handle."""
         cursor = self.qm.open_cursor(desc)
         if cursor is None:
             raise AdminError(409, "queue_gone", f"handle {desc.handle}: its queue was deleted; no cursor can be opened")

@@ -59,10 +59,12 @@ class App:
 
     @property
     def rpc_address(self) -> str:
+        """host:port of the bound qm2qm listener."""
         return f"{self.config.host}:{self.rpc.port}"
 
     @property
     def admin_url(self) -> str:
+        """Base URL of the admin API."""
         return f"http://{ADMIN_HOST}:{self.admin_port}"
 
     def ready_line(self) -> str:

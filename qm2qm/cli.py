@@ -74,6 +74,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level)
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def ready(app) -> None:
+        """Print the ready line once both listeners are bound."""
         click.echo(app.ready_line())
         sys.stdout.flush()
 
@@ -286,6 +287,7 @@ def reads(admin_url, as_json) -> None:
     data = _call_admin(lambda: _admin(admin_url).list_reads())
 
     def human(d):
+        """The reads as a table."""
         _table(d.get("reads", []), [("hRemoteQueue", "HANDLE"), ("request_id", "REQUEST"), ("action", "ACTION"),
                                     ("timeout", "TIMEOUT"), ("state", "STATE")])
     _emit(data, as_json, human)
@@ -392,6 +394,7 @@ class RemoteSession:
             _fail(f"RemoteQMOpenQueue: {_hr(hr)}")
 
     def close(self) -> None:
+        """Close an open queue descriptor (MS-MQDMPR 3.1.7.1.6 Close Queue)."""
         from qm2qm.client import AdminError, RpcCallError
         try:
             if self.session is not None:

@@ -57,6 +57,7 @@ class ReadResult:
 
     @property
     def ok(self) -> bool:
+        """True when the HRESULT is MQ_OK."""
         return self.hresult == MQ_OK
 
     def message(self):
@@ -107,6 +108,7 @@ class Qm2qmClient:
         return self
 
     def close(self) -> None:
+        """Disconnect (the server runs this association's handles down)."""
         if self._dce is not None:
             dce, self._dce = self._dce, None
             try:
@@ -292,6 +294,7 @@ class AdminClient:
         return urllib.parse.quote(pathname, safe="")
 
     def request(self, method: str, path: str, body: dict | None = None) -> Any:
+        """One admin request; raises AdminError with the API's message on a 4xx/5xx."""
         data = None if body is None else json.dumps(body).encode("utf-8")
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"} if data is not None else {})
@@ -311,44 +314,57 @@ class AdminClient:
             raise AdminError(f"admin API at {self.base_url}: {exc}") from None
 
     def info(self) -> dict:
+        """GET /v1/info."""
         return self.request("GET", "/v1/info")
 
     def list_queues(self) -> list[dict]:
+        """GET /v1/queues."""
         return self.request("GET", "/v1/queues")["queues"]
 
     def create_queue(self, pathname: str, **attrs: Any) -> dict:
+        """POST /v1/queues."""
         return self.request("POST", "/v1/queues", {"pathname": pathname, **attrs})
 
     def show_queue(self, pathname: str) -> dict:
+        """GET /v1/queues/{pathname}."""
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}")
 
     def delete_queue(self, pathname: str) -> dict:
+        """DELETE /v1/queues/{pathname}."""
         return self.request("DELETE", f"/v1/queues/{self.quote(pathname)}")
 
     def send(self, pathname: str, **fields: Any) -> dict:
+        """POST /v1/queues/{pathname}/messages (fields as in docs/admin-api.md)."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/messages", fields)
 
     def list_messages(self, pathname: str, *, body: bool = False) -> list[dict]:
+        """GET /v1/queues/{pathname}/messages."""
         suffix = "?body=1" if body else ""
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages{suffix}")["messages"]
 
     def show_message(self, pathname: str, lookup_id: int) -> dict:
+        """GET /v1/queues/{pathname}/messages/{id}."""
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}")
 
     def open_queue(self, pathname: str, *, access: str = "receive", share_mode: str = "deny-none") -> dict:
+        """POST /v1/queues/{pathname}/open: hRemoteQueue / dwQueue for a remote read."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/open",
                             {"access": access, "share_mode": share_mode})
 
     def open_cursor(self, handle: int) -> dict:
+        """POST /v1/handles/{handle}/cursors: hCursor."""
         return self.request("POST", f"/v1/handles/{handle}/cursors", {})
 
     def list_handles(self) -> list[dict]:
+        """GET /v1/handles."""
         return self.request("GET", "/v1/handles")["handles"]
 
     def close_handle(self, handle: int) -> dict:
+        """DELETE /v1/handles/{handle}."""
         return self.request("DELETE", f"/v1/handles/{handle}")
 
     def list_reads(self) -> dict:
+        """GET /v1/reads."""
         return self.request("GET", "/v1/reads")
 
 

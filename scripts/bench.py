@@ -23,7 +23,9 @@ SQLite data directory):
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import http.client
 import multiprocessing as mp
 import os
 import re
@@ -54,6 +56,7 @@ READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=
 # --- PDUs (C706 12.6.4.3, 12.6.4.9) ----------------------------------------------------------------------------
 
 def bind_pdu(max_recv_frag: int = 5840) -> bytes:
+    """rpc_bind for qm2qm v1.0 over NDR (C706 12.6.4.3)."""
     item = struct.pack("<HBB", 0, 1, 0) + uuid.UUID(QM2QM[0]).bytes_le + struct.pack("<HH", QM2QM[1], QM2QM[2])
     item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
     body = struct.pack("<HHIB3x", 5840, max_recv_frag, 0, 1) + item
@@ -61,11 +64,13 @@ def bind_pdu(max_recv_frag: int = 5840) -> bytes:
 
 
 def request_pdu(opnum: int, stub: bytes, call_id: int = 2) -> bytes:
+    """One rpc_request fragment (C706 12.6.4.9)."""
     body = struct.pack("<IHH", len(stub), 0, opnum) + stub
     return struct.pack("<BBBB4sHHI", 5, 0, 0, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body
 
 
 def open_queue_stub(handle: int) -> bytes:
+    """RemoteQMOpenQueue stub (MS-MQQP 3.1.4.3) with hQueue = pQueue = dwpContext."""
     from qm2qm.mqqp import idl
     req = idl.RemoteQMOpenQueue()
     req["pLicGuid"] = uuid.uuid4().bytes_le
@@ -75,6 +80,7 @@ def open_queue_stub(handle: int) -> bytes:
 
 
 def start_receive2_stub(handle: int, action: int, timeout_ms: int = 0, request_id: int = 1) -> bytes:
+    """RemoteQMStartReceive2 stub (MS-MQQP 3.1.4.10)."""
     from qm2qm.client import Qm2qmClient
     from qm2qm.mqqp import idl
     req = idl.RemoteQMStartReceive2()
@@ -84,6 +90,7 @@ def start_receive2_stub(handle: int, action: int, timeout_ms: int = 0, request_i
 
 
 def end_receive_stub(context: bytes, ack: int = 2) -> bytes:
+    """RemoteQMEndReceive stub (MS-MQQP 3.1.4.2)."""
     return bytes(context) + struct.pack("<I", ack)
 
 
@@ -95,6 +102,7 @@ class Reassembler:
         self.parts: dict[int, list[bytes]] = {}
 
     def feed(self, data: bytes) -> list[tuple[int, int, bytes]]:
+        """Bytes in; completed (call_id, ptype, stub) out."""
         self.buf += data
         out = []
         while len(self.buf) >= 16:
@@ -114,10 +122,12 @@ class Reassembler:
 
 
 def hresult(stub: bytes) -> int:
+    """The HRESULT: the last 4 bytes of a response stub."""
     return struct.unpack_from("<I", stub, len(stub) - 4)[0]
 
 
 def connect(port: int, max_recv_frag: int = 5840) -> socket.socket:
+    """A TCP connection bound to qm2qm."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(bind_pdu(max_recv_frag))
@@ -128,6 +138,7 @@ def connect(port: int, max_recv_frag: int = 5840) -> socket.socket:
 
 
 def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> bytes:
+    """One blocking call; the reassembled response stub."""
     sock.sendall(request_pdu(opnum, stub, call_id))
     rs = Reassembler()
     while True:
@@ -158,6 +169,7 @@ class Server:
         self.admin = AdminClient(match["admin"], timeout=120)
 
     def queue(self, name: str, body: bytes, count: int) -> str:
+        """Create a queue and fill it with ``count`` copies of ``body``."""
         q = f".\\private$\\{name}"
         self.admin.create_queue(q)
         if count:
@@ -165,6 +177,7 @@ class Server:
         return q
 
     def close(self) -> None:
+        """SIGINT the server and remove its data."""
         self.proc.send_signal(signal.SIGINT)
         self.proc.wait(timeout=60)
         self.tmp.cleanup()
@@ -172,24 +185,19 @@ class Server:
 
 # --- peek: closed loop, one call outstanding per connection ------------------------------------------------------
 
-try:                                   # the echo server of scripts/bench_rpc.py, when it is there
-    from bench_rpc import EchoProtocol
-except ImportError:                    # pragma: no cover
-    import asyncio
+class EchoProtocol(asyncio.Protocol):
+    """The transport limit: write back every byte received (the echo server of scripts/bench_rpc.py, copied
+    rather than imported because that script is still changing under its owner)."""
 
-    class EchoProtocol(asyncio.Protocol):
-        """The transport limit: write back every byte received."""
+    def connection_made(self, transport):
+        self.transport = transport
 
-        def connection_made(self, transport):
-            self.transport = transport
-
-        def data_received(self, data):
-            self.transport.write(data)
+    def data_received(self, data):
+        self.transport.write(data)
 
 
 def run_echo_server(port_queue, stop_event) -> None:
-    import asyncio
-
+    """The baseline server process."""
     async def main():
         server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0)
         port_queue.put(server.sockets[0].getsockname()[1])
@@ -242,6 +250,7 @@ def closed_loop_clients(port: int, setups: list[tuple], start_at: float, duratio
 
 
 def measure_echo(clients: int, duration: float, request: bytes, processes: int) -> float:
+    """Echo calls/s with the peek load generator."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
     server = ctx.Process(target=run_echo_server, args=(port_queue, stop_event))
@@ -255,6 +264,7 @@ def measure_echo(clients: int, duration: float, request: bytes, processes: int) 
 
 
 def bench_peek(clients_list: list[int], duration: float, processes: int, repeat: int) -> list[tuple]:
+    """Peek of a 100-byte message vs the echo limit."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
     rows = []
     server = Server()
@@ -293,6 +303,7 @@ def bench_peek(clients_list: list[int], duration: float, processes: int, repeat:
 
 
 def run_load(port: int, setups: list[tuple], duration: float, processes: int) -> tuple[float, int]:
+    """Closed-loop load from up to ``processes`` processes."""
     ctx = mp.get_context("spawn")
     n = min(len(setups), processes)
     shares = [setups[i::n] for i in range(n)]
@@ -316,6 +327,7 @@ def run_load(port: int, setups: list[tuple], duration: float, processes: int) ->
 # --- receive + ACK: drain a pre-filled queue ----------------------------------------------------------------------
 
 def receive_clients(port: int, handles: list[int], start_at: float, duration: float, ready, results) -> None:
+    """Drain a queue with StartReceive2(RECEIVE) + EndReceive(RR_ACK)."""
     from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
     sel = selectors.DefaultSelector()
     for h in handles:
@@ -324,7 +336,7 @@ def receive_clients(port: int, handles: list[int], start_at: float, duration: fl
             raise SystemExit("RemoteQMOpenQueue failed")
         start = request_pdu(9, start_receive2_stub(h, MQ_ACTION_RECEIVE))
         sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ, [sock, Reassembler(), start])
+        sel.register(sock, selectors.EVENT_READ, [sock, bytearray(), start])
     ready.put(1)
     while time.time() < start_at:
         time.sleep(0.001)
@@ -334,24 +346,32 @@ def receive_clients(port: int, handles: list[int], start_at: float, duration: fl
     live = len(handles)
     while live:
         for key, _ in sel.select(timeout=30):
-            sock, rs, start = key.data
-            for call_id, _, stub in rs.feed(sock.recv(1 << 20)):
-                if call_id == 2:                                   # StartReceive2 answered
-                    status = hresult(stub)
+            sock, buf, start = key.data
+            buf += sock.recv(1 << 20)
+            while len(buf) >= 16:               # 1 KiB messages: every response is one fragment
+                frag_len = buf[8] | (buf[9] << 8)
+                if len(buf) < frag_len:
+                    break
+                if buf[2] == 3:
+                    raise SystemExit("fault PDU")
+                status = struct.unpack_from("<I", buf, frag_len - 4)[0]
+                if buf[12] == 2:                                   # call 2: StartReceive2 answered
                     if status == MQ_OK:
-                        sock.send(request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
+                        sock.send(request_pdu(1, end_receive_stub(buf[24:44]), call_id=3))
                     else:
                         errors += status != MQ_ERROR_IO_TIMEOUT
                         sel.unregister(sock)
                         live -= 1
-                else:                                              # EndReceive answered
-                    errors += hresult(stub) != MQ_OK
+                else:                                              # call 3: EndReceive answered
+                    errors += status != MQ_OK
                     done += 1
                     sock.send(start)
+                del buf[:frag_len]
     results.put((done, errors, time.time()))
 
 
 def bench_receive(messages: int, clients: int, processes: int) -> tuple:
+    """Receive+ACK throughput of 1 KiB messages."""
     server = Server()
     try:
         q = server.queue("receive", bytes(1024), messages)
@@ -384,6 +404,7 @@ def bench_receive(messages: int, clients: int, processes: int) -> tuple:
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
 
 def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
+    """Latency of one 4 MiB message."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
     server = Server()
     out = {}
@@ -423,6 +444,7 @@ def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
 # --- 5,000 blocked receivers woken by 5,000 sends -------------------------------------------------------------------
 
 def bench_wake(receivers: int, per_connection: int) -> list[float]:
+    """Wake-up latency of blocked receivers."""
     from qm2qm.mqqp import idl
     from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
     from shared_adm.packet import deserialize_message_from_buffer
@@ -446,10 +468,16 @@ def bench_wake(receivers: int, per_connection: int) -> list[float]:
             time.sleep(0.05)
         sent: dict[int, float] = {}
 
+        admin = http.client.HTTPConnection(server.admin.base_url.split("//")[1])   # one keep-alive connection
+        path = f"/v1/queues/{server.admin.quote(q)}/messages"
+
         def sender():
             for i in range(n_conns * per_connection):
                 sent[i] = time.perf_counter()
-                server.admin.send(q, body=str(i))
+                admin.request("POST", path, body=b'{"body": "%d"}' % i, headers={"Content-Type": "application/json"})
+                response = admin.getresponse()
+                response.read()
+                assert response.status == 201
         thread = threading.Thread(target=sender)
         arrivals = []
         thread.start()
@@ -489,13 +517,14 @@ def main() -> None:
     parser.add_argument("--large-repeats", type=int, default=20)
     parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
     parser.add_argument("--receivers", type=int, default=5000)
+    parser.add_argument("--receive-clients", type=int, default=4)
     args = parser.parse_args()
     only = set(args.only or ["peek", "receive", "large", "wake"])
     print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes}", flush=True)
     if "peek" in only:
         bench_peek(args.clients, args.duration, args.processes, args.repeat)
     if "receive" in only:
-        bench_receive(args.messages, 4, args.processes)
+        bench_receive(args.messages, args.receive_clients, args.processes)
     if "large" in only:
         bench_large(4 * 1024 * 1024, args.large_repeats, args.max_recv_frag)
     if "wake" in only:
