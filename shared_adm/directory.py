@@ -22,7 +22,7 @@ from shared_adm import status as st
 log = logging.getLogger(__name__)
 
 OBJECT_TYPES = ("Queue", "QueueManager", "Enterprise", "Site", "ConnectedNetwork", "RoutingLink", "User")
-DIRECTORY_ONLINE_TIMER_MS = 60_000          # 3.1.2.5 leaves the interval to the implementation
+DIRECTORY_ONLINE_TIMER_MS = 60_000          # 3.1.2.5: "MUST expire in one minute"
 
 
 class DirectoryOperationResult(enum.Enum):
