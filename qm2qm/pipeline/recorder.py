@@ -58,10 +58,10 @@ class PcapSink:
 class RecordingProxy:
     """Listens on 127.0.0.1, forwards each connection to ``target`` and records both directions in ``sink``."""
 
-    def __init__(self, target: tuple[str, int], sink: PcapSink) -> None:
+    def __init__(self, target: tuple[str, int], sink: PcapSink, listen_port: int = 0) -> None:
         self.target = target
         self.sink = sink
-        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener = socket.create_server(("127.0.0.1", listen_port))
         self.port = self.listener.getsockname()[1]
         self.threads: list[threading.Thread] = []
         self._closing = False

@@ -40,14 +40,17 @@ def _code_zip() -> str:
     return str(target)
 
 
-def spark_session(master: str | None = "local[*]", app_name: str = "qm2qm-pipeline",
+def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
                   conf: dict[str, str] | None = None) -> Any:
-    """A SparkSession; ``master`` None keeps what spark-submit set. Ships the project code to executors."""
+    """A SparkSession on ``master``; None means what spark-submit set, else local[*]. Ships the project code
+    (qm2qm, shared_adm) to executors with addPyFile, so any cluster whose Python has pyarrow can run the jobs."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master is not None and not os.environ.get("SPARK_SUBMIT_MASTER"):
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:     # not launched by spark-submit
+        master = "local[*]"
+    if master is not None:
         builder = builder.master(master)
     settings = {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.enabled": "false",
                 "spark.sql.shuffle.partitions": "8", "spark.pyspark.python": sys.executable}
