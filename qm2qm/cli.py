@@ -60,14 +60,15 @@ def main() -> None:
 @click.option("--qmcomm-port", type=int, help="Port RemoteQMGetQMQMServerPort(IP_HANDSHAKE) answers [2103].")
 @click.option("--admin-port", type=int, help=f"Admin API port on 127.0.0.1 [{DEFAULT_ADMIN_PORT}]; 0 = ephemeral.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
-def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level) -> None:
+@click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
+def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
     try:
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
-                                           "log_level": log_level})
+                                           "log_level": log_level, "computer_name": computer_name})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
@@ -82,8 +83,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level)
         asyncio.run(run(config, on_ready=ready))
     except StartupError as exc:
         _fail(str(exc), 2)
-    except KeyboardInterrupt:   # a second Ctrl-C during shutdown
-        _fail("interrupted during shutdown", 130)
+    except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
+        _fail("interrupted", 130)
 
 
 # --------------------------------------------------------------------------------------------- admin

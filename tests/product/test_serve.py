@@ -256,3 +256,17 @@ async def test_busy_explicit_port_does_not_move():
     _FakeRpc.busy, _FakeRpc.tried = {3000}, []
     with pytest.raises(StartupError):
         await app._bind_rpc(_FakeRpc, None)
+
+
+def test_second_server_on_the_same_data_dir_is_refused(tmp_path):
+    import subprocess, sys
+    from tests.product.conftest import server_env
+    data = tmp_path / "data"
+    first = start_server(data)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data), "--port", "0",
+                               "--admin-port", "0"], capture_output=True, text=True, env=server_env(), timeout=60)
+    finally:
+        code, _ = first.stop()
+    assert code == 0
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(data) in proc.stderr, proc.stderr
