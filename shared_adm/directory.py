@@ -162,6 +162,7 @@ class MemoryDirectory:
             raise DirectoryNotConnected("memory directory set offline")
 
     def create(self, obj: DirectoryObject) -> DirectoryOperationResult:
+        """Create Directory Object (MS-MQDSSM 3.1.6.1 role)."""
         self._online()
         key = (obj.object_type, obj.identifier)
         if key in self._objects:
@@ -170,17 +171,20 @@ class MemoryDirectory:
         return DirectoryOperationResult.SUCCESS
 
     def delete(self, object_type: str, identifier: uuid.UUID) -> DirectoryOperationResult:
+        """Delete Directory Object (MS-MQDSSM 3.1.6.2 role)."""
         self._online()
         if self._objects.pop((object_type, identifier), None) is None:
             return DirectoryOperationResult.OBJECT_NOT_FOUND
         return DirectoryOperationResult.SUCCESS
 
     def objects(self, object_type: str) -> list[DirectoryObject]:
+        """Every object of a type (what Read Directory filters, MS-MQDSSM 3.1.6.3 role)."""
         self._online()
         return [DirectoryObject(t, i, decode_value(encode_value(a)))
                 for (t, i), a in self._objects.items() if t == object_type]
 
     def write(self, obj: DirectoryObject, attribute_list: list[str] | None) -> DirectoryOperationResult:
+        """Write Directory (MS-MQDSSM 3.1.6.7 role): only the listed attributes, all present or none written."""
         self._online()
         current = self._objects.get((obj.object_type, obj.identifier))
         if current is None:
@@ -194,7 +198,7 @@ class MemoryDirectory:
         return DirectoryOperationResult.SUCCESS
 
     def close(self) -> None:
-        pass
+        """Nothing to release."""
 
 
 class DirectoryStoreError(RuntimeError):
@@ -247,6 +251,7 @@ class SqliteDirectory:
         return value
 
     def create(self, obj: DirectoryObject) -> DirectoryOperationResult:
+        """Create Directory Object (MS-MQDSSM 3.1.6.1 role)."""
         if self._load(obj.object_type, obj.identifier) is not None:
             return DirectoryOperationResult.OBJECT_ALREADY_EXISTS
         self._run("INSERT INTO directory_objects VALUES (?, ?, ?)",
@@ -254,17 +259,20 @@ class SqliteDirectory:
         return DirectoryOperationResult.SUCCESS
 
     def delete(self, object_type: str, identifier: uuid.UUID) -> DirectoryOperationResult:
+        """Delete Directory Object (MS-MQDSSM 3.1.6.2 role)."""
         if self._load(object_type, identifier) is None:
             return DirectoryOperationResult.OBJECT_NOT_FOUND
         self._run("DELETE FROM directory_objects WHERE object_type=? AND identifier=?", (object_type, str(identifier)))
         return DirectoryOperationResult.SUCCESS
 
     def objects(self, object_type: str) -> list[DirectoryObject]:
+        """Every object of a type, ordered by Identifier."""
         rows = self._run("SELECT identifier, attributes FROM directory_objects WHERE object_type=? ORDER BY identifier",
                          (object_type,))
         return [DirectoryObject(object_type, uuid.UUID(i), self._decode(a)) for i, a in rows]
 
     def write(self, obj: DirectoryObject, attribute_list: list[str] | None) -> DirectoryOperationResult:
+        """Write Directory (MS-MQDSSM 3.1.6.7 role): only the listed attributes, all present or none written."""
         current = self._load(obj.object_type, obj.identifier)
         if current is None:
             return DirectoryOperationResult.OBJECT_NOT_FOUND
@@ -277,6 +285,7 @@ class SqliteDirectory:
         return DirectoryOperationResult.SUCCESS
 
     def close(self) -> None:
+        """Close the connection."""
         self._conn.close()
 
 

@@ -66,6 +66,7 @@ class _Reader:
         self.pos = pos
 
     def take(self, size: int, what: str) -> bytes:
+        """The next ``size`` bytes, or MqcnError naming ``what``."""
         end = self.pos + size
         if size < 0 or end > len(self.data):
             raise MqcnError(f"{what}: needs {size} bytes at offset {self.pos}, "

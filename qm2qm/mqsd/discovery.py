@@ -214,12 +214,15 @@ class _Endpoint(asyncio.DatagramProtocol):
         self.transport = None
 
     def connection_made(self, transport) -> None:
+        """Keep the socket."""
         self.transport = transport
 
     def datagram_received(self, data: bytes, addr) -> None:
+        """Hand the datagram to the client with the network it arrived on."""
         self.client.reply_received(data, self.address)
 
     def error_received(self, exc: Exception) -> None:
+        """ICMP errors are expected on broadcast; the timer handles silence."""
         log.debug("MQSD: socket on %s: %s", self.address, exc)
 
 

@@ -60,6 +60,7 @@ class MqsdResponder(asyncio.DatagramProtocol):
         self._reopening: asyncio.Task | None = None
 
     def connection_made(self, transport) -> None:
+        """Keep the socket and the port really bound."""
         self.transport = transport
         self.port = transport.get_extra_info("sockname")[1]
 
@@ -99,6 +100,7 @@ class MqsdResponder(asyncio.DatagramProtocol):
             self._reopening = None
 
     def connection_lost(self, exc) -> None:
+        """The socket is closed: signal ``closed`` when we closed it."""
         if self._closing:
             self.closed.set()
 
