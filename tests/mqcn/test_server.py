@@ -330,6 +330,14 @@ def test_any_well_formed_v1_message_is_applied_or_dropped_never_crashes(qm, serv
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=hs.binary(max_size=200), version=hs.sampled_from([b"", b"\x01\x01", b"\x02\x01"]))
-def test_any_body_is_dropped_cleanly(server, body, version):
+def test_any_body_is_applied_or_dropped_with_a_reason(qm, server, body, version):
+    protected = {i for i, q in qm.queue_collection.items() if q.queue_type is not QueueType.PUBLIC}
     result = server.process(Message(body=version + body, sender_id_type=2, authentication_level=3))
-    assert result.accepted or "malformed" in result.dropped or "version" in result.dropped.lower()
+    assert result.accepted or len(result.dropped) > 10
+    assert protected <= set(qm.queue_collection)
+
+
+def test_a_zeroed_update_with_no_properties_is_dropped_for_its_object_type(server):
+    body = b"\x01\x01" + b"\x00\x01" + bytes(56) + b"\x00"
+    assert "object type None" in server.process(Message(body=body, sender_id_type=2,
+                                                        authentication_level=3)).dropped
