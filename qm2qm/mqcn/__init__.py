@@ -1,0 +1,1 @@
+"""MS-MQCN: Directory Service Change Notification Protocol (codec, server role, client role, signature check)."""

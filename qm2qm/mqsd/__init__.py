@@ -1,0 +1,1 @@
+"""MS-MQSD: Directory Service Discovery Protocol (codec, UDP responder, client procedure)."""

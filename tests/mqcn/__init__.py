@@ -1,0 +1,1 @@
+"""Tests of MS-MQCN and of the directory events (shared_adm/directory.py)."""

@@ -1,0 +1,1 @@
+"""Tests of MS-MQSD and of the discover/directory CLI commands."""
