@@ -22,7 +22,7 @@ Defect decisions are numbered as in shared_adm/DEFECTS.md.
 """
 from __future__ import annotations
 
-import itertools
+import secrets
 import uuid
 
 from shared_adm import status as st
@@ -74,7 +74,6 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self._descriptors: dict[int, OpenQueueDescriptor] = {}
         self._context_values: set[int] = set()
         self._cursors: dict[int, Cursor] = {}
-        self._handle_seq = itertools.count(1)
         self._ttbr_heap: list[tuple[int, int, uuid.UUID]] = []
         self._ttbr_timer = None
         self._ttbr_timer_due: int | None = None
@@ -146,8 +145,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         return self._by_path.get(key[1]) if key and self._is_local_host(key[0]) else None
 
     def _new_handle(self, in_use) -> int:
+        # Random, not sequential: a remote reader holding one handle must not guess another's (MS-MQQP 5.1).
         for _ in range(1 << 20):
-            handle = next(self._handle_seq) & _MAX_HANDLE
+            handle = secrets.randbits(32) & _MAX_HANDLE
             if handle and handle not in in_use:
                 return handle
         raise RuntimeError("no free handle")

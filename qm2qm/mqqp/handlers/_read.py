@@ -16,8 +16,7 @@ from shared_adm import status as st
 from shared_adm.descriptor import ReadResult
 from shared_adm.packet import PacketError, serialize_message_to_buffer
 
-# MS-MQQP 3.1.4.6 names it; MS-MQMQ 2.4 does not list it, so shared_adm.status lacks it.
-MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT = 0x400E03E9
+MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT = st.MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT    # MS-MQQP 3.1.4.6
 # REMOTEREADDESC.dwSize is [range(0, 4325376)] (2.2.2.1): a larger packet cannot be returned at all. (MS-MQMQ
 # 2.2.19.1 caps PacketSize at 0x00400000; enforcing that is the business of whoever accepts a message.)
 MAX_PACKET_SIZE = MAX_REMOTEREAD_BUFFER
