@@ -125,7 +125,7 @@ class Conversation:
         self.responses: dict[int, _Fragments] = {}
         self.pending: dict[int, dict] = {}                      # call_id -> row awaiting its answer
         self.calls: list[dict] = []
-        self.damaged = False
+        self.orphans: list[int] = []                            # call_ids answered with no request seen
 
     def pdu(self, pdu: Pdu, sender: str, receiver: str) -> None:
         """Handle one PDU sent by ``sender``."""
@@ -208,8 +208,7 @@ class Conversation:
             del self.responses[pdu.call_id]
             row = self.pending.pop(pdu.call_id, None)
             if row is None:
-                self.problem("orphan_response", None, f"{self.session_id}: response to call_id {pdu.call_id} "
-                                                      f"with no request in the capture")
+                self.orphans.append(pdu.call_id)
                 return
             stub = b"".join(frags.parts)
             row.update(status_kind=schema.OK, response_stub=stub, response_bytes=len(stub),
@@ -234,6 +233,10 @@ class Conversation:
         if self.requests:
             self.problem("incomplete_call", None, f"{self.session_id}: {len(self.requests)} request(s) lack "
                                                   f"their last fragment")
+        if self.orphans:
+            ids = ", ".join(str(i) for i in self.orphans[:10]) + (" ..." if len(self.orphans) > 10 else "")
+            self.problem("orphan_response", None, f"{self.session_id}: {len(self.orphans)} response(s) with no "
+                                                  f"request in the capture (call_id {ids})")
         return self.calls
 
 
