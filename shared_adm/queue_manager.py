@@ -247,12 +247,21 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             if not send or self._names_this_queue_manager(name):
                 return st.MQ_ERROR_QUEUE_NOT_FOUND, None
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None   # no OutgoingQueue here (no transport)
+        if remote_read_state is not RemoteReadState.NONE and self._is_reserved_private_queue(queue_obj):
+            return st.MQ_ERROR_ACCESS_DENIED, None      # internal queues are never remote-readable (MS-MQCN 3.2.3)
         status = self._share_mode_check(queue_obj, required_access, shared_mode)
         if status != st.MQ_OK:
             return status, None
         desc = self._new_descriptor(required_access, shared_mode, queue_obj, format_name, False, remote_read_state)
         queue_obj.open_queue_descriptor_collection.append(desc)
         return st.MQ_OK, desc
+
+    @staticmethod
+    def _is_reserved_private_queue(queue: Queue) -> bool:
+        """admin_queue$, order_queue$ and notify_queue$ (private queues 1–3) serve the queue manager itself."""
+        number = queue.private_queue_number
+        return queue.queue_type is QueueType.SYSTEM and RESERVED_PRIVATE_QUEUES.get(number) is not None \
+            and queue.pathname.lower().endswith(RESERVED_PRIVATE_QUEUES[number])
 
     @staticmethod
     def _share_mode_check(queue: Queue, access: QueueAccessType, share: QueueShareMode) -> int:

@@ -160,3 +160,13 @@ def test_format_name_parser_never_raises():
     for text in ["DIRECT=", "=", "PRIVATE=", "MACHINE=x", "DIRECT=HTTP://", "a,b", ",", "DIRECT=OS:h\\", "\x00"]:
         assert parse(text).kind == "illegal"
     assert pathname_key(r"h\private$\n") == ("h", "private$\\n")
+
+
+@pytest.mark.parametrize("name", ["admin_queue$", "order_queue$", "notify_queue$"])
+def test_open_queue_refuses_remote_read_of_reserved_private_queues(qm, name):
+    from shared_adm.enums import RemoteReadState
+    fmt = "DIRECT=OS:.\\private$\\" + name
+    status, _ = qm.open_queue(fmt, A.RECEIVE_ACCESS, S.DENY_NONE, remote_read_state=RemoteReadState.OPENED)
+    assert status == st.MQ_ERROR_ACCESS_DENIED
+    status, desc = qm.open_queue(fmt, A.RECEIVE_ACCESS, S.DENY_NONE)      # the queue manager itself may read it
+    assert status == st.MQ_OK and desc is not None
