@@ -104,7 +104,8 @@ def ingest(inputs, out_dir, master) -> None:
         spark.stop()
     totals = summary["totals"]
     click.echo(f"{summary['files']} file(s): {totals.get('calls', 0)} calls, {totals.get('rpc_sessions', 0)} capture "
-               f"sessions, {len(summary['problems'])} problem(s) -> {out_dir}")
+               f"sessions, {len(summary['problems'])} problem(s) -> {out_dir} (master {summary['master']}, "
+               f"{summary['executors']} executor JVM(s))")
     for p in summary["problems"]:
         click.echo(f"qm2qm: problem: [{p['kind']}] {p['message']}", err=True)
 
@@ -202,3 +203,10 @@ def record(target, listen_port, out_path) -> None:
 
 
 pipeline_commands = [replay, ingest, stats, diff, report, record]
+
+# `python -m qm2qm.cli_pipeline ...` runs these commands on their own (e.g. under spark-submit).
+main = click.Group(name="qm2qm-pipeline", commands={c.name: c for c in pipeline_commands},
+                   help="qm2qm conformance pipeline commands (docs/pipeline.md).")
+
+if __name__ == "__main__":
+    main()

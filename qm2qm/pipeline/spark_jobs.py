@@ -117,7 +117,8 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
         files = records.filter(F.col("record") == "file").select("source_file", "counters").collect()
     finally:
         records.unpersist()
-    summary = {"files": len(files), "per_file": {}, "totals": {}}
+    summary = {"files": len(files), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
+               "executors": executor_count(spark)}
     for row in files:
         counters = json.loads(row["counters"])
         summary["per_file"][row["source_file"]] = counters
@@ -126,6 +127,12 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
     summary["problems"] = [r.asDict() for r in spark.read.parquet(str(out / "problems")).collect()]
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     return summary
+
+
+def executor_count(spark: Any) -> int:
+    """Executor JVMs other than the driver (0 in local mode, where tasks run inside the driver JVM)."""
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    return max(0, status.size() - 1)
 
 
 def _spark_schema(arrow_schema: pa.Schema) -> Any:
