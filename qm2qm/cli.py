@@ -367,7 +367,7 @@ def _print_read(d: dict) -> None:
     m = d["message"]
     seq = f" sequential_id={d['sequential_id']}" if "sequential_id" in d else ""
     click.echo(f"message request_id={d['request_id']}{seq} size={d['size']} arrived={d['arrive_time']}")
-    click.echo(f"  label:    {m['label']}")
+    click.echo(f"  label:    {m['label']}".rstrip())
     click.echo(f"  priority: {m['priority']}  app_specific: {m['app_specific']}  delivery: {m['delivery']}")
     click.echo(f"  body:     {m['body_text'] if m['body_text'] is not None else '(binary) ' + m['body_base64']}")
 
