@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import itertools
 import json
 import logging
 import re
@@ -149,6 +150,8 @@ MESSAGE_FIELDS = {
     "journal", "dead_letter", "extension_base64", "trace", "count",
 }
 MAX_COUNT = 100_000
+# Listing unpacks every message on the loop thread; a bound keeps one request from stalling the RPC listener.
+DEFAULT_LIST_LIMIT = 1000
 
 
 def queue_spec(body: dict) -> dict:
@@ -366,8 +369,13 @@ class AdminApi:
         """GET /v1/queues/{name}/messages: positions in list order with their State (MS-MQDMPR 3.1.1.11)."""
         queue = self._queue(request)
         with_body = request.query.get("body", "0") not in ("0", "false", "")
-        return _json({"queue": self.backend.queue_view(queue)["pathname"],
-                      "messages": [message_view(m, s, with_body=with_body) for m, s in self.backend.messages(queue)]})
+        text = request.query.get("limit", str(DEFAULT_LIST_LIMIT))
+        if not text.isdigit() or int(text) < 1:
+            raise AdminError(400, "bad_value", f"limit: {text!r} is not a positive integer")
+        limit = int(text)
+        listed = self.backend.messages(queue, limit)
+        return _json({"queue": self.backend.queue_view(queue)["pathname"], "total": len(queue.message_position_list),
+                      "messages": [message_view(m, s, with_body=with_body) for m, s in listed]})
 
     async def send_message(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/messages: Enqueue Message (MS-MQDMPR 3.1.7.1.9), ``count`` copies."""
@@ -525,10 +533,10 @@ class Backend:
             raise mq_error(status, f"Delete Queue failed for '{self.pathname(queue)}': {status_name(status)}")
 
     # messages ----------------------------------------------------------------------------------------------
-    def messages(self, queue) -> list[tuple[Message, str]]:
+    def messages(self, queue, limit: int | None = None) -> list[tuple[Message, str]]:
         """(Message, MessagePosition.State) pairs in MessagePositionList order (MS-MQDMPR 3.1.1.2)."""
         out = []
-        for position in queue.message_position_list:
+        for position in itertools.islice(queue.message_position_list, limit):
             message = position.message
             message.lookup_identifier = position.lookup_identifier
             out.append((message, position.state.value))

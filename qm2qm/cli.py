@@ -226,10 +226,11 @@ def send(pathname, body, body_file, label, priority, time_to_be_received, time_t
 @main.command()
 @click.argument("pathname")
 @click.option("--body", "with_body", is_flag=True, help="Include bodies (base64 and text).")
+@click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="List at most this many.")
 @admin_options
-def messages(pathname, with_body, admin_url, as_json) -> None:
+def messages(pathname, with_body, limit, admin_url, as_json) -> None:
     """List the messages of PATHNAME with their lookup ids and position states."""
-    data = _call_admin(lambda: _admin(admin_url).list_messages(pathname, body=with_body))
+    data = _call_admin(lambda: _admin(admin_url).list_messages(pathname, body=with_body, limit=limit))
     _emit(data, as_json, lambda d: _table(d, MESSAGE_COLUMNS))
 
 

@@ -337,9 +337,9 @@ class AdminClient:
         """POST /v1/queues/{pathname}/messages (fields as in docs/admin-api.md)."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/messages", fields)
 
-    def list_messages(self, pathname: str, *, body: bool = False) -> list[dict]:
-        """GET /v1/queues/{pathname}/messages."""
-        suffix = "?body=1" if body else ""
+    def list_messages(self, pathname: str, *, body: bool = False, limit: int = 1000) -> list[dict]:
+        """GET /v1/queues/{pathname}/messages: the first ``limit`` messages in queue order."""
+        suffix = f"?limit={limit}" + ("&body=1" if body else "")
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages{suffix}")["messages"]
 
     def show_message(self, pathname: str, lookup_id: int) -> dict:

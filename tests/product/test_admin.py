@@ -277,3 +277,12 @@ async def test_unknown_endpoint_and_method_answer_json(api):
     assert (status, data["message"]) == (404, "no such endpoint: GET /v1/nothing")
     status, data = await call(api, "PUT", "/v1/queues")
     assert (status, data["message"]) == (405, "method not allowed for this endpoint: PUT /v1/queues")
+
+
+async def test_list_messages_limit(api):
+    await make_queue(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 5})
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=2")
+    assert status == 200 and data["total"] == 5 and len(data["messages"]) == 2
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=0")
+    assert (status, data["message"]) == (400, "limit: '0' is not a positive integer")
