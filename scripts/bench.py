@@ -19,6 +19,7 @@ SQLite data directory):
 
     .venv/bin/python scripts/bench.py                     # everything (a few minutes)
     .venv/bin/python scripts/bench.py --only peek --duration 5
+    .venv/bin/python scripts/bench.py --profile               # cProfile of the server under 4 peek clients
 """
 from __future__ import annotations
 
@@ -155,12 +156,14 @@ def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> byte
 class Server:
     """`qm2qm serve` in a subprocess on ephemeral ports, on a fresh data directory."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile_path: str | None = None) -> None:
         from qm2qm.client import AdminClient
         self.tmp = tempfile.TemporaryDirectory(prefix="qm2qm-bench-")
         env = dict(os.environ, PYTHONPATH=ROOT)
-        self.proc = subprocess.Popen([sys.executable, "-m", "qm2qm", "serve", "--data-dir", self.tmp.name + "/data",
-                                      "--port", "0", "--admin-port", "0"], stdout=subprocess.PIPE, text=True, env=env)
+        profile = ["-m", "cProfile", "-o", profile_path] if profile_path else []
+        self.proc = subprocess.Popen([sys.executable, *profile, "-m", "qm2qm", "serve", "--data-dir",
+                                      self.tmp.name + "/data", "--port", "0", "--admin-port", "0"],
+                                     stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         match = READY.match(line)
         if not match:
@@ -506,6 +509,24 @@ def bench_wake(receivers: int, per_connection: int) -> list[float]:
     return ms
 
 
+def profile_peek(clients: int, duration: float, processes: int, path: str = "/tmp/qm2qm-peek.prof") -> None:
+    """cProfile `qm2qm serve` under the peek load; prints the top functions by cumulative time."""
+    import pstats
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    server = Server(profile_path=path)
+    try:
+        q = server.queue("peek", bytes(range(100)), 1)
+        setups = []
+        for _ in range(clients):
+            h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
+            setups.append((True, h, request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
+        rate, errors = run_load(server.port, setups, duration, processes)
+    finally:
+        server.close()
+    print(f"  profiled peek, {clients} clients: {rate:.0f} calls/s under cProfile, errors {errors}")
+    pstats.Stats(path).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["peek", "receive", "large", "wake"], action="append")
@@ -518,9 +539,14 @@ def main() -> None:
     parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
     parser.add_argument("--receivers", type=int, default=5000)
     parser.add_argument("--receive-clients", type=int, default=4)
+    parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
     args = parser.parse_args()
     only = set(args.only or ["peek", "receive", "large", "wake"])
-    print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes}", flush=True)
+    print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes} "
+          f"loadavg={os.getloadavg()[0]:.2f}", flush=True)
+    if args.profile:
+        profile_peek(4, args.duration, args.processes)
+        return
     if "peek" in only:
         bench_peek(args.clients, args.duration, args.processes, args.repeat)
     if "receive" in only:
