@@ -383,6 +383,7 @@ class AdminApi:
         body = await _body(request)
         count = _int(body, "count", 1, MAX_COUNT, 1)
         message = message_from_request(body)
+        self.backend.prepare(queue, message)
         copies = [message] + [dataclasses.replace(message) for _ in range(count - 1)]
         for i, copy in enumerate(copies):
             try:
@@ -542,12 +543,24 @@ class Backend:
             out.append((message, position.state.value))
         return out
 
-    def enqueue(self, queue, message: Message) -> None:
-        """Enqueue Message (3.1.7.1.9) of a message this queue manager originates."""
+    def prepare(self, queue, message: Message) -> None:
+        """Set what the sending queue manager sets, then prove the message serializes to a UserMessage packet
+        (MS-MQDMPR 3.1.7.1.30-32), so a message every remote read would choke on is refused up front."""
+        from shared_adm.packet import PacketError, serialize_message_to_buffer
         qm = self.qm
         message.destination_queue_format_name = self.format_name(queue)
         message.source_machine_identifier = qm.identifier
         message.destination_queue_manager_identifier = qm.identifier
+        message.identifier = (qm.identifier, 1)
+        try:
+            serialize_message_to_buffer(message)
+        except PacketError as exc:
+            raise AdminError(400, "bad_message", f"the message cannot be carried in a UserMessage packet "
+                                                 f"(MS-MQMQ 2.2.20): {exc}") from None
+
+    def enqueue(self, queue, message: Message) -> None:
+        """Enqueue Message (3.1.7.1.9) of a prepared message this queue manager originates."""
+        qm = self.qm
         message.identifier = (qm.identifier, (qm.sequential_id + 1) & 0xFFFFFFFF)
         status = qm.enqueue_message(queue, message)
         if status == 1:

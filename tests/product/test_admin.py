@@ -286,3 +286,43 @@ async def test_list_messages_limit(api):
     assert status == 200 and data["total"] == 5 and len(data["messages"]) == 2
     status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=0")
     assert (status, data["message"]) == (400, "limit: '0' is not a positive integer")
+
+
+# ---------------------------------------------------------------------------------------------- fuzz
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_scalars = st.none() | st.booleans() | st.integers(-2 ** 40, 2 ** 40) | st.text(max_size=300) | \
+    st.floats(allow_nan=False)
+_json = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                          max_size=3), max_leaves=6)
+_fields = sorted({"pathname", "label", "transactional", "journal", "quota", "journal_quota", "body", "body_base64",
+                  "body_type", "priority", "time_to_be_received", "time_to_reach_queue", "correlation_id",
+                  "app_specific", "delivery", "acknowledgement", "admin_queue", "response_queue", "dead_letter",
+                  "extension_base64", "trace", "count", "access", "share_mode"})
+_bodies = st.dictionaries(st.sampled_from(_fields) | st.text(max_size=6), _json, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=_bodies, target=st.sampled_from(["/v1/queues", "/messages", "/open"]))
+async def test_any_json_object_gets_a_json_answer_never_a_500(api, body, target):
+    if api.qm.queue_by_pathname(Q) is None:
+        await make_queue(api)
+    path = target if target == "/v1/queues" else f"/v1/queues/{url(Q)}{target}"
+    if "count" in body and isinstance(body["count"], int) and body["count"] > 50:
+        body["count"] = 50                                   # keep the run fast; ranges are tested above
+    status, data = await call(api, "POST", path, body)
+    assert status in (201, 400, 404, 409, 413, 507), (status, data)
+    if status >= 400:
+        assert isinstance(data["message"], str) and data["message"] and data["error"]
+
+
+@pytest.mark.parametrize("body, fragment", [
+    ({"admin_queue": "garbage", "acknowledgement": 1}, "'garbage' is not a format name"),
+    ({"response_queue": "PRIVATE=not-a-guid\\1"}, "malformed GUID"),
+])
+async def test_a_message_no_packet_can_carry_is_refused(api, body, fragment):
+    await make_queue(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", body)
+    assert status == 400 and data["error"] == "bad_message" and fragment in data["message"], data
+    assert data["message"].startswith("the message cannot be carried in a UserMessage packet (MS-MQMQ 2.2.20): ")
