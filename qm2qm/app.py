@@ -134,8 +134,6 @@ class App:
 
     def info(self) -> dict:
         """What GET /v1/info reports: where to reach the server and which ports GetQMQMServerPort answers."""
-        from qm2qm.mqqp.server_config import DEFAULT_VERSION
-
         return {
             "rpc": {"host": self.config.host, "port": self.rpc.port if self.rpc else None},
             "admin": self.admin_url,
@@ -143,11 +141,13 @@ class App:
             "data_dir": self.config.data_dir,
             "computer_name": self.config.computer_name,
             "queue_manager": str(getattr(self.qm, "identifier", "")),
-            "version": list(DEFAULT_VERSION),
+            "version": list(self.service.config.version) if self.service else None,
         }
 
     async def close(self) -> None:
         """Stop accepting, answer pending calls, run handles down, flush and close the store (idempotent)."""
+        if self.rpc is not None:
+            log.info("shutting down: answering pending calls, running handles down, flushing the store")
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
@@ -166,6 +166,7 @@ class App:
                 store.flush()
             finally:
                 store.close()
+            log.info("store flushed and closed")
 
 
 async def serve(config: ServerConfig, *, on_ready: Callable[[App], None],
