@@ -122,6 +122,12 @@ class Reassembler:
         return out
 
 
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process so far (Linux /proc/<pid>/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def hresult(stub: bytes) -> int:
     """The HRESULT: the last 4 bytes of a response stub."""
     return struct.unpack_from("<I", stub, len(stub) - 4)[0]
@@ -252,18 +258,19 @@ def closed_loop_clients(port: int, setups: list[tuple], start_at: float, duratio
     results.put((done, errors))
 
 
-def measure_echo(clients: int, duration: float, request: bytes, processes: int) -> float:
-    """Echo calls/s with the peek load generator."""
+def measure_echo(clients: int, duration: float, request: bytes, processes: int) -> tuple[float, float]:
+    """Echo calls/s with the peek load generator, and the echo server's CPU µs per call."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
     server = ctx.Process(target=run_echo_server, args=(port_queue, stop_event))
     server.start()
     try:
-        rate, _ = run_load(port_queue.get(timeout=60), [(False, None, request)] * clients, duration, processes)
+        port = port_queue.get(timeout=60)
+        rate, _, cpu = run_load(port, [(False, None, request)] * clients, duration, processes, server.pid)
     finally:
         stop_event.set()
         server.join(timeout=30)
-    return rate
+    return rate, cpu
 
 
 def bench_peek(clients_list: list[int], duration: float, processes: int, repeat: int) -> list[tuple]:
@@ -282,22 +289,26 @@ def bench_peek(clients_list: list[int], duration: float, processes: int, repeat:
         request_len = len(request_pdu(9, start_receive2_stub(1, MQ_ACTION_PEEK_CURRENT)))
         echo_request = request_pdu(0, bytes(len(response)))   # echo a request as large as the peek's response
         for clients in clients_list:
-            echoes, rates, errors = [], [], 0
+            echoes, rates, errors, echo_cpu, rpc_cpu = [], [], 0, [], []
             for _ in range(repeat):          # interleaved; best of each (the least disturbed run on a shared box)
-                echoes.append(measure_echo(clients, duration, echo_request, processes))
+                echo_rate, cpu = measure_echo(clients, duration, echo_request, processes)
+                echoes.append(echo_rate)
+                echo_cpu.append(cpu)
                 # each run's sessions close their descriptors when its connections go (RemoteQMCloseQueue rundown)
                 setups = []
                 for _ in range(clients):
                     h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
                     setups.append((True, h, request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
-                rate, errs = run_load(server.port, setups, duration, processes)
+                rate, errs, cpu = run_load(server.port, setups, duration, processes, server.proc.pid)
                 rates.append(rate)
+                rpc_cpu.append(cpu)
                 errors += errs
             echo, rate = max(echoes), max(rates)
             rows.append((clients, echo, rate, rate / echo, errors))
             print(f"  peek {clients:2d} clients: echo {echo:8.0f}/s  qm2qm {rate:8.0f}/s  ratio {rate / echo:4.2f}"
-                  f"  errors {errors}  (best of {repeat}: echo {' '.join(f'{x:.0f}' for x in echoes)}; "
-                  f"qm2qm {' '.join(f'{x:.0f}' for x in rates)})", flush=True)
+                  f"  errors {errors}  server CPU/call: echo {min(echo_cpu):5.1f} µs, qm2qm {min(rpc_cpu):5.1f} µs"
+                  f"  (runs: echo {' '.join(f'{x:.0f}' for x in echoes)}; qm2qm {' '.join(f'{x:.0f}' for x in rates)})",
+                  flush=True)
         print(f"  (peek request {request_len} B, response {len(response) + 24} B; echo request "
               f"{len(echo_request)} B)")
     finally:
@@ -305,8 +316,9 @@ def bench_peek(clients_list: list[int], duration: float, processes: int, repeat:
     return rows
 
 
-def run_load(port: int, setups: list[tuple], duration: float, processes: int) -> tuple[float, int]:
-    """Closed-loop load from up to ``processes`` processes."""
+def run_load(port: int, setups: list[tuple], duration: float, processes: int,
+             server_pid: int | None = None) -> tuple[float, int, float]:
+    """Closed-loop load from up to ``processes`` processes: (calls/s, errors, server CPU µs per call)."""
     ctx = mp.get_context("spawn")
     n = min(len(setups), processes)
     shares = [setups[i::n] for i in range(n)]
@@ -318,13 +330,17 @@ def run_load(port: int, setups: list[tuple], duration: float, processes: int) ->
         p.start()
     for _ in procs:
         ready.get(timeout=60)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
     done = errors = 0
     for _ in procs:
         d, e = results.get(timeout=duration + 120)
         done, errors = done + d, errors + e
+    cpu = (cpu_seconds(server_pid) - cpu0) / max(done, 1) * 1e6 if server_pid else float("nan")
     for p in procs:
         p.join()
-    return done / duration, errors
+    return done / duration, errors, cpu
 
 
 # --- receive + ACK: drain a pre-filled queue ----------------------------------------------------------------------
@@ -520,7 +536,7 @@ def profile_peek(clients: int, duration: float, processes: int, path: str = "/tm
         for _ in range(clients):
             h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
             setups.append((True, h, request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
-        rate, errors = run_load(server.port, setups, duration, processes)
+        rate, errors, _ = run_load(server.port, setups, duration, processes)
     finally:
         server.close()
     print(f"  profiled peek, {clients} clients: {rate:.0f} calls/s under cProfile, errors {errors}")
