@@ -19,8 +19,9 @@ from shared_adm.status import status_name
 
 log = logging.getLogger("qm2qm.admin")
 
-# MS-MQDMPR 3.1.1.12: Label MUST NOT exceed 249 characters. MSMQ's documented message size limit is 4 MB;
-# MS-MQQP 2.2.2.1 caps a whole UserMessage packet at 0x420000 bytes, leaving room for headers.
+# MS-MQDMPR 3.1.1.12: Label MUST NOT exceed 249 characters. MS-MQMQ 2.2.19.1 caps a whole UserMessage packet
+# at 0x400000 bytes (MS-MQQP's dwSize range, 0x420000, is looser); MAX_BODY is the cheap early bound, the
+# serialization check in Backend.prepare the exact one.
 MAX_LABEL = 249
 MAX_BODY = 4 * 1024 * 1024
 # A JSON request carries the body base64-encoded (4/3) plus the other fields.

@@ -326,3 +326,13 @@ async def test_a_message_no_packet_can_carry_is_refused(api, body, fragment):
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", body)
     assert status == 400 and data["error"] == "bad_message" and fragment in data["message"], data
     assert data["message"].startswith("the message cannot be carried in a UserMessage packet (MS-MQMQ 2.2.20): ")
+
+
+async def test_a_body_that_overflows_the_packet_limit_is_refused(api):
+    await make_queue(api)
+    body = base64.b64encode(bytes(4 * 1024 * 1024)).decode()     # 4 MiB + headers > 0x400000 (MS-MQMQ 2.2.19.1)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body_base64": body})
+    assert status == 400 and data["error"] == "bad_message" and "0x400000" in data["message"], data
+    body = base64.b64encode(bytes(4 * 1024 * 1024 - 1024)).decode()
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body_base64": body})
+    assert status == 201, data
