@@ -6,7 +6,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from qm2qm.pipeline import schema
-from qm2qm.pipeline.capture import IngestResult, ingest_capture
+from qm2qm.pipeline.capture import IngestResult, ingest_capture, propagate_queue_names
+from qm2qm.pipeline.decode import decode_call
 from qm2qm.pipeline.pcapfile import sniff
 from qm2qm.pipeline.trace import TraceError, read_calls
 
@@ -45,8 +46,14 @@ def ingest_file(path: str | Path) -> IngestResult:
         except TraceError as exc:
             result.report("bad_trace", _offset_of(str(exc)), str(exc))
             return result
+        undecoded = False
         for row in rows:
             row["source_file"] = str(path)
+            if row["request_fields"] is None and row["decode_error"] is None and row["request_stub"] is not None:
+                decode_call(row)                 # a spool left by a server that did not close its Tracer
+                undecoded = True
+        if undecoded:
+            propagate_queue_names(rows)
         result.calls = rows
         result.sessions = schema.sessions_from_calls(rows)
         result.count("calls", len(rows))

@@ -9,6 +9,7 @@ import base64
 import dataclasses
 import inspect
 import json
+import marshal
 import queue
 import threading
 import time
@@ -24,6 +25,7 @@ from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
 from qm2qm.rpc.interface import Interface, Operation, RpcFault
 
 BATCH = 2048
+SPOOL_FORMAT = 1
 _BINARY = {f.name for f in schema.CALL_FIELDS if f.type == pa.binary()}
 _OPEN_QUEUE = 2
 
@@ -69,6 +71,11 @@ class CallWriter:
             self._fh.write("\n".join(lines) + "\n")
         self.rows_written += len(rows)
 
+    def write_table(self, tbl: pa.Table) -> None:
+        """Append an Arrow table of the call schema (Parquet writers only)."""
+        self._pq.write_table(tbl)
+        self.rows_written += tbl.num_rows
+
     def close(self) -> None:
         if self._pq is not None:
             self._pq.close()
@@ -79,17 +86,31 @@ class CallWriter:
 
 
 class Tracer:
-    """Collects raw call records on the event loop and writes decoded rows from a background thread.
+    """Collects raw call records on the event loop; a background thread appends them, undecoded, to
+    PATH.spool (marshal frames: ~0.3 µs a call); close() decodes the spool into PATH (Parquet or JSON lines).
 
-    ``queue_of(handle) -> pathname | None`` (optional) names the queue of an hQueue at RemoteQMOpenQueue time."""
+    Decoding and Arrow conversion cost ~50 µs a call, about what serving it costs, so they wait for close() to
+    keep tracing under the 20 % throughput budget; ``decode_live=True`` decodes in the background thread
+    instead (PATH grows while the server runs, at roughly half the throughput). ``finalize_spool(spool, path)``
+    turns a spool left by a crashed server into a trace. ``queue_of(handle) -> pathname | None`` names the
+    queue of RemoteQMOpenQueue's hQueue."""
 
     def __init__(self, path: str | Path, *, source: str = "trace", batch: int = BATCH,
-                 queue_of: Callable[[int], str | None] | None = None) -> None:
-        self.writer = CallWriter(path, source)
+                 queue_of: Callable[[int], str | None] | None = None, decode_live: bool = False) -> None:
+        self.path = Path(path)
         self.source = source
         self.batch = batch
         self.queue_of = queue_of
+        self.decode_live = decode_live
+        self.spool_path = self.path.with_name(self.path.name + ".spool")
+        self.writer = CallWriter(self.path, source) if decode_live else None
+        self._spool = None if decode_live else open(self.spool_path, "wb")
         self._pending: list[tuple] = []
+        # the hot path reads perf_counter_ns only; wall time = perf + this offset (fixed at start)
+        self._wall_offset = time.time_ns() - time.perf_counter_ns()
+        if self._spool is not None:
+            self._spool.write(marshal.dumps({"spool": SPOOL_FORMAT, "wall_offset": self._wall_offset,
+                                             "source": source}))
         self._sessions: dict[int, list[int]] = {}       # connection_id -> [session_seq, next call_index]
         self._queue: queue.Queue = queue.Queue(maxsize=64)
         self._names: dict[tuple[int, Any], str] = {}     # (connection, hQueue or context handle) -> queue name
@@ -99,15 +120,6 @@ class Tracer:
         self.closed = False
 
     # -- hot path (event loop) --
-
-    def begin(self, ctx: Any) -> tuple[int, int]:
-        """(session_seq, call_index) of a new call of ctx's connection, in arrival order."""
-        entry = self._sessions.get(ctx.connection_id)
-        if entry is None:
-            entry = self._sessions[ctx.connection_id] = [len(self._sessions), 0]
-        index = entry[1]
-        entry[1] = index + 1
-        return entry[0], index
 
     def add(self, record: tuple) -> None:
         """Queue one raw record; hands a full batch to the writer thread."""
@@ -125,21 +137,25 @@ class Tracer:
             if batch is None:
                 return
             try:
-                self.writer.write([self._row(r) for r in batch])
+                if self.decode_live:
+                    self.writer.write([self._decoded(self._row(r)) for r in batch])
+                else:
+                    self._spool.write(marshal.dumps(batch))
             except BaseException as exc:   # noqa: BLE001 - kept and re-raised by close()
                 self._error = exc
 
     def _row(self, rec: tuple) -> dict:
-        (wall_ns, latency_ns, ctx_ids, seq_index, iface, opnum, stub, kind, answer, queue_name) = rec
-        connection_id, group_id, call_id, ndr64 = ctx_ids
+        (start, latency_ns, connection_id, group_id, call_id, ndr64, seq, index, (iface, opnum), stub, kind, answer,
+         queue_name) = rec
+        wall_ns = start + self._wall_offset
         row = schema.empty_call()
         row.update(source=self.source, source_file=None, session_id=f"conn-{connection_id}",
-                   session_seq=seq_index[0], call_index=seq_index[1], connection_id=connection_id,
+                   session_seq=seq, call_index=index, connection_id=connection_id,
                    association_group_id=group_id, call_id=call_id, request_time_us=wall_ns // 1000,
                    latency_us=None if latency_ns is None else latency_ns // 1000,
                    interface_uuid=iface[0], interface_version=iface[1], interface_name=iface[2],
                    transfer_syntax="NDR64" if ndr64 else "NDR", opnum=opnum, request_stub=stub,
-                   request_bytes=len(stub), status_kind=kind)
+                   request_bytes=len(stub), status_kind=kind, queue_name=queue_name)
         if latency_ns is not None:
             row["response_time_us"] = (wall_ns + latency_ns) // 1000
         if kind == schema.OK:
@@ -147,8 +163,11 @@ class Tracer:
             row["response_bytes"] = len(answer)
         elif kind == schema.FAULT:
             row["fault_status"] = answer
+        return row
+
+    def _decoded(self, row: dict) -> dict:
         decode_call(row)
-        self._name_queue(row, connection_id, queue_name)
+        self._name_queue(row, row["connection_id"], row["queue_name"])
         return row
 
     def _name_queue(self, row: dict, connection_id: int, queue_name: str | None) -> None:
@@ -173,73 +192,128 @@ class Tracer:
             self._queue.put(batch)
 
     def close(self) -> None:
-        """Write everything recorded so far and close the file (idempotent); re-raises a writer failure."""
+        """Write everything recorded so far, decode the spool into PATH (idempotent); re-raises a writer failure."""
         if self.closed:
             return
         self.closed = True
         self.flush()
         self._queue.put(None)
         self._thread.join()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+        if self._spool is not None:
+            self._spool.close()
         if self._error is not None:
             raise self._error
+        if not self.decode_live:
+            self._finalize()
+
+    def _finalize(self) -> None:
+        final = CallWriter(self.path, self.source)
+        try:
+            for batch in _spool_batches(self.spool_path):
+                final.write([self._decoded(self._row(r)) for r in batch])
+        finally:
+            final.close()
+        self.spool_path.unlink()
+
+
+def _spool_batches(spool: Path, header: dict | None = None):
+    """The record batches of a spool (its header dict goes into ``header``); a frame cut short by a crash
+    ends the iteration."""
+    with open(spool, "rb") as fh:
+        while True:
+            try:
+                frame = marshal.load(fh)
+            except (EOFError, ValueError, TypeError):
+                return
+            if isinstance(frame, dict):
+                if header is not None:
+                    header.update(frame)
+            elif isinstance(frame, list):
+                yield frame
+            else:
+                return
+
+
+def finalize_spool(spool: str | Path, path: str | Path, source: str = "trace") -> int:
+    """Decode a spool left by a server that stopped without closing its Tracer into the trace ``path``;
+    returns the number of calls written."""
+    tracer = Tracer.__new__(Tracer)
+    header: dict = {}
+    tracer.source, tracer._names = source, {}
+    written = 0
+    final = CallWriter(path, source)
+    try:
+        for batch in _spool_batches(Path(spool), header):
+            if header.get("spool") != SPOOL_FORMAT:
+                raise TraceError(f"{spool}: offset 0: not a qm2qm trace spool of this version")
+            tracer._wall_offset = header["wall_offset"]
+            final.write([tracer._decoded(tracer._row(r)) for r in batch])
+            written += len(batch)
+    finally:
+        final.close()
+    return written
 
 
 def _traced(op: Operation, tracer: Tracer, iface: tuple[str, str, str]) -> Operation:
     handler = op.handler
     opnum = op.opnum
+    meta = (iface, opnum)
     add = tracer.add
-    begin = tracer.begin
+    sessions = tracer._sessions
     perf = time.perf_counter_ns
-    wall = time.time_ns
     name_queue = tracer.queue_of if opnum == _OPEN_QUEUE else None
+    OK, FAULT, CANCELLED = schema.OK, schema.FAULT, schema.CANCELLED
 
     def queue_name(ctx: Any, stub: bytes) -> str | None:
-        if name_queue is None:
-            return None
         from qm2qm.mqqp.codec import decode_request
         try:
             return name_queue(decode_request(opnum, stub, ctx.ndr64).hQueue)
         except Exception:   # noqa: BLE001 - a bad stub is answered by the handler; the name is optional
             return None
 
-    async def finish(awaitable: Any, ctx: Any, stub: bytes, w0: int, t0: int, pos: tuple, qname: Any) -> Any:
-        ids = (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64)
+    def record(ctx: Any, t0: int, entry: list, index: int, stub: bytes, kind: str, answer: Any, qname: Any) -> None:
+        add((t0, perf() - t0, ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64, entry[0], index,
+             meta, stub, kind, answer, qname))
+
+    async def finish(awaitable: Any, ctx: Any, stub: bytes, t0: int, entry: list, index: int, qname: Any) -> Any:
         try:
             result = await awaitable
         except asyncio.CancelledError:
-            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.CANCELLED, None, qname))
+            record(ctx, t0, entry, index, stub, CANCELLED, None, qname)
             raise
         except RpcFault as fault:
-            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.FAULT, fault.status & 0xFFFFFFFF, qname))
+            record(ctx, t0, entry, index, stub, FAULT, fault.status & 0xFFFFFFFF, qname)
             raise
         except Exception:
-            add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.FAULT, NCA_S_FAULT_UNSPEC, qname))
+            record(ctx, t0, entry, index, stub, FAULT, NCA_S_FAULT_UNSPEC, qname)
             raise
-        add((w0, perf() - t0, ids, pos, iface, opnum, stub, schema.OK, bytes(result), qname))
+        record(ctx, t0, entry, index, stub, OK, bytes(result), qname)
         return result
 
     def traced(ctx: Any, stub: bytes) -> Any:
-        w0 = wall()
         t0 = perf()
-        pos = begin(ctx)
+        entry = sessions.get(ctx.connection_id)
+        if entry is None:
+            entry = sessions[ctx.connection_id] = [len(sessions), 0]
+        index = entry[1]
+        entry[1] = index + 1
         qname = queue_name(ctx, stub) if name_queue is not None else None
         try:
             result = handler(ctx, stub)
         except RpcFault as fault:
-            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
-                 iface, opnum, stub, schema.FAULT, fault.status & 0xFFFFFFFF, qname))
+            record(ctx, t0, entry, index, stub, FAULT, fault.status & 0xFFFFFFFF, qname)
             raise
         except Exception:
-            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
-                 iface, opnum, stub, schema.FAULT, NCA_S_FAULT_UNSPEC, qname))
+            record(ctx, t0, entry, index, stub, FAULT, NCA_S_FAULT_UNSPEC, qname)
             raise
         if type(result) is bytes:
-            add((w0, perf() - t0, (ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64), pos,
-                 iface, opnum, stub, schema.OK, result, qname))
+            add((t0, perf() - t0, ctx.connection_id, ctx.association_group_id, ctx.call_id, ctx.ndr64, entry[0],
+                 index, meta, stub, OK, result, qname))
             return result
         if inspect.isawaitable(result):
-            return finish(result, ctx, stub, w0, t0, pos, qname)
+            return finish(result, ctx, stub, t0, entry, index, qname)
         return result                    # not bytes: the runtime answers with a fault and logs it
 
     return Operation(op.opnum, op.name, traced)
