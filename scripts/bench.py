@@ -406,7 +406,11 @@ def bench_receive(messages: int, clients: int, processes: int) -> tuple:
             p.start()
         for _ in procs:
             ready.get(timeout=60)
+        while time.time() < start_at:
+            time.sleep(0.001)
+        cpu0 = cpu_seconds(server.proc.pid)
         outs = [results.get(timeout=600) for _ in procs]
+        cpu = cpu_seconds(server.proc.pid) - cpu0
         for p in procs:
             p.join()
         done = sum(o[0] for o in outs)
@@ -417,7 +421,7 @@ def bench_receive(messages: int, clients: int, processes: int) -> tuple:
         server.close()
     rate = done / elapsed
     print(f"  receive+ACK 1 KiB x {messages}, {clients} clients: {rate:8.0f} msg/s  ({elapsed:.2f} s, "
-          f"errors {errors}, left {left})", flush=True)
+          f"errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)", flush=True)
     return rate, elapsed, errors, left
 
 
