@@ -385,8 +385,8 @@ class RemoteSession:
         self.session = None
         try:
             self.client = _client(rpc_addr, admin_url, ndr64)
-            hr, self.session = self.client.open_queue(self.handle, self.dw_queue, int(self.opened["pdwContext"]),
-                                                      lic_guid=uuid.uuid4())
+            hr, self.session = _remote_call(lambda: self.client.open_queue(
+                self.handle, self.dw_queue, int(self.opened["pdwContext"]), lic_guid=uuid.uuid4()))
         except BaseException:
             self.close()
             raise
@@ -396,7 +396,7 @@ class RemoteSession:
             _fail(f"RemoteQMOpenQueue: {_hr(hr)}")
 
     def close(self) -> None:
-        """Close an open queue descriptor (MS-MQDMPR 3.1.7.1.6 Close Queue)."""
+        """RemoteQMCloseQueue (MS-MQQP 3.2.4.9), or Close Queue through the admin API if no session was opened."""
         from qm2qm.client import AdminError, RpcCallError
         try:
             if self.session is not None:
