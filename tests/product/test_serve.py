@@ -270,3 +270,14 @@ def test_second_server_on_the_same_data_dir_is_refused(tmp_path):
         code, _ = first.stop()
     assert code == 0
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and str(data) in proc.stderr, proc.stderr
+
+
+def test_admin_url_from_env_and_rpc_address_override(server):
+    runner = CliRunner()
+    result = runner.invoke(main, ["info", "--json"], env={"QM2QM_ADMIN": server.admin})
+    assert result.exit_code == 0 and f'"port": {server.port}' in result.stdout
+    # --rpc needs no admin API for commands that do not open a queue
+    result = runner.invoke(main, ["version", "--rpc", f"127.0.0.1:{server.port}", "--admin", "http://127.0.0.1:9"])
+    assert (result.exit_code, result.stdout) == (0, "6.1.20348\n")
+    result = runner.invoke(main, ["version", "--rpc", "nonsense", "--admin", server.admin])
+    assert result.exit_code == 2 and "'nonsense' is not HOST:PORT" in result.output
