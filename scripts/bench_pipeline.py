@@ -11,7 +11,6 @@ import multiprocessing
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -199,7 +198,7 @@ def bench_ingest(calls_per_file: int, files: int, masters: list[str]) -> dict:
             spark = spark_jobs.spark_session(master)
             spark_jobs.ingest(spark, paths[:1], Path(tmp) / "warmup")          # JVM and worker warm-up
             t0 = time.perf_counter()
-            summary = spark_jobs.ingest(spark, paths, Path(tmp) / f"out-{master}")
+            summary = spark_jobs.ingest(spark, paths, Path(tmp) / ("out-" + "".join(ch for ch in master if ch.isalnum())))
             elapsed = time.perf_counter() - t0
             spark.stop()
             calls = summary["totals"]["calls"]

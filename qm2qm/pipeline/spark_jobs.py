@@ -53,6 +53,7 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
     if master is not None:
         builder = builder.master(master)
     settings = {"spark.sql.execution.arrow.pyspark.enabled": "true", "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
                 "spark.sql.shuffle.partitions": "8", "spark.pyspark.python": sys.executable}
     settings.update(conf or {})
     for key, value in settings.items():

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-from functools import partial
 
 import pyarrow.parquet as pq
 from click.testing import CliRunner
