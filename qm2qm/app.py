@@ -104,7 +104,8 @@ class App:
     async def _bind_rpc(self, server_cls: Callable[..., Any], interface: Any):
         port = self.config.port
         while True:
-            server = server_cls([interface], host=self.config.host, port=port)
+            server = server_cls([interface], host=self.config.host, port=port,
+                                max_connections=self.config.max_connections)
             try:
                 await server.start()
                 return server

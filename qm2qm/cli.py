@@ -61,14 +61,17 @@ def main() -> None:
 @click.option("--admin-port", type=int, help=f"Admin API port on 127.0.0.1 [{DEFAULT_ADMIN_PORT}]; 0 = ephemeral.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
-def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name) -> None:
+@click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
+          max_connections) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
     try:
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
-                                           "log_level": log_level, "computer_name": computer_name})
+                                           "log_level": log_level, "computer_name": computer_name,
+                                           "max_connections": max_connections})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,

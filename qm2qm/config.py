@@ -17,6 +17,8 @@ PORT_INCREMENT = 11
 # Not from any spec: the admin API's own default, chosen next to 2105 so it is easy to remember.
 DEFAULT_ADMIN_PORT = 8105
 DEFAULT_DATA_DIR = "./qm2qm-data"
+# Same as qm2qm.rpc.server.DEFAULT_MAX_CONNECTIONS; each connection is one file descriptor (mind ulimit -n).
+DEFAULT_MAX_CONNECTIONS = 1024
 # Loopback by default: a queue manager that answers unauthenticated remote reads (MS-MQQP 5) must not be
 # exposed by accident. Windows peers need --host 0.0.0.0 (or the host's address).
 DEFAULT_HOST = "127.0.0.1"
@@ -45,6 +47,7 @@ class ServerConfig:
     admin_port: int = DEFAULT_ADMIN_PORT
     log_level: str = "warning"
     computer_name: str = field(default_factory=default_computer_name)
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -94,6 +97,10 @@ def _check_value(key: str, value: Any) -> Any:
         if not isinstance(value, str) or not _COMPUTER_NAME.fullmatch(value):
             raise ConfigError(f"computer_name: expected 1 to 256 printable characters without '\\' "
                               f"(MS-MQMQ 2.1.1), got {value!r}")
+        return value
+    if key == "max_connections":
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
+            raise ConfigError(f"max_connections: expected an integer 1..1000000, got {value!r}")
         return value
     if key == "log_level":
         if value not in LOG_LEVELS:

@@ -79,3 +79,10 @@ def test_only_the_default_port_is_incremented_when_busy(tmp_path):
     assert not load_config(None, {"port": 2105}).increments_busy_port    # chosen explicitly
     assert not load_config(None, {"port": 0}).increments_busy_port
     assert not ServerConfig(port=3000).increments_busy_port
+
+
+def test_max_connections_and_computer_name():
+    config = load_config(None, {"max_connections": 6000, "computer_name": "QMHOST"})
+    assert (config.max_connections, config.computer_name) == (6000, "QMHOST")
+    with pytest.raises(ConfigError, match=r"max_connections: expected an integer 1..1000000, got 0"):
+        load_config(None, {"max_connections": 0})
