@@ -1,9 +1,8 @@
 """The DCE/RPC remote management interface served on every endpoint (C706 Appendix Q; MS-RPCE 2.2.1.3).
 
 ``build_mgmt_interface(server)`` returns the ``mgmt`` Interface (afa8bd80-7d8a-11c9-bef4-08002b102989 v1.0)
-with its five operations, NDR and NDR64. ``server`` is anything with ``registry`` (the runtime's mapping
-(uuid, major, minor) -> Interface, as ``RpcServer.registry``); the optional ``statistics`` and ``is_listening``
-attributes are used when the runtime provides them.
+with its five operations, NDR and NDR64. ``server`` is the RpcServer (or anything with its ``registry``,
+``statistics`` and ``is_listening``).
 """
 from __future__ import annotations
 
@@ -61,7 +60,6 @@ class MgmtInterface:
             if b"\x00" in encoded or len(encoded) + 1 > PRINC_NAME_SIZE_MAX:
                 raise ValueError(f"principal name {name!r} for authn service {authn_proto} cannot be sent")
             self.principal_names[authn_proto] = encoded
-        self._warned_stats = False
 
     def interface(self) -> Interface:
         ops = {OP_INQ_IF_IDS: ("rpc_mgmt_inq_if_ids", self.inq_if_ids),
@@ -108,13 +106,7 @@ class MgmtInterface:
         return w.getvalue()
 
     def _statistics(self) -> list[int]:
-        stats = getattr(self.server, "statistics", None)
-        if stats is None:
-            if not self._warned_stats:
-                self._warned_stats = True
-                logger.warning("the RPC runtime keeps no statistics (RpcServer.statistics): reporting zeros")
-            return [0] * STATS_ARRAY_MAX_SIZE
-        values = stats.as_array() if hasattr(stats, "as_array") else list(stats)
+        values = self.server.statistics.as_array()
         return [int(v) for v in values[:STATS_ARRAY_MAX_SIZE]]
 
     # -- opnum 2 --
@@ -127,11 +119,7 @@ class MgmtInterface:
         return w.getvalue()
 
     def _listening(self) -> bool:
-        flag = getattr(self.server, "is_listening", None)
-        if flag is not None:
-            return bool(flag() if callable(flag) else flag)
-        listener = getattr(self.server, "_server", None)      # RpcServer's asyncio server, until it says itself
-        return listener is not None and listener.is_serving()
+        return bool(self.server.is_listening)
 
     # -- opnum 3 --
 

@@ -20,6 +20,7 @@ from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelReque
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
 from qm2qm.rpc.handles import NULL_HANDLE, run_down
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
+from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 
 # Fault statuses (C706 Appendix E; MS-RPCE 2.2.2.7 / 3.3.3.4.1)
 NCA_S_FAULT_CANCEL = 0x1C00000D        # call cancelled (client: RPC_S_CALL_CANCELLED)
@@ -50,11 +51,26 @@ def registry_key(interface: Interface) -> tuple[uuid.UUID, int, int]:
 
 class _Call:
     """An operation running as a task, and why it was cancelled (None while not cancelled)."""
-    __slots__ = ("task", "reason")
+    __slots__ = ("task", "reason", "started")
 
     def __init__(self) -> None:
         self.task: asyncio.Task | None = None
         self.reason: str | None = None
+        self.started = False
+
+    def cancel(self) -> None:
+        # A task cancelled before its first step never runs its body, so it could neither answer nor
+        # clean up; one that has not started yet sees ``reason`` when it does (_run) and ends there.
+        if self.started:
+            self.task.cancel()
+
+
+def _discard(awaitable) -> None:
+    """Drop a handler's awaitable that will never be awaited, without a 'never awaited' warning."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
+    elif isinstance(awaitable, asyncio.Future):
+        awaitable.cancel()
 
 
 class CallState:
@@ -197,7 +213,7 @@ class RpcConnection(asyncio.Protocol):
             if call.task is not None and not call.task.done():
                 if call.reason is None:
                     call.reason = _LOST
-                call.task.cancel()
+                call.cancel()
                 tasks.append(call.task)
         self.server._spawn(self._finish(tasks))
 
@@ -238,6 +254,7 @@ class RpcConnection(asyncio.Protocol):
         conn.accept_bind(request, group.id, str(server.port))
 
     def _on_call(self, request: CallRequest) -> None:
+        self.server.statistics.calls_in += 1
         conn = self.conn
         call_id = request.call_id
         op = request.interface.operations.get(request.opnum)
@@ -277,10 +294,14 @@ class RpcConnection(asyncio.Protocol):
         if call.reason is None or reason == _ORPHAN:
             call.reason = reason
         self.log(logging.INFO, "call %s", "cancelled" if reason == _CANCEL else "orphaned", call_id=call_id)
-        call.task.cancel()
+        call.cancel()
 
     async def _run(self, call_id: int, call: _Call, name: str, awaitable) -> None:
+        call.started = True
         try:
+            if call.reason is not None:         # cancelled before this task first ran
+                _discard(awaitable)
+                raise asyncio.CancelledError
             result = await awaitable
         except asyncio.CancelledError:
             if call.reason in (_CANCEL, _SHUTDOWN) and not self._lost:
@@ -331,6 +352,11 @@ class RpcConnection(asyncio.Protocol):
         transport = self.transport
         out = conn.data_to_send()
         if out and not transport.is_closing():
+            stats = self.server.statistics
+            pos = 0
+            while pos + 10 <= len(out):                 # count the PDUs we send (we always write little-endian)
+                stats.pkts_out += 1
+                pos += max(16, out[pos + 8] | (out[pos + 9] << 8))
             transport.write(out)
         if conn.closed and not transport.is_closing():
             transport.close()
@@ -340,16 +366,20 @@ class RpcConnection(asyncio.Protocol):
         n = len(data)
         if not self._header and not self._body_left and n >= 16 and data[8] | (data[9] << 8) == n:
             self._last_progress = self.server._loop.time()      # the common case: one whole PDU
+            self.server.statistics.pkts_in += 1
             return
         pos = 0
         header = self._header
         completed = False
+        stats = self.server.statistics
         while pos < n:
             if self._body_left:
                 take = min(self._body_left, n - pos)
                 self._body_left -= take
                 pos += take
-                completed = completed or not self._body_left
+                if not self._body_left:
+                    completed = True
+                    stats.pkts_in += 1
             else:
                 take = 16 - len(header)
                 header += data[pos:pos + take]
@@ -357,7 +387,9 @@ class RpcConnection(asyncio.Protocol):
                 if len(header) == 16:
                     self._body_left = max(0, (header[8] | (header[9] << 8)) - 16)
                     header.clear()
-                    completed = completed or not self._body_left
+                    if not self._body_left:
+                        completed = True
+                        stats.pkts_in += 1
         if completed:
             self._last_progress = self.server._loop.time()
 
@@ -387,7 +419,7 @@ class RpcConnection(asyncio.Protocol):
         for call in self.calls.values():
             if call.task is not None and not call.task.done():
                 call.reason = call.reason or _SHUTDOWN
-                call.task.cancel()
+                call.cancel()
                 tasks.append(call.task)
         return tasks
 
@@ -445,7 +477,7 @@ class RpcServer:
                  idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
                  bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
-                 check_group_host: bool = True, cancel_wait_s: float = 5.0) -> None:
+                 check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True) -> None:
         self.host = host
         self.requested_port = port
         self.max_connections = max_connections
@@ -461,8 +493,11 @@ class RpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
+        self.statistics = RpcStatistics()           # rpc_mgmt_inq_stats counters (C706 Appendix Q)
         for interface in interfaces:
             self.register(interface)
+        if mgmt:                                    # every endpoint answers mgmt, as on Windows (MS-RPCE 2.2.1.3)
+            ensure_mgmt_interface(self)
 
     def register(self, interface: Interface) -> None:
         """Serve another interface (new binds see it at once)."""
@@ -471,6 +506,11 @@ class RpcServer:
             raise ValueError(f"interface {interface.uuid} v{interface.version[0]}.{interface.version[1]} "
                              "is already registered")
         self.registry[key] = interface
+
+    @property
+    def is_listening(self) -> bool:
+        """rpc_mgmt_is_server_listening: True while the listening socket accepts connections."""
+        return self._server is not None and self._server.is_serving()
 
     @property
     def port(self) -> int:

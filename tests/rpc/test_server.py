@@ -98,6 +98,15 @@ async def test_co_cancel_cancels_the_task_and_answers_fault_cancel(bound, probe)
     assert (await bound.call(t.OP_ECHO, b"after", call_id=12)).stub == b"after"
 
 
+async def test_co_cancel_in_the_same_segment_as_its_request_still_answers_fault_cancel(bound, probe, server):
+    bound.send(request_pdu(13, t.OP_BLOCK, b"") + cancel_pdu(13))     # the task is cancelled before it first runs
+    reply = await bound.recv()
+    assert reply.call_id == 13 and reply.ptype == FAULT and reply.status == NCA_S_FAULT_CANCEL
+    assert probe.blocked == 0                                           # the handler never ran
+    assert all(not c.calls for c in server.connections.values())        # and nothing was left in flight
+    assert (await bound.call(t.OP_ECHO, b"after", call_id=14)).stub == b"after"
+
+
 async def test_co_cancel_for_an_unknown_or_finished_call_is_ignored(bound):
     assert (await bound.call(t.OP_ECHO, b"a", call_id=1)).stub == b"a"
     bound.send(cancel_pdu(1))
