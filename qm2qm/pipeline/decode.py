@@ -54,6 +54,8 @@ def message_json(buffer: bytes) -> str:
         message = deserialize_message_from_buffer(buffer)
     except (PacketError, ValueError, IndexError) as exc:
         return _dumps({"error": str(exc)})
+    except Exception as exc:   # noqa: BLE001 - a hostile packet must not stop an ingest; say what happened
+        return _dumps({"error": f"{type(exc).__name__}: {exc}"})
     return _dumps(message)
 
 

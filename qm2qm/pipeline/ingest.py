@@ -31,7 +31,16 @@ def file_kind(path: str | Path) -> str | None:
 
 def ingest_file(path: str | Path) -> IngestResult:
     """Call, session and problem rows of one file; every failure is a problem row naming file and offset."""
-    path = Path(path)
+    try:
+        return _ingest_file(Path(path))
+    except Exception as exc:   # noqa: BLE001 - a bug met on one file must not stop the batch: report it
+        result = IngestResult(str(path))
+        result.report("internal_error", None, f"{path}: ingest failed ({type(exc).__name__}: {exc}); "
+                                              f"please report this file")
+        return result
+
+
+def _ingest_file(path: Path) -> IngestResult:
     result = IngestResult(str(path))
     if not path.exists():
         result.report("unreadable", None, f"{path}: no such file")
