@@ -163,13 +163,13 @@ def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> byte
 class Server:
     """`qm2qm serve` in a subprocess on ephemeral ports, on a fresh data directory."""
 
-    def __init__(self, profile_path: str | None = None) -> None:
+    def __init__(self, profile_path: str | None = None, *extra: str) -> None:
         from qm2qm.client import AdminClient
         self.tmp = tempfile.TemporaryDirectory(prefix="qm2qm-bench-")
         env = dict(os.environ, PYTHONPATH=ROOT)
         profile = ["-m", "cProfile", "-o", profile_path] if profile_path else []
         self.proc = subprocess.Popen([sys.executable, *profile, "-m", "qm2qm", "serve", "--data-dir",
-                                      self.tmp.name + "/data", "--port", "0", "--admin-port", "0"],
+                                      self.tmp.name + "/data", "--port", "0", "--admin-port", "0", *extra],
                                      stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         match = READY.match(line)
@@ -472,7 +472,7 @@ def bench_wake(receivers: int, per_connection: int) -> list[float]:
     from qm2qm.mqqp import idl
     from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
     from shared_adm.packet import deserialize_message_from_buffer
-    server = Server()
+    server = Server(None, "--max-connections", str(receivers // per_connection + 64))
     try:
         q = server.queue("wake", b"", 0)
         n_conns = receivers // per_connection
@@ -525,7 +525,7 @@ def bench_wake(receivers: int, per_connection: int) -> list[float]:
         server.close()
     ms = sorted(x * 1000 for x in latencies)
     p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
-    print(f"  wake {len(ms)} blocked receivers: p50 {p(0.5):6.2f} ms  p99 {p(0.99):6.2f} ms  max {ms[-1]:6.2f} ms "
+    print(f"  wake {len(ms)} blocked receivers on {n_conns} connections: p50 {p(0.5):6.2f} ms  p99 {p(0.99):6.2f} ms  max {ms[-1]:6.2f} ms "
           f"(send->wake, includes the admin HTTP request)", flush=True)
     return ms
 
@@ -560,6 +560,8 @@ def main() -> None:
     parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
     parser.add_argument("--receivers", type=int, default=5000)
     parser.add_argument("--receive-clients", type=int, default=4)
+    parser.add_argument("--wake-per-connection", type=int, default=50,
+                        help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
     args = parser.parse_args()
     only = set(args.only or ["peek", "receive", "large", "wake"])
@@ -577,7 +579,7 @@ def main() -> None:
         # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
         bench_large(4 * 1024 * 1024 - 1024, args.large_repeats, args.max_recv_frag)
     if "wake" in only:
-        bench_wake(args.receivers, 50)
+        bench_wake(args.receivers, args.wake_per_connection)
 
 
 if __name__ == "__main__":
