@@ -178,12 +178,12 @@ class Server:
         self.port = int(match["port"])
         self.admin = AdminClient(match["admin"], timeout=120)
 
-    def queue(self, name: str, body: bytes, count: int) -> str:
+    def queue(self, name: str, body: bytes, count: int, delivery: str = "express") -> str:
         """Create a queue and fill it with ``count`` copies of ``body``."""
         q = f".\\private$\\{name}"
         self.admin.create_queue(q)
         if count:
-            self.admin.send(q, body_base64=base64.b64encode(body).decode(), count=count)
+            self.admin.send(q, body_base64=base64.b64encode(body).decode(), count=count, delivery=delivery)
         return q
 
     def close(self) -> None:
@@ -390,11 +390,11 @@ def receive_clients(port: int, handles: list[int], start_at: float, duration: fl
     results.put((done, errors, time.time()))
 
 
-def bench_receive(messages: int, clients: int, processes: int) -> tuple:
+def bench_receive(messages: int, clients: int, processes: int, delivery: str = "express") -> tuple:
     """Receive+ACK throughput of 1 KiB messages."""
     server = Server()
     try:
-        q = server.queue("receive", bytes(1024), messages)
+        q = server.queue("receive", bytes(1024), messages, delivery)
         handles = [server.admin.open_queue(q)["hRemoteQueue"] for _ in range(clients)]
         ctx = mp.get_context("spawn")
         n = min(clients, processes)
@@ -420,7 +420,7 @@ def bench_receive(messages: int, clients: int, processes: int) -> tuple:
     finally:
         server.close()
     rate = done / elapsed
-    print(f"  receive+ACK 1 KiB x {messages}, {clients} clients: {rate:8.0f} msg/s  ({elapsed:.2f} s, "
+    print(f"  receive+ACK 1 KiB {delivery} x {messages}, {clients} clients: {rate:8.0f} msg/s  ({elapsed:.2f} s, "
           f"errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)", flush=True)
     return rate, elapsed, errors, left
 
@@ -560,6 +560,8 @@ def main() -> None:
     parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
     parser.add_argument("--receivers", type=int, default=5000)
     parser.add_argument("--receive-clients", type=int, default=4)
+    parser.add_argument("--delivery", choices=["express", "recoverable"], default="express",
+                        help="delivery guarantee of the received messages")
     parser.add_argument("--wake-per-connection", type=int, default=50,
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
@@ -573,7 +575,7 @@ def main() -> None:
     if "peek" in only:
         bench_peek(args.clients, args.duration, args.processes, args.repeat)
     if "receive" in only:
-        bench_receive(args.messages, args.receive_clients, args.processes)
+        bench_receive(args.messages, args.receive_clients, args.processes, args.delivery)
     if "large" in only:
         # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
         # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
