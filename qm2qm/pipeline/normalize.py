@@ -50,9 +50,15 @@ def _normalize(value: Any, ordinals: Ordinals, key: str | None = None) -> Any:
     return value
 
 
+NCA_S_FAULT_CANCEL = 0x1C00000D
+
+
 def status_of(row: dict) -> str:
-    """One comparable string: ok/fault/... with the HRESULT, DWORD return or fault status."""
+    """One comparable string: ok/fault/... with the HRESULT, DWORD return or fault status. A cancelled call is
+    'cancelled' whether the source saw the cancel fault (captures, replays) or the cancelled handler (traces)."""
     kind = row.get("status_kind") or "?"
+    if kind == "cancelled" or (kind == "fault" and row.get("fault_status") == NCA_S_FAULT_CANCEL):
+        return "cancelled"
     parts = [kind]
     for col in ("hresult", "return_value", "fault_status"):
         value = row.get(col)

@@ -17,6 +17,7 @@ from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
 from qm2qm.pipeline.rpc_client import RpcClient, RpcClientError
 from qm2qm.pipeline.trace import CallWriter
+from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL
 from qm2qm.rpc.interface import NDR20, NDR64, RpcFault
 
 log = logging.getLogger("qm2qm.replay")
@@ -194,24 +195,34 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
         sessions.setdefault(key, _Session([])).rows.append(row)
     for s in sessions.values():
         s.left = len(s.rows)
-    by_request = sorted(calls, key=lambda r: (r["request_time_us"] or 0, r["session_seq"] or 0,
-                                              r["call_index"] or 0))
+    last = max((r["response_time_us"] or r["request_time_us"] or 0) for r in calls) + 1
+    events = [((r["request_time_us"] or 0), 0, r["session_seq"] or 0, r["call_index"] or 0, id(r), r) for r in calls]
+    # a recorded co_cancel (the call ended cancelled or with the cancel fault) is replayed when the call ended
+    events += [((r["response_time_us"] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
+               for r in calls if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
+    events.sort(key=lambda e: e[:5])
     answered = sorted((r for r in calls if r.get("response_time_us") is not None),
                       key=lambda r: r["response_time_us"])
     done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
     writer = CallWriter(out_path, source="replay")
     live_rows: list[dict] = []
     tasks: list[asyncio.Task] = []
+    live_calls: dict[int, tuple[RpcClient, int]] = {}
     try:
         pointer = 0
-        for row in by_request:
-            while pointer < len(answered) and answered[pointer]["response_time_us"] < (row["request_time_us"] or 0):
+        for when, kind, _seq, _index, _id, row in events:
+            while pointer < len(answered) and answered[pointer]["response_time_us"] < when:
                 await done[id(answered[pointer])].wait()
                 pointer += 1
+            if kind == 1:
+                target = live_calls.get(id(row))
+                if target is not None and not done[id(row)].is_set():
+                    target[0].cancel(target[1])
+                continue
             session = sessions[(row.get("source_file"), row["session_id"])]
             start = asyncio.Event()
             tasks.append(asyncio.create_task(_one(row, session, host, port, translator, result, call_timeout,
-                                                  live_rows, done[id(row)], on_progress, start)))
+                                                  live_rows, done[id(row)], on_progress, start, live_calls)))
             await start.wait()          # the request is on the wire before the next one is considered
         await asyncio.gather(*tasks)
     finally:
@@ -239,7 +250,7 @@ async def _client(session: _Session, host: str, port: int, ndr64: bool) -> RpcCl
 
 async def _one(row: dict, session: _Session, host: str, port: int, translator: Translator, result: ReplayResult,
                call_timeout: float, live_rows: list, done: asyncio.Event, on_progress: Any,
-               start: asyncio.Event) -> None:
+               start: asyncio.Event, live_calls: dict) -> None:
     opnum = row["opnum"]
     ndr64 = row.get("transfer_syntax") == "NDR64"
     live = schema.empty_call()
@@ -253,11 +264,11 @@ async def _one(row: dict, session: _Session, host: str, port: int, translator: T
         if session.broken:
             raise RpcClientError(session.broken)
         client = await _client(session, host, port, ndr64)
-        live.update(connection_id=row["session_seq"], association_group_id=client.association_group_id,
-                    call_id=None)
         t0 = time.time_ns()
-        live["request_time_us"] = t0 // 1000
-        pending = asyncio.ensure_future(client.call(opnum, stub))
+        call_id, pending = await client.start(opnum, stub)
+        live.update(connection_id=row["session_seq"], association_group_id=client.association_group_id,
+                    call_id=call_id, request_time_us=t0 // 1000)
+        live_calls[id(row)] = (client, call_id)
         start.set()
         kind, answer = await asyncio.wait_for(pending, call_timeout)
         t1 = time.time_ns()

@@ -9,8 +9,9 @@ import uuid
 
 from qm2qm.pipeline.rpcstream import Framer, Pdu
 from qm2qm.rpc.events import ContextItem
-from qm2qm.rpc.faults import (PFC_LAST_FRAG, PTYPE_BIND_ACK, PTYPE_BIND_NAK, PTYPE_FAULT, PTYPE_RESPONSE)
-from qm2qm.rpc.pdu import build_bind, decode_syntax, fragment_request
+from qm2qm.rpc.faults import (PFC_LAST_FRAG, PTYPE_BIND_ACK, PTYPE_BIND_NAK, PTYPE_CO_CANCEL, PTYPE_FAULT,
+                              PTYPE_RESPONSE)
+from qm2qm.rpc.pdu import build_bind, build_header_only, decode_syntax, fragment_request
 
 MAX_FRAG = 5840
 CONTEXT_ID = 0
@@ -101,8 +102,8 @@ class RpcClient:
         if future is not None and not future.done():
             future.set_result(result)
 
-    async def call(self, opnum: int, stub: bytes) -> tuple[str, object]:
-        """Send one request; ('ok', response stub) or ('fault', status). Raises RpcClientError if the link drops."""
+    async def start(self, opnum: int, stub: bytes) -> tuple[int, asyncio.Future]:
+        """Send one request; (call_id, future of ('ok', response stub) or ('fault', status))."""
         if self.writer is None or self._reader_task is None or self._reader_task.done():
             raise RpcClientError(f"{self.host}:{self.port}: not connected")
         call_id = next(self.call_ids)
@@ -111,7 +112,17 @@ class RpcClient:
         for fragment in fragment_request(call_id, CONTEXT_ID, opnum, stub, self.max_xmit):
             self.writer.write(fragment)
         await self.writer.drain()
+        return call_id, future
+
+    async def call(self, opnum: int, stub: bytes) -> tuple[str, object]:
+        """Send one request and wait: ('ok', response stub) or ('fault', status); RpcClientError if the link drops."""
+        _, future = await self.start(opnum, stub)
         return await future
+
+    def cancel(self, call_id: int) -> None:
+        """co_cancel for an outstanding call (C706 12.6.4.6); the server answers it with the cancel fault."""
+        if self.writer is not None and not self.writer.is_closing():
+            self.writer.write(build_header_only(PTYPE_CO_CANCEL, call_id))
 
     async def close(self) -> None:
         if self.writer is not None:
