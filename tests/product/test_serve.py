@@ -281,3 +281,20 @@ def test_admin_url_from_env_and_rpc_address_override(server):
     assert (result.exit_code, result.stdout) == (0, "6.1.20348\n")
     result = runner.invoke(main, ["version", "--rpc", "nonsense", "--admin", server.admin])
     assert result.exit_code == 2 and "'nonsense' is not HOST:PORT" in result.output
+
+
+def test_a_remote_read_from_a_separate_cli_process(server):
+    import json, subprocess, sys
+    from tests.product.conftest import server_env
+    env = dict(server_env(), QM2QM_ADMIN=server.admin)
+    q = ".\\private$\\subprocess"
+
+    def qm2qm(*args):
+        proc = subprocess.run([sys.executable, "-m", "qm2qm", *args, "--json"], capture_output=True, text=True,
+                              env=env, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    qm2qm("queue", "create", q)
+    qm2qm("send", q, "--body", "from another process", "--label", "sub")
+    got = qm2qm("receive", q)
+    assert got["message"]["body_text"] == "from another process" and got["message"]["label"] == "sub"
