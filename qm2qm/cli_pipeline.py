@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
@@ -14,6 +15,21 @@ MASTER_HELP = "Spark master (local[*], local-cluster[2,1,1024], spark://host:707
 def _fail(message: str, code: int = 2) -> None:
     click.echo(f"qm2qm: error: {message}", err=True)
     sys.exit(code)
+
+
+@contextlib.contextmanager
+def _spark(master: str | None):
+    """A SparkSession for one command; stopped afterwards unless it was already running (embedded use)."""
+    from pyspark.sql import SparkSession
+
+    from qm2qm.pipeline.spark_jobs import spark_session
+    existing = SparkSession.getActiveSession()
+    spark = spark_session(master)
+    try:
+        yield spark
+    finally:
+        if existing is None:
+            spark.stop()
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -75,7 +91,10 @@ def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, 
         from qm2qm.client import AdminClient
         admin = AdminClient(admin_url)
     from tqdm import tqdm
-    bar = tqdm(total=len(rows), unit="call", disable=not (sys.stderr.isatty() if progress is None else progress))
+
+    from qm2qm.pipeline.decode import QM2QM_UUID_STR
+    total = sum(1 for r in rows if r.get("interface_uuid") == QM2QM_UUID_STR)
+    bar = tqdm(total=total, unit="call", disable=not (sys.stderr.isatty() if progress is None else progress))
     try:
         result = asyncio.run(run(rows, host, port, out_path, admin=admin, queue_map=mapping,
                                  call_timeout=call_timeout, on_progress=bar.update))
@@ -95,13 +114,10 @@ def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, 
 @click.option("--master", default=None, help=MASTER_HELP)
 def ingest(inputs, out_dir, master) -> None:
     """Ingest captures and traces (files or directories) into OUT/calls, OUT/sessions, OUT/problems."""
-    from qm2qm.pipeline.spark_jobs import ingest as run, spark_session
+    from qm2qm.pipeline.spark_jobs import ingest as run
 
-    spark = spark_session(master)
-    try:
+    with _spark(master) as spark:
         summary = run(spark, inputs, out_dir)
-    finally:
-        spark.stop()
     totals = summary["totals"]
     click.echo(f"{summary['files']} file(s): {totals.get('calls', 0)} calls, {totals.get('rpc_sessions', 0)} capture "
                f"sessions, {len(summary['problems'])} problem(s) -> {out_dir} (master {summary['master']}, "
@@ -118,15 +134,13 @@ def ingest(inputs, out_dir, master) -> None:
 @click.option("--master", default=None, help=MASTER_HELP)
 def stats(calls, out_dir, bucket_seconds, master) -> None:
     """Per-opnum calls, status codes, latency percentiles and bytes of a call table (ingest output or trace)."""
-    from qm2qm.pipeline.spark_jobs import spark_session, stats as run
+    from qm2qm.pipeline.spark_jobs import stats as run
 
-    spark = spark_session(master)
-    try:
-        result = run(spark, calls, out_dir, bucket_seconds)
-    except ValueError as exc:
-        _fail(str(exc))
-    finally:
-        spark.stop()
+    with _spark(master) as spark:
+        try:
+            result = run(spark, calls, out_dir, bucket_seconds)
+        except ValueError as exc:
+            _fail(str(exc))
     click.echo(f"{'OPNUM':<6}{'NAME':<32}{'CALLS':>8}{'FAULTS':>8}{'ERRORS':>8}{'P50ms':>9}{'P99ms':>9}")
     for r in result["by_opnum"]:
         click.echo(f"{r['opnum']!s:<6}{(r['op_name'] or '?'):<32}{r['calls']:>8}{r['faults']:>8}{r['errors']:>8}"
@@ -141,15 +155,13 @@ def stats(calls, out_dir, bucket_seconds, master) -> None:
 @click.option("--master", default=None, help=MASTER_HELP)
 def diff(left, right, out_dir, report_path, master) -> None:
     """Conformance diff of two call tables; exit status 1 when they differ."""
-    from qm2qm.pipeline.spark_jobs import diff as run, spark_session
+    from qm2qm.pipeline.spark_jobs import diff as run
 
-    spark = spark_session(master)
-    try:
-        summary = run(spark, left, right, out_dir)
-    except ValueError as exc:
-        _fail(str(exc))
-    finally:
-        spark.stop()
+    with _spark(master) as spark:
+        try:
+            summary = run(spark, left, right, out_dir)
+        except ValueError as exc:
+            _fail(str(exc))
     if report_path:
         from qm2qm.pipeline.report import build_report
         build_report(report_path, diff_dir=out_dir)

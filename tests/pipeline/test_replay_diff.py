@@ -167,3 +167,22 @@ def test_cli_replay_and_report(recorded, tmp_path):
         server.close()
     res = CliRunner().invoke(report_command, ["--out", str(tmp_path / "r.html")])
     assert res.exit_code == 2 and "give --stats DIR, --diff DIR or both" in res.output
+
+
+def test_cli_ingest_stats_diff_on_the_running_session(spark, recorded, tmp_path):
+    """The Spark commands reuse an active session and leave it running."""
+    from qm2qm.cli_pipeline import diff as diff_command, ingest as ingest_command, stats as stats_command
+    path, _ = recorded
+    runner = CliRunner()
+    res = runner.invoke(ingest_command, [str(path), "--out", str(tmp_path / "t")])
+    assert res.exit_code == 0, res.output
+    assert "1 file(s): 13 calls, 2 capture sessions, 0 problem(s)" in res.output
+    res = runner.invoke(stats_command, [str(tmp_path / "t"), "--out", str(tmp_path / "s")])
+    assert res.exit_code == 0 and "RemoteQMStartReceive2" in res.output
+    res = runner.invoke(diff_command, [str(path), str(tmp_path / "t"), "--out", str(tmp_path / "d"),
+                                       "--report", str(tmp_path / "d.html")])
+    assert res.exit_code == 0, res.output
+    assert "0 mismatch(es) over 13 aligned calls" in res.output and (tmp_path / "d.html").exists()
+    bad = runner.invoke(diff_command, [str(tmp_path / "nothing.pcap"), str(path), "--out", str(tmp_path / "e")])
+    assert bad.exit_code == 2 and "nothing.pcap: no such file" in bad.output
+    assert spark.sparkContext._jsc is not None                      # still running
