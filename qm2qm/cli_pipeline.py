@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-MASTER_HELP = "Spark master (local[*], local-cluster[2,1,1024], spark://host:7077 ...); default: spark-submit's or local[*]."
+MASTER_HELP = ("Spark master (local[*], local-cluster[2,1,1024], spark://host:7077 ...); "
+               "default: spark-submit's, else local[*].")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -143,7 +144,8 @@ def stats(calls, out_dir, bucket_seconds, master) -> None:
             _fail(str(exc))
     click.echo(f"{'OPNUM':<6}{'NAME':<32}{'CALLS':>8}{'FAULTS':>8}{'ERRORS':>8}{'P50ms':>9}{'P99ms':>9}")
     for r in result["by_opnum"]:
-        click.echo(f"{r['opnum']!s:<6}{(r['op_name'] or '?'):<32}{r['calls']:>8}{r['faults']:>8}{r['errors']:>8}"
+        click.echo(f"{r['opnum']!s:<6}{(r['op_name'] or '?'):<32}{r['calls']:>8}{r['faults'] or 0:>8}"
+                   f"{r['errors'] or 0:>8}"
                    f"{(r['latency_p50_ms'] or 0):>9.3f}{(r['latency_p99_ms'] or 0):>9.3f}")
 
 

@@ -198,7 +198,8 @@ def bench_ingest(calls_per_file: int, files: int, masters: list[str]) -> dict:
             spark = spark_jobs.spark_session(master)
             spark_jobs.ingest(spark, paths[:1], Path(tmp) / "warmup")          # JVM and worker warm-up
             t0 = time.perf_counter()
-            summary = spark_jobs.ingest(spark, paths, Path(tmp) / ("out-" + "".join(ch for ch in master if ch.isalnum())))
+            out = Path(tmp) / ("out-" + "".join(ch for ch in master if ch.isalnum()))    # no [] in Spark paths
+            summary = spark_jobs.ingest(spark, paths, out)
             elapsed = time.perf_counter() - t0
             spark.stop()
             calls = summary["totals"]["calls"]

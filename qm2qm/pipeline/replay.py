@@ -199,7 +199,8 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     events = [((r["request_time_us"] or 0), 0, r["session_seq"] or 0, r["call_index"] or 0, id(r), r) for r in calls]
     # a recorded co_cancel (the call ended cancelled or with the cancel fault) is replayed when the call ended
     events += [((r["response_time_us"] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
-               for r in calls if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
+               for r in calls
+               if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
     events.sort(key=lambda e: e[:5])
     answered = sorted((r for r in calls if r.get("response_time_us") is not None),
                       key=lambda r: r["response_time_us"])

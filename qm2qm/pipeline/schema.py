@@ -8,6 +8,8 @@ import pyarrow as pa
 # Bumped when a column changes meaning or disappears; readers refuse a newer major version by name.
 FORMAT_NAME = "qm2qm-calls"
 FORMAT_VERSION = 1
+# MS-ERREF 2.1: an HRESULT with bit 31 (S) set is a failure; MQ_INFORMATION_* (0x400E....) are successes
+HRESULT_SEVERITY_ERROR = 0x80000000
 
 # status_kind values
 OK = "ok"                      # a response PDU came back
@@ -73,7 +75,7 @@ SESSION_FIELDS: list[pa.Field] = [
     pa.field("end_time_us", pa.int64()),
     pa.field("calls", pa.int64()),
     pa.field("faults", pa.int64()),
-    pa.field("errors", pa.int64()),                           # calls whose hresult is not 0
+    pa.field("errors", pa.int64()),                           # calls whose HRESULT has the severity bit set
     pa.field("unknown_interface_calls", pa.int64()),
     pa.field("bytes_to_server", pa.int64()),
     pa.field("bytes_to_client", pa.int64()),
@@ -137,7 +139,7 @@ def sessions_from_calls(rows: list[dict], extra: dict[str, dict] | None = None) 
                 "bytes_to_client": 0, "transfer_syntax": r["transfer_syntax"], "damaged": False, "note": None}
         s["calls"] += 1
         s["faults"] += r["status_kind"] == FAULT
-        s["errors"] += bool(r["hresult"])
+        s["errors"] += (r["hresult"] or 0) >= HRESULT_SEVERITY_ERROR
         s["unknown_interface_calls"] += r["interface_name"] is None
         s["bytes_to_server"] += r["request_bytes"] or 0
         s["bytes_to_client"] += r["response_bytes"] or 0

@@ -169,7 +169,8 @@ def stats(spark: Any, calls_path: str | Path, out_dir: str | Path, bucket_second
     measures = [
         F.count(F.lit(1)).alias("calls"),
         F.sum((F.col("status_kind") == "fault").cast("long")).alias("faults"),
-        F.sum(((F.col("hresult").isNotNull()) & (F.col("hresult") != 0)).cast("long")).alias("errors"),
+        F.coalesce(F.sum((F.col("hresult") >= schema.HRESULT_SEVERITY_ERROR).cast("long")),
+                   F.lit(0)).alias("errors"),
         F.sum("request_bytes").alias("request_bytes"),
         F.sum("response_bytes").alias("response_bytes"),
         F.percentile_approx(latency_ms, 0.5).alias("latency_p50_ms"),
