@@ -9,7 +9,7 @@ from typing import Any
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
 from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, read_frames, tcp_segment
-from qm2qm.pipeline.rpcstream import Conversation, Framer, Pdu
+from qm2qm.pipeline.rpcstream import SEALED, Conversation, Framer, Pdu
 from qm2qm.pipeline.tcp import FIN, RST, SYN, Direction
 
 ACK = 0x10
@@ -160,7 +160,8 @@ def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
         for index, row in enumerate(calls):
             row["source_file"] = str(path)
             row["connection_id"] = order.index(conn)
-            decode_call(row)
+            if row["decode_error"] != SEALED:
+                decode_call(row)
             if row["interface_uuid"] != QM2QM_UUID_STR:
                 result.count("unknown_interface_calls")
             if row["decode_error"]:

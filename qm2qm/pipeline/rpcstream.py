@@ -23,6 +23,8 @@ KNOWN_INTERFACES = {
     "e1af8308-5d1f-11c9-91a4-08002b14a0fa": "epm",          # endpoint mapper (C706 Appendix O)
 }
 SEC_TRAILER_SIZE = 8
+RPC_C_AUTHN_LEVEL_PKT_PRIVACY = 6          # MS-RPCE 2.2.1.1.8
+SEALED = "stub sealed (RPC_C_AUTHN_LEVEL_PKT_PRIVACY): not decoded"
 RESULT_ACCEPTANCE = 0
 
 
@@ -98,16 +100,19 @@ class _Fragments:
 
 
 def _stub_bounds(pdu: Pdu, header: int) -> tuple[int, int, bool]:
-    """(start, end, has_auth) of the stub of a request/response PDU (MS-RPCE 2.2.2.11 auth trailer)."""
+    """(start, end, sealed) of the stub of a request/response PDU: the auth trailer (MS-RPCE 2.2.2.11) is cut
+    off; sealed is True at RPC_C_AUTHN_LEVEL_PKT_PRIVACY, whose stub is encrypted (integrity leaves it clear)."""
     frag_len, auth_len = struct.unpack_from("<HH", pdu.data, 8)
     end = frag_len
+    sealed = False
     if auth_len:
         trailer = frag_len - auth_len - SEC_TRAILER_SIZE
         if trailer < header:
             raise PduError(f"auth_length {auth_len} does not fit in frag_length {frag_len}")
-        pad = pdu.data[trailer + 2]
+        auth_level, pad = pdu.data[trailer + 1], pdu.data[trailer + 2]
         end = max(header, trailer - pad)
-    return header, end, bool(auth_len)
+        sealed = auth_level >= RPC_C_AUTHN_LEVEL_PKT_PRIVACY
+    return header, end, sealed
 
 
 class Conversation:
@@ -168,9 +173,9 @@ class Conversation:
             self.requests[pdu.call_id] = _Fragments(pdu.call_id, opnum, context_id)
         frags = self.requests[pdu.call_id]
         header = 24 + (16 if pdu.flags & PFC_OBJECT_UUID else 0)
-        start, end, auth = _stub_bounds(pdu, header)
+        start, end, sealed = _stub_bounds(pdu, header)
         frags.parts.append(pdu.data[start:end])
-        frags.sealed |= auth
+        frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.requests[pdu.call_id]
             self._new_call(frags, pdu.time_us)
@@ -192,8 +197,7 @@ class Conversation:
         else:
             row["decode_error"] = f"presentation context {frags.context_id} was never bound in this capture"
         if frags.sealed:
-            row["decode_error"] = "request carries an auth trailer; stub may be sealed"
-            row["interface_name"] = None if row["interface_uuid"] != QM2QM_UUID_STR else row["interface_name"]
+            row["decode_error"] = SEALED
         self.calls.append(row)
         self.pending[frags.call_id] = row
 
@@ -201,9 +205,9 @@ class Conversation:
         if pdu.flags & PFC_FIRST_FRAG or pdu.call_id not in self.responses:
             self.responses[pdu.call_id] = _Fragments(pdu.call_id)
         frags = self.responses[pdu.call_id]
-        start, end, auth = _stub_bounds(pdu, 24)
+        start, end, sealed = _stub_bounds(pdu, 24)
         frags.parts.append(pdu.data[start:end])
-        frags.sealed |= auth
+        frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.responses[pdu.call_id]
             row = self.pending.pop(pdu.call_id, None)
@@ -213,6 +217,8 @@ class Conversation:
             stub = b"".join(frags.parts)
             row.update(status_kind=schema.OK, response_stub=stub, response_bytes=len(stub),
                        response_time_us=pdu.time_us, latency_us=pdu.time_us - row["request_time_us"])
+            if frags.sealed:
+                row["decode_error"] = SEALED
 
     def _fault(self, pdu: Pdu) -> None:
         self.responses.pop(pdu.call_id, None)

@@ -221,3 +221,32 @@ def test_other_link_layers(tmp_path, recorded, linktype):
     again = ingest_file(out)
     assert again.problems == []
     assert _decoded(again.calls) == _decoded(ingest_file(src).calls)
+
+
+def _signed_request(call_id: int, opnum: int, stub: bytes, auth_level: int) -> bytes:
+    """A request with an NTLM-style auth trailer (MS-RPCE 2.2.2.11): stub, auth pad to 16, sec_trailer, 16-byte
+    verifier."""
+    import struct
+    pad = -len(stub) % 16
+    body = struct.pack("<IHH", len(stub), 0, opnum) + stub + bytes(pad) + struct.pack("<BBBBI", 10, auth_level, pad,
+                                                                                      0, 0) + b"\xee" * 16
+    return struct.pack("<BBBB4sHHI", 5, 0, 0, 3, b"\x10\x00\x00\x00", 16 + len(body), 16, call_id) + body
+
+
+@pytest.mark.parametrize("auth_level, decoded", [(5, True), (6, False)])
+def test_auth_trailer_is_cut_off_and_privacy_stubs_are_not_decoded(tmp_path, auth_level, decoded):
+    path = tmp_path / "auth.pcap"
+    sink = PcapSink(path)
+    wire = Wire(sink)
+    qm2qm = (QM2QM_UUID, 1, 0)
+    wire.send(True, build_bind(1, [ContextItem(0, qm2qm, (_syntax(NDR20),))]))
+    wire.send(False, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
+                                    assoc_group_id=7, secondary_address="2105", results=[(0, 0, _syntax(NDR20))]))
+    wire.send(True, _signed_request(2, 7, b"\x01\x00\x00\x00", auth_level))
+    sink.close()
+    (call,) = ingest_capture(path).calls
+    assert call["request_stub"] == b"\x01\x00\x00\x00"
+    if decoded:
+        assert json.loads(call["request_fields"]) == {"dwPortType": 1} and call["decode_error"] is None
+    else:
+        assert call["request_fields"] is None and "sealed" in call["decode_error"]
