@@ -59,9 +59,12 @@ def _server(trace_path: str | None, ready, port_box, stop_evt) -> None:
         cpu = time.process_time() - cpu0
         await app.close()
         t0 = time.perf_counter()
+        rows = 0
         for tracer in tracers:
             tracer.close()
-        port_box.put((cpu, time.perf_counter() - t0))
+            import pyarrow.parquet as pq
+            rows += pq.ParquetFile(trace_path).metadata.num_rows
+        port_box.put((cpu, time.perf_counter() - t0, rows))
 
     asyncio.run(main())
 
@@ -107,8 +110,10 @@ def throughput(trace_path: str | None, seconds: float, connections: int) -> tupl
     calls = out.get(timeout=seconds + 120)
     client.join()
     stop_evt.set()
-    cpu, close_s = port_box.get(timeout=120)
+    cpu, close_s, rows = port_box.get(timeout=120)
     server.join(60)
+    if trace_path and rows != calls:
+        raise SystemExit(f"the trace holds {rows} calls, the client made {calls}")
     return calls / seconds, cpu * 1e6 / calls, close_s
 
 

@@ -23,7 +23,6 @@ from qm2qm.rpc.interface import NDR20, NDR64, RpcFault
 log = logging.getLogger("qm2qm.replay")
 NULL_HANDLE = bytes(20)
 QUEUE_FIELDS = ("hQueue", "pQueue", "dwpContext")
-DESC_QUEUE_FIELDS = ("hRemoteQueue", "dwQueue")
 # A live call that does not answer within this many seconds is recorded as no_response (a hang guard).
 DEFAULT_CALL_TIMEOUT_S = 30.0
 
@@ -86,8 +85,8 @@ class Translator:
                 return self.queues[recorded]
             name = self.queue_map.get(recorded)
             if name is None or self.admin is None:
-                self.result.problems.append(f"queue handle {recorded}: no path name mapped (use --queue-map); "
-                                            f"sent unchanged")
+                why = "no path name mapped (--queue-map)" if name is None else "no admin API URL (--admin)"
+                self.result.problems.append(f"queue handle {recorded}: {why}; sent unchanged")
                 self.queues[recorded] = recorded
                 return recorded
             try:
@@ -110,13 +109,22 @@ class Translator:
             if key in self.cursors:
                 return self.cursors[key]
             live = recorded
-            if self.admin is not None and live_queue != recorded_queue:
+            if self.admin is not None and recorded_queue in self.result.opened_queues:
                 try:
                     live = int((await asyncio.to_thread(self.admin.open_cursor, live_queue))["hCursor"])
                 except Exception as exc:   # noqa: BLE001
                     self.result.problems.append(f"cursor {recorded} on queue handle {recorded_queue}: {exc}")
             self.cursors[key] = live
             return live
+
+    async def alias(self, value: int, recorded_queue: int, live_queue: int) -> int:
+        """pQueue / dwpContext / dwQueue: the live handle when they repeat the call's queue handle (MS-MQMP
+        3.1.4.2 <28>), a mapped handle of their own, or the recorded value."""
+        if value == recorded_queue:
+            return live_queue
+        if value in self.queue_map or value in self.queues:
+            return await self.queue(value)
+        return value
 
     def context(self, recorded: bytes) -> bytes:
         return self.contexts.get(bytes(recorded), bytes(recorded))
@@ -128,9 +136,11 @@ class Translator:
             if hasattr(obj, name):
                 setattr(obj, name, self.context(getattr(obj, name)))
         recorded_queue = getattr(obj, "hQueue", None)
-        for name in QUEUE_FIELDS:
-            if hasattr(obj, name):
-                setattr(obj, name, await self.queue(getattr(obj, name)))
+        if recorded_queue is not None:
+            obj.hQueue = await self.queue(recorded_queue)
+            for name in QUEUE_FIELDS[1:]:
+                if hasattr(obj, name):
+                    setattr(obj, name, await self.alias(getattr(obj, name), recorded_queue, obj.hQueue))
         if hasattr(obj, "hCursor") and recorded_queue is not None:
             obj.hCursor = await self.cursor(recorded_queue, obj.hQueue, obj.hCursor)
         desc = getattr(obj, "lpRemoteReadDesc", None)
@@ -143,8 +153,8 @@ class Translator:
             desc = obj.lpRemoteReadDesc = dataclasses.replace(desc)
         if desc is not None:
             recorded_queue = desc.hRemoteQueue
-            for name in DESC_QUEUE_FIELDS:
-                setattr(desc, name, await self.queue(getattr(desc, name)))
+            desc.hRemoteQueue = await self.queue(recorded_queue)
+            desc.dwQueue = await self.alias(desc.dwQueue, recorded_queue, desc.hRemoteQueue)
             desc.hCursor = await self.cursor(recorded_queue, desc.hRemoteQueue, desc.hCursor)
         return obj
 

@@ -10,7 +10,6 @@ import dataclasses
 import inspect
 import json
 import marshal
-import queue
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,8 @@ from qm2qm.pipeline.decode import decode_call
 from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
 from qm2qm.rpc.interface import Interface, Operation, RpcFault
 
-BATCH = 2048
+BATCH = 2048                   # rows per decode/write batch at close
+POLL_S = 0.05                  # how often the writer thread takes what the hot path appended
 SPOOL_FORMAT = 1
 _BINARY = {f.name for f in schema.CALL_FIELDS if f.type == pa.binary()}
 _OPEN_QUEUE = 2
@@ -87,12 +87,13 @@ class CallWriter:
 
 class Tracer:
     """Collects raw call records on the event loop; a background thread appends them, undecoded, to
-    PATH.spool (marshal frames: ~0.3 µs a call); close() decodes the spool into PATH (Parquet or JSON lines).
+    PATH.spool every 50 ms (marshal frames: ~0.3 µs a call); close() decodes the spool into PATH (Parquet or
+JSON lines).
 
     Decoding and Arrow conversion cost ~50 µs a call, about what serving it costs, so they wait for close() to
     keep tracing under the 20 % throughput budget; ``decode_live=True`` decodes in the background thread
     instead (PATH grows while the server runs, at roughly half the throughput). ``finalize_spool(spool, path)``
-    turns a spool left by a crashed server into a trace. ``queue_of(handle) -> pathname | None`` names the
+    turns a spool left by a crashed server into a trace (the last 50 ms of calls are lost). ``queue_of(handle) -> pathname | None`` names the
     queue of RemoteQMOpenQueue's hQueue."""
 
     def __init__(self, path: str | Path, *, source: str = "trace", batch: int = BATCH,
@@ -112,37 +113,35 @@ class Tracer:
             self._spool.write(marshal.dumps({"spool": SPOOL_FORMAT, "wall_offset": self._wall_offset,
                                              "source": source}))
         self._sessions: dict[int, list[int]] = {}       # connection_id -> [session_seq, next call_index]
-        self._queue: queue.Queue = queue.Queue(maxsize=64)
+        self._stop = threading.Event()
+        # the hot path only appends; the writer thread takes what is there every POLL_S (list.append and
+        # taking a prefix with `del lst[:n]` are each atomic under the GIL, and appends only go to the end)
+        self.add = self._pending.append
         self._names: dict[tuple[int, Any], str] = {}     # (connection, hQueue or context handle) -> queue name
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._drain, name="qm2qm-trace", daemon=True)
         self._thread.start()
         self.closed = False
 
-    # -- hot path (event loop) --
-
-    def add(self, record: tuple) -> None:
-        """Queue one raw record; hands a full batch to the writer thread."""
-        pending = self._pending
-        pending.append(record)
-        if len(pending) >= self.batch:
-            self._pending = []
-            self._queue.put(pending)
-
     # -- writer thread --
 
     def _drain(self) -> None:
+        pending = self._pending
         while True:
-            batch = self._queue.get()
-            if batch is None:
+            stopping = self._stop.wait(POLL_S)
+            taken = len(pending)
+            if taken:
+                batch = pending[:taken]
+                del pending[:taken]
+                try:
+                    if self.decode_live:
+                        self.writer.write([self._decoded(self._row(r)) for r in batch])
+                    else:
+                        self._spool.write(marshal.dumps(batch))
+                except BaseException as exc:   # noqa: BLE001 - kept and re-raised by close()
+                    self._error = exc
+            if stopping and not pending:
                 return
-            try:
-                if self.decode_live:
-                    self.writer.write([self._decoded(self._row(r)) for r in batch])
-                else:
-                    self._spool.write(marshal.dumps(batch))
-            except BaseException as exc:   # noqa: BLE001 - kept and re-raised by close()
-                self._error = exc
 
     def _row(self, rec: tuple) -> dict:
         (start, latency_ns, connection_id, group_id, call_id, ndr64, seq, index, (iface, opnum), stub, kind, answer,
@@ -185,19 +184,12 @@ class Tracer:
         if name is not None and row["context_handle_out"] and row["opnum"] in (0, 9, 10):
             names[(connection_id, row["context_handle_out"])] = name
 
-    def flush(self) -> None:
-        """Hand the partial batch to the writer thread."""
-        if self._pending:
-            batch, self._pending = self._pending, []
-            self._queue.put(batch)
-
     def close(self) -> None:
         """Write everything recorded so far, decode the spool into PATH (idempotent); re-raises a writer failure."""
         if self.closed:
             return
         self.closed = True
-        self.flush()
-        self._queue.put(None)
+        self._stop.set()
         self._thread.join()
         if self.writer is not None:
             self.writer.close()

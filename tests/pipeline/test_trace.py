@@ -141,16 +141,16 @@ def test_header_line_of_a_jsonl_trace(tmp_path):
 
 def test_a_spool_left_by_a_crash_becomes_a_trace(tmp_path):
     from qm2qm.pipeline.trace import finalize_spool
-    tracer = Tracer(tmp_path / "crashed.parquet", batch=2)
+    tracer = Tracer(tmp_path / "crashed.parquet")
     handler = wrap_interface(_fake_interface({0: lambda ctx, stub: b"r" + stub}), tracer).operations[0].handler
     for i in range(5):
         handler(_ctx(i), bytes([i]))
-    # the server dies: the writer thread has written the full batches, close() never runs
-    tracer._queue.put(None)
+    # the server dies after the writer thread spooled the calls: close() never runs
+    tracer._stop.set()
     tracer._thread.join()
     tracer._spool.close()
     assert not (tmp_path / "crashed.parquet").exists()
-    assert finalize_spool(tracer.spool_path, tmp_path / "recovered.jsonl") == 4      # the 5th was not spooled
+    assert finalize_spool(tracer.spool_path, tmp_path / "recovered.jsonl") == 5
     rows = read_calls(tmp_path / "recovered.jsonl").to_pylist()
-    assert [(r["call_id"], r["response_stub"]) for r in rows] == [(i, b"r" + bytes([i])) for i in range(4)]
+    assert [(r["call_id"], r["response_stub"]) for r in rows] == [(i, b"r" + bytes([i])) for i in range(5)]
     assert all(abs(r["request_time_us"] / 1e6 - __import__("time").time()) < 3600 for r in rows)
