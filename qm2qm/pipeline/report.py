@@ -44,7 +44,7 @@ def _calls_chart(by_opnum: list[dict]) -> str:
             left=[a + (r["errors"] or 0) for a, r in zip(ok, by_opnum)], color="#e45756", label="fault")
     ax.set_xlabel("calls")
     ax.invert_yaxis()
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_title("Calls per opnum")
     return _png(fig)
 
@@ -63,7 +63,7 @@ def _latency_chart(by_opnum: list[dict]) -> str:
     ax.set_xscale("symlog", linthresh=0.1)
     ax.set_xlabel("latency (ms)")
     ax.invert_yaxis()
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_title("Latency percentiles per opnum")
     return _png(fig)
 
@@ -80,7 +80,7 @@ def _time_chart(over_time: list[dict]) -> str:
         ax.plot([p[0] - t0 for p in points], [p[1] for p in points], marker="o", label=label)
     ax.set_xlabel("seconds from first bucket")
     ax.set_ylabel("calls")
-    ax.legend(fontsize="small", ncol=2)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_title("Calls over time")
     return _png(fig)
 
@@ -101,7 +101,7 @@ def _mismatch_chart(mismatches: list[dict]) -> str:
         left = [a + b for a, b in zip(left, values)]
     ax.set_xlabel("mismatches")
     ax.invert_yaxis()
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     ax.set_title("Mismatches per opnum and kind")
     return _png(fig)
 
