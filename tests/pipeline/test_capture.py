@@ -197,15 +197,28 @@ def test_request_on_a_context_never_bound_is_kept_undecoded(tmp_path):
     assert "never bound" in call["decode_error"]
 
 
-@pytest.mark.parametrize("linktype", ["sll", "raw", "null"])
+def _as_ipv6(ip, server_port: int) -> bytes:
+    """The TCP segment of an IPv4 packet carried over IPv6: fd00::1 is the server, fd00::2 the clients."""
+    import dpkt
+    tcp = ip.data
+    addr = {True: b"\xfd" + bytes(14) + b"\x01", False: b"\xfd" + bytes(14) + b"\x02"}
+    ip6 = dpkt.ip6.IP6(src=addr[tcp.sport == server_port], dst=addr[tcp.dport == server_port],
+                       nxt=dpkt.ip.IP_PROTO_TCP, hlim=64, data=tcp)
+    tcp.sum = 0
+    ip6.plen = len(bytes(tcp))
+    return bytes(ip6)
+
+
+@pytest.mark.parametrize("linktype", ["sll", "raw", "null", "ipv6"])
 def test_other_link_layers(tmp_path, recorded, linktype):
-    """The same frames re-framed as Linux cooked, raw IP and BSD loopback captures decode the same calls."""
+    """The same frames re-framed as Linux cooked, raw IP, BSD loopback and raw IPv6 captures decode the same
+    calls."""
     import dpkt
     src, _ = recorded
     with open(src, "rb") as fh:
         frames = [(ts, dpkt.ethernet.Ethernet(buf)) for ts, buf in dpkt.pcap.Reader(fh)]
     out = tmp_path / f"{linktype}.pcap"
-    codes = {"sll": dpkt.pcap.DLT_LINUX_SLL, "raw": 101, "null": dpkt.pcap.DLT_NULL}
+    codes = {"sll": dpkt.pcap.DLT_LINUX_SLL, "raw": 101, "null": dpkt.pcap.DLT_NULL, "ipv6": 101}
     with open(out, "wb") as fh:
         writer = dpkt.pcap.Writer(fh, linktype=codes[linktype])
         for ts, eth in frames:
@@ -215,12 +228,16 @@ def test_other_link_layers(tmp_path, recorded, linktype):
                     + (0x0800).to_bytes(2, "big") + ip
             elif linktype == "null":
                 data = (2).to_bytes(4, "little") + ip
+            elif linktype == "ipv6":
+                data = _as_ipv6(eth.data, frames[0][1].data.data.dport)
             else:
                 data = ip
             writer.writepkt(data, ts=ts)
     again = ingest_file(out)
     assert again.problems == []
     assert _decoded(again.calls) == _decoded(ingest_file(src).calls)
+    if linktype == "ipv6":
+        assert again.calls[0]["server"].startswith("fd00::1:") and again.calls[0]["client"].startswith("fd00::2:")
 
 
 def _signed_request(call_id: int, opnum: int, stub: bytes, auth_level: int) -> bytes:
