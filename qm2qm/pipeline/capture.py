@@ -25,9 +25,11 @@ class IngestResult:
     counters: dict[str, int] = field(default_factory=dict)
 
     def count(self, key: str, n: int = 1) -> None:
+        """Add n to a counter of this file."""
         self.counters[key] = self.counters.get(key, 0) + n
 
     def report(self, kind: str, offset: int | None, message: str) -> None:
+        """Record a problem row (and count it by kind)."""
         self.problems.append({"source_file": self.path, "offset": offset, "kind": kind, "message": message})
         self.count(kind)
 
@@ -46,6 +48,7 @@ class _Connection:
         self._out: list[Pdu] = []
 
     def direction(self, src: tuple[str, int], dst: tuple[str, int]) -> tuple[Direction, Framer]:
+        """The reassembler and PDU framer of the bytes ``src`` sends."""
         entry = self.dirs.get(src)
         if entry is None:
             framer = Framer()
@@ -63,6 +66,7 @@ class _Connection:
         return entry
 
     def finish(self) -> tuple[list[dict], dict]:
+        """(call rows, extra sessions-table columns); reports gaps, damage and non-RPC streams."""
         conv = self.conversation
         damaged = False
         notes = []

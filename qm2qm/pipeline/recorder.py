@@ -29,6 +29,7 @@ class PcapSink:
 
     def segment(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, flags: int,
                 payload: bytes = b"") -> None:
+        """Write one TCP segment (checksums and lengths computed by dpkt)."""
         tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq & 0xFFFFFFFF, ack=ack & 0xFFFFFFFF, flags=flags,
                            win=65535, data=payload)
         ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=dpkt.ip.IP_PROTO_TCP,
@@ -51,6 +52,7 @@ class PcapSink:
         return seq + len(payload)
 
     def close(self) -> None:
+        """Close the capture file."""
         with self.lock:
             self.fh.close()
 

@@ -75,6 +75,7 @@ class Translator:
         self.lock = asyncio.Lock()
 
     async def queue(self, recorded: int) -> int:
+        """The live handle of a recorded queue handle, opened through the admin API on first use."""
         if not recorded:
             return recorded
         live = self.queues.get(recorded)
@@ -100,6 +101,7 @@ class Translator:
             return live
 
     async def cursor(self, recorded_queue: int, live_queue: int, recorded: int) -> int:
+        """The live cursor of a recorded hCursor, opened on the live queue handle on first use."""
         if not recorded:
             return recorded
         key = (recorded_queue, recorded)
@@ -127,6 +129,7 @@ class Translator:
         return value
 
     def context(self, recorded: bytes) -> bytes:
+        """The live context handle learned for a recorded one (NULL and unknown ones unchanged)."""
         return self.contexts.get(bytes(recorded), bytes(recorded))
 
     async def request(self, opnum: int, obj: Any) -> Any:

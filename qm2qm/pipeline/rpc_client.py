@@ -125,6 +125,7 @@ class RpcClient:
             self.writer.write(build_header_only(PTYPE_CO_CANCEL, call_id))
 
     async def close(self) -> None:
+        """Close the connection (pending calls fail with RpcClientError)."""
         if self.writer is not None:
             self.writer.close()
             try:

@@ -61,6 +61,7 @@ class Framer:
         self.non_rpc = False
 
     def feed(self, data: bytes, time_us: int, out: list[Pdu]) -> None:
+        """Append stream bytes; complete PDUs go to ``out``; a bad header stops framing (``error``)."""
         if self.error is not None:
             return
         buf = self.buf

@@ -58,6 +58,7 @@ class CallWriter:
                                        "source": source}) + "\n")
 
     def write(self, rows: list[dict]) -> None:
+        """Append call rows (dicts with the call-table columns)."""
         if not rows:
             return
         if self._pq is not None:
@@ -77,6 +78,7 @@ class CallWriter:
         self.rows_written += tbl.num_rows
 
     def close(self) -> None:
+        """Finish the file (the Parquet footer)."""
         if self._pq is not None:
             self._pq.close()
             self._pq = None
@@ -357,6 +359,7 @@ def _read_parquet(path: Path) -> pa.Table:
 
 
 def read_jsonl_rows(path: Path) -> list[dict]:
+    """The rows of a JSON-lines trace; raises TraceError naming the line and byte offset."""
     rows = []
     offset = 0
     try:
