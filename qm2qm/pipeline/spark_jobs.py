@@ -107,8 +107,9 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
     sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
     sizes.sort(key=lambda item: -item[1])           # big files first: they bound the job's length
     out = Path(out_dir)
-    frame = spark.createDataFrame([(p,) for p, _ in sizes], StructType([StructField("path", StringType())]))
-    frame = frame.repartition(max(1, len(sizes)))
+    # one file per partition, so one task per file (parallelize slices a list evenly; repartition does not)
+    rdd = spark.sparkContext.parallelize([(p,) for p, _ in sizes], max(1, len(sizes)))
+    frame = spark.createDataFrame(rdd, StructType([StructField("path", StringType())]))
     records = frame.mapInArrow(ingest_batches, _spark_schema(RECORD_SCHEMA)).persist()
     try:
         for name, cols in (("calls", schema.CALL_COLUMNS), ("sessions", schema.SESSION_COLUMNS),
