@@ -21,11 +21,13 @@ def _fail(message: str, code: int = 2) -> None:
 @contextlib.contextmanager
 def _spark(master: str | None):
     """A SparkSession for one command; stopped afterwards unless it was already running (embedded use)."""
-    from pyspark.sql import SparkSession
-
-    from qm2qm.pipeline.spark_jobs import spark_session
-    existing = SparkSession.getActiveSession()
-    spark = spark_session(master)
+    from qm2qm.pipeline.spark_jobs import PipelineSetupError, spark_session
+    try:
+        from pyspark.sql import SparkSession
+        existing = SparkSession.getActiveSession()
+        spark = spark_session(master)
+    except (ImportError, PipelineSetupError):
+        _fail("the Spark jobs need PySpark: pip install 'qm2qm[pipeline]'")
     try:
         yield spark
     finally:

@@ -40,11 +40,18 @@ def _code_zip() -> str:
     return str(target)
 
 
+class PipelineSetupError(RuntimeError):
+    """A pipeline job cannot start because an optional dependency is missing."""
+
+
 def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
                   conf: dict[str, str] | None = None) -> Any:
     """A SparkSession on ``master``; None means what spark-submit set, else local[*]. Ships the project code
     (qm2qm, shared_adm) to executors with addPyFile, so any cluster whose Python has pyarrow can run the jobs."""
-    from pyspark.sql import SparkSession
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise PipelineSetupError("the Spark jobs need PySpark: pip install 'qm2qm[pipeline]'") from None
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
