@@ -300,6 +300,24 @@ def reads(admin_url, as_json) -> None:
 
 # --------------------------------------------------------------------------------------------- remote read
 
+class TimeoutMs(click.ParamType):
+    """ulTimeout in milliseconds (MS-MQQP 2.2.2.1): 0..4294967295, or 'infinite' for 0xFFFFFFFF."""
+    name = "MS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        if str(value).lower() in ("infinite", "inf"):
+            return INFINITE
+        try:
+            number = int(value, 0)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of milliseconds or 'infinite'", param, ctx)
+        if not 0 <= number <= INFINITE:
+            self.fail(f"{number} is outside 0..4294967295", param, ctx)
+        return number
+
+
 def rpc_options(fn):
     """Options of the commands that call the qm2qm interface over RPC."""
     fn = click.option("--ndr64", is_flag=True, help="Negotiate NDR64 instead of NDR (MS-MQQP 2.2).")(fn)
@@ -460,7 +478,7 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
 
 @main.command()
 @click.argument("pathname")
-@click.option("--timeout", type=int, default=0, show_default=True, help="ulTimeout in ms (4294967295 = infinite).")
+@click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
 @click.option("--count", type=int, default=1, show_default=True, help="How many messages to peek.")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
@@ -472,7 +490,7 @@ def peek(pathname, timeout, count, use_cursor, legacy, rpc_addr, ndr64, admin_ur
 
 @main.command()
 @click.argument("pathname")
-@click.option("--timeout", type=int, default=0, show_default=True, help="ulTimeout in ms (4294967295 = infinite).")
+@click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
 @click.option("--count", type=int, default=1, show_default=True, help="How many messages to receive.")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Receive through a cursor.")
 @click.option("--nack", is_flag=True, help="End with RR_NACK (message stays) instead of RR_ACK.")

@@ -298,3 +298,13 @@ def test_a_remote_read_from_a_separate_cli_process(server):
     qm2qm("send", q, "--body", "from another process", "--label", "sub")
     got = qm2qm("receive", q)
     assert got["message"]["body_text"] == "from another process" and got["message"]["label"] == "sub"
+
+
+def test_timeout_option_accepts_infinite_and_rejects_garbage(cli):
+    result = cli.run("receive", ".\\private$\\x", "--timeout", "soon", expect=2)
+    assert "'soon' is not a number of milliseconds or 'infinite'" in result.output
+    result = cli.run("receive", ".\\private$\\x", "--timeout", "4294967296", expect=2)
+    assert "4294967296 is outside 0..4294967295" in result.output
+    from qm2qm.cli import TimeoutMs
+    assert TimeoutMs().convert("infinite", None, None) == 0xFFFFFFFF
+    assert TimeoutMs().convert("0x10", None, None) == 16
