@@ -76,9 +76,13 @@ def _discard(awaitable) -> None:
 class CallState:
     """The CallContext of one request (qm2qm/rpc/interface.py): ids, syntax and the group's handle table."""
     __slots__ = ("call_id", "opnum", "ndr64", "connection_id", "association_group_id", "interface",
-                 "_connection", "_group")
+                 "answer_now", "_connection", "_group")
 
-    def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest) -> None:
+    def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest,
+                 answer_now: bool = False) -> None:
+        # answer_now: no earlier call of this server is still waiting for its task's first step, so a handler
+        # may complete this call inline and still act in arrival order (qm2qm/mqqp read fast path).
+        self.answer_now = answer_now
         self.call_id = request.call_id
         self.opnum = request.opnum
         self.ndr64 = request.ndr64
@@ -268,8 +272,10 @@ class RpcConnection(asyncio.Protocol):
             self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
+        server = self.server
+        answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
-            result = op.handler(CallState(self, self.group, request), request.stub)
+            result = op.handler(CallState(self, self.group, request, answer_now), request.stub)
         except RpcFault as fault:
             conn.send_fault(call_id, self._fault_status(fault, call_id))
             return
@@ -284,6 +290,7 @@ class RpcConnection(asyncio.Protocol):
             call = _Call()
             self.calls[call_id] = call
             call.task = asyncio.get_running_loop().create_task(self._run(call_id, call, op.name, result))
+            server.calls_to_start.add(call)
         else:
             self._answer(call_id, op.name, result)
 
@@ -298,6 +305,7 @@ class RpcConnection(asyncio.Protocol):
 
     async def _run(self, call_id: int, call: _Call, name: str, awaitable) -> None:
         call.started = True
+        self.server.calls_to_start.discard(call)
         try:
             if call.reason is not None:         # cancelled before this task first ran
                 _discard(awaitable)
@@ -493,6 +501,7 @@ class RpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
+        self.calls_to_start: set[_Call] = set()     # call tasks created whose first step has not run yet
         self.statistics = RpcStatistics()           # rpc_mgmt_inq_stats counters (C706 Appendix Q)
         for interface in interfaces:
             self.register(interface)
@@ -553,6 +562,11 @@ class RpcServer:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+
+    def no_call_to_start(self) -> bool:
+        """True when every call task created has run its first step (or ended without: never started)."""
+        self.calls_to_start = {call for call in self.calls_to_start if not call.task.done()}
+        return not self.calls_to_start
 
     def _idle_period(self) -> float | None:
         limits = [t for t in (self.idle_timeout_s, self.bound_idle_timeout_s) if t is not None]

@@ -11,55 +11,117 @@ from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
+from shared_adm.clock import INFINITE
 
 ACTIONS = frozenset({MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT})
 
 
-async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery:
-    """The processing rules of 3.1.4.1 (also those of RemoteQMStartReceive2, 3.1.4.10) for one REMOTEREADDESC."""
-    adm, qm = service.adm, service.qm
+def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
+    """The argument checks of 3.1.4.1 → (the refusal or None, OpenQueueDescriptor, Cursor or None)."""
+    adm = service.adm
     if desc is None:
-        return Delivery(st.MQ_ERROR_INVALID_HANDLE)
+        return Delivery(st.MQ_ERROR_INVALID_HANDLE), None, None
     if desc.dwQueue == 0 or desc.dwQueue != desc.hRemoteQueue:
-        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
     if adm.remote_read_entries.find(desc.hRemoteQueue, desc.dwRequestID) is not None:
-        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
     if desc.hCursor == 0 and desc.ulAction == MQ_ACTION_PEEK_NEXT:
-        return Delivery(st.STATUS_INVALID_PARAMETER)
+        return Delivery(st.STATUS_INVALID_PARAMETER), None, None
     if desc.ulAction not in ACTIONS:
-        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
     if adm.open_queue_entries.find(desc.hRemoteQueue) is None:
-        return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
-    descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue)
+        return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
+    descriptor = find_open_queue_descriptor(service.qm, desc.hRemoteQueue)
     if descriptor is None:
-        return Delivery(st.MQ_ERROR_INVALID_HANDLE)
+        return Delivery(st.MQ_ERROR_INVALID_HANDLE), None, None
     cursor = None
     if desc.hCursor != 0:
         cursor = find_cursor(descriptor, desc.hCursor)
         if cursor is None:
-            return Delivery(st.STATUS_INVALID_PARAMETER)
-    entry = RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
-                            action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
-                            open_queue_descriptor=descriptor)
-    adm.remote_read_entries.add(entry)
-    receive = desc.ulAction == MQ_ACTION_RECEIVE
+            return Delivery(st.STATUS_INVALID_PARAMETER), None, None
+    return None, descriptor, cursor
+
+
+def _read(service: Service, desc: Any, descriptor: Any, cursor: Any, timeout: int) -> Any:
+    """The MS-MQDMPR read event for ulAction: Dequeue Message Begin, Peek Message or Peek Next Message."""
+    qm, action = service.qm, desc.ulAction
+    if action == MQ_ACTION_RECEIVE:
+        return qm.dequeue_message_begin(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
+    if action == MQ_ACTION_PEEK_CURRENT:
+        return qm.peek_message(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
+    return qm.peek_next_message(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
+
+
+def _entry(desc: Any, descriptor: Any) -> RemoteReadEntry:
+    return RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
+                           action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
+                           open_queue_descriptor=descriptor)
+
+
+async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery:
+    """The processing rules of 3.1.4.1 (also those of RemoteQMStartReceive2, 3.1.4.10) for one REMOTEREADDESC."""
+    refused, descriptor, cursor = _check(service, desc)
+    if refused is not None:
+        return refused
+    entry = _entry(desc, descriptor)
+    remote_read_entries = service.adm.remote_read_entries
+    remote_read_entries.add(entry)
     try:
-        if receive:
-            result = qm.dequeue_message_begin(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
-        elif desc.ulAction == MQ_ACTION_PEEK_CURRENT:
-            result = qm.peek_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
-        else:
-            result = qm.peek_next_message(descriptor, desc.ulTimeout, cursor=cursor, tag=desc.dwRequestID)
+        result = _read(service, desc, descriptor, cursor, desc.ulTimeout)
         result = await wait_for_read(entry, result)
-        return deliver(service, ctx, entry, result, receive=receive)
+        return deliver(service, ctx, entry, result, receive=desc.ulAction == MQ_ACTION_RECEIVE)
     finally:
-        adm.remote_read_entries.remove(entry)
+        remote_read_entries.remove(entry)
 
 
-async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
-    """Opnum 0 on the wire: decode, apply 3.1.4.1, encode."""
+def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery | None:
+    """start_receive when the read completes at once (3.1.4.1): the same Delivery, or None — having changed
+    nothing and registered no wait (MS-MQDMPR 3.1.7.3.1) — when the read would have to wait.
+
+    A read with ulTimeout 0 never waits. Without a cursor, a read with another timeout that finds a message
+    at once returns exactly what a read with timeout 0 returns, and one that finds none changes nothing
+    (MS-MQDMPR 3.1.7.3.2 seeks, then Wait For New Message fails at once); so it is tried with timeout 0 and
+    only its MQ_OK answer is kept. A cursor read with a timeout may move its cursor before waiting: never tried."""
+    timeout = desc.ulTimeout if desc is not None else 0
+    if timeout != 0 and (desc.hCursor != 0 or type(timeout) is not int or not 0 < timeout <= INFINITE):
+        return None
+    refused, descriptor, cursor = _check(service, desc)
+    if refused is not None:
+        return refused
+    entry = _entry(desc, descriptor)
+    remote_read_entries = service.adm.remote_read_entries
+    remote_read_entries.add(entry)
+    try:
+        result = _read(service, desc, descriptor, cursor, 0)
+        if timeout != 0 and result.status != st.MQ_OK:
+            return None
+        return deliver(service, ctx, entry, result, receive=desc.ulAction == MQ_ACTION_RECEIVE)
+    finally:
+        remote_read_entries.remove(entry)
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
+    """Opnum 0 on the wire: decode, apply 3.1.4.1, encode — inline when the runtime allows it
+    (ctx.answer_now) and the read completes at once; otherwise as a coroutine (a task)."""
+    if not getattr(ctx, "answer_now", False):
+        return _serve(service, ctx, stub)
     request = codec.decode_request(0, stub, ctx.ndr64)
+    delivery = start_receive_now(service, ctx, request.lpRemoteReadDesc)
+    if delivery is None:
+        return _serve_request(service, ctx, request)
+    return _encode(service, ctx, request, delivery)
+
+
+async def _serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    return await _serve_request(service, ctx, codec.decode_request(0, stub, ctx.ndr64))
+
+
+async def _serve_request(service: Service, ctx: CallContext, request: Any) -> bytes:
     delivery = await start_receive(service, ctx, request.lpRemoteReadDesc)
+    return _encode(service, ctx, request, delivery)
+
+
+def _encode(service: Service, ctx: CallContext, request: Any, delivery: Delivery) -> bytes:
     response = codec.RemoteQMStartReceiveResponse(
         delivery.handle, answer(request.lpRemoteReadDesc, delivery), delivery.status)
     return encode_delivery(service, ctx, 0, response, delivery)
