@@ -585,8 +585,11 @@ class Backend:
         return desc
 
     def descriptors(self) -> list:
-        """Every OpenQueueDescriptor of every queue (MS-MQDMPR 3.1.1.16)."""
-        return [d for q in self.queues() for d in q.open_queue_descriptor_collection]
+        """Every OpenQueueDescriptor opened for remote read (MS-MQDMPR 3.1.1.16, RemoteReadState not None);
+        the queue manager's own, such as the MS-MQCN consumer's on notify_queue$, are not remote handles."""
+        from shared_adm.enums import RemoteReadState
+        return [d for q in self.queues() for d in q.open_queue_descriptor_collection
+                if d.remote_read_state is not RemoteReadState.NONE]
 
     def find_descriptor(self, handle: int):
         """The OpenQueueDescriptor with this Handle, or None."""

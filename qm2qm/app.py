@@ -56,6 +56,12 @@ class App:
         self._runner: web.AppRunner | None = None
         self._admin_site: web.TCPSite | None = None
         self.admin_port = 0
+        self.endpoints = None           # EndpointRegistry: what ept_map answers
+        self.epm = None                 # the endpoint mapper's own RpcServer (--epm-port)
+        self.directory = None           # MS-MQDMPR directory (3.1.7.1.18–25) over the embedded backend
+        self.mqcn = None                # MS-MQCN server role: consumer of notify_queue$
+        self.mqsd = None                # MS-MQSD discovery responder (UDP)
+        self.tracer = None              # --trace
 
     @property
     def rpc_address(self) -> str:
@@ -68,8 +74,13 @@ class App:
         return f"http://{ADMIN_HOST}:{self.admin_port}"
 
     def ready_line(self) -> str:
-        """The one line `qm2qm serve` prints once both listeners are bound."""
-        return f"qm2qm listening rpc={self.rpc_address} admin={self.admin_url}"
+        """The one line `qm2qm serve` prints once every listener is bound."""
+        line = f"qm2qm listening rpc={self.rpc_address} admin={self.admin_url}"
+        if self.epm is not None:
+            line += f" epm={self.epm.host}:{self.epm.port}"
+        if self.mqsd is not None:
+            line += f" mqsd=udp:{self.mqsd.host}:{self.mqsd.port}"
+        return line
 
     async def start(self) -> None:
         """Open the store, initialize the queue manager, bind RPC then admin; undo everything on failure."""
@@ -97,9 +108,75 @@ class App:
         mqqp_config = MqqpConfig(qmcomm_port=self.config.qmcomm_port)
         self.service = build_service(self.qm, mqqp_config)
         interface = service_interface(self.service)
+        if self.config.trace:
+            interface = self._traced(interface)
         self.rpc = await self._bind_rpc(RpcServer, interface)
         mqqp_config.bound_port = self.rpc.port
+        await self._start_endpoint_mapper()
+        await self._start_directory()
+        await self._start_discovery()
         await self._bind_admin()
+
+    def _traced(self, interface: Any) -> Any:
+        from qm2qm.pipeline.trace import trace_interface
+        try:
+            interface, self.tracer = trace_interface(interface, self.config.trace, self.qm)
+        except OSError as exc:
+            raise StartupError(f"cannot write trace '{self.config.trace}': {exc.strerror or exc}") from None
+        return interface
+
+    async def _start_endpoint_mapper(self) -> None:
+        """ept_map on the qm2qm port itself (MS-RPCE 2.2.1.2) and, unless --epm-port 0, on its own listener."""
+        from qm2qm.rpc.epm import EndpointRegistry, EpmListenerError, build_epm_interface, start_epm_listener
+        self.endpoints = EndpointRegistry()
+        self.rpc.register(build_epm_interface(self.endpoints, server=self.rpc))
+        self.endpoints.register_server(self.rpc)
+        if not self.config.epm_port:
+            return
+        try:
+            self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port)
+        except EpmListenerError as exc:
+            if not self.config.epm_port_is_default:
+                raise StartupError(str(exc)) from None
+            # The default port 135 needs privileges: without them the server still runs, as qm2qm on 2105
+            # is also reachable directly and its own port answers ept_map.
+            log.warning("endpoint mapper not started: %s", exc)
+
+    async def _start_directory(self) -> None:
+        """The embedded directory (same SQLite file as the store) and the MS-MQCN notification consumer."""
+        from shared_adm.directory import Directory, DirectoryStoreError, MemoryDirectory, SqliteDirectory
+        from qm2qm.mqcn.client import ChangeNotificationClient
+        from qm2qm.mqcn.server import ChangeNotificationServer
+        path = getattr(self.store, "path", None)
+        try:
+            backend = SqliteDirectory(path) if path is not None else MemoryDirectory()
+        except DirectoryStoreError as exc:
+            raise StartupError(str(exc)) from None
+        self.directory = Directory(backend, scheduler=self.qm.scheduler, local_queue_manager=self.qm)
+        self.directory.send_change_notification = ChangeNotificationClient(self.qm).send_change_notification
+        self.mqcn = ChangeNotificationServer(self.qm, self.directory)
+        status = await self.mqcn.start()
+        if status != 0:
+            log.warning("MS-MQCN notification consumer not started: status 0x%08X", status)
+            self.mqcn = None
+
+    async def _start_discovery(self) -> None:
+        """The MS-MQSD responder, only when --mqsd-port is set (MS-MQSD 2.1: UDP 1801)."""
+        if not self.config.mqsd_port:
+            return
+        import uuid
+        from qm2qm.mqsd.codec import ServerEntry
+        from qm2qm.mqsd.responder import Topology, start_responder
+        qm_id = uuid.UUID(str(self.qm.identifier))
+        site = uuid.UUID(self.config.mqsd_site_id) if self.config.mqsd_site_id else uuid.uuid5(qm_id, "site")
+        networks = [uuid.UUID(n) for n in self.config.mqsd_networks] or [uuid.uuid5(qm_id, "network")]
+        servers = list(self.config.mqsd_directory_servers) or [self.config.computer_name]
+        topology = Topology(site, networks, [ServerEntry(name) for name in servers])
+        try:
+            self.mqsd = await start_responder(topology, host=self.config.host, port=self.config.mqsd_port)
+        except OSError as exc:
+            raise StartupError(f"cannot listen on udp {self.config.host}:{self.config.mqsd_port} for MS-MQSD: "
+                               f"{exc.strerror or exc}") from None
 
     async def _bind_rpc(self, server_cls: Callable[..., Any], interface: Any):
         port = self.config.port
@@ -152,9 +229,24 @@ class App:
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        if self.mqsd is not None:
+            mqsd, self.mqsd = self.mqsd, None
+            mqsd.close()
+        if self.epm is not None:
+            epm, self.epm = self.epm, None
+            await epm.close()
         if self.rpc is not None:
             rpc, self.rpc = self.rpc, None
             await rpc.close(grace_s=SHUTDOWN_GRACE_S)
+        if self.tracer is not None:
+            tracer, self.tracer = self.tracer, None
+            await asyncio.to_thread(tracer.close)
+        if self.mqcn is not None:
+            mqcn, self.mqcn = self.mqcn, None
+            await mqcn.stop()
+        if self.directory is not None:
+            directory, self.directory = self.directory, None
+            directory.close()
         if self.qm is not None:
             qm, self.qm = self.qm, None
             try:

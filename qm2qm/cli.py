@@ -62,8 +62,11 @@ def main() -> None:
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
 @click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
+@click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
+@click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections) -> None:
+          max_connections, epm_port, trace, mqsd_port) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -71,7 +74,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
-                                           "max_connections": max_connections})
+                                           "max_connections": max_connections, "epm_port": epm_port,
+                                           "trace": trace, "mqsd_port": mqsd_port})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
@@ -582,6 +586,19 @@ def info(admin_url, as_json) -> None:
     """What the running server reports about itself (addresses, ports, version)."""
     data = _call_admin(lambda: _admin(admin_url).info())
     _emit(data, as_json, _kv)
+
+
+def _attach_protocol_commands() -> None:
+    """Commands that live beside their protocol: rpcdump (MS-RPCE epm), discover/directory (MS-MQSD, MS-MQCN),
+    and the conformance pipeline (trace ingest, stats, diff, report, replay)."""
+    from qm2qm.cli_mqcn import directory_group, discover_command
+    from qm2qm.cli_pipeline import pipeline_commands
+    from qm2qm.cli_rpcdump import rpcdump_command
+    for command in (rpcdump_command, discover_command, directory_group, *pipeline_commands):
+        main.add_command(command)
+
+
+_attach_protocol_commands()
 
 
 if __name__ == "__main__":   # pragma: no cover

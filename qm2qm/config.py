@@ -5,6 +5,7 @@ import ipaddress
 import re
 import socket
 import tomllib
+import uuid
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,6 +18,10 @@ PORT_INCREMENT = 11
 # Not from any spec: the admin API's own default, chosen next to 2105 so it is easy to remember.
 DEFAULT_ADMIN_PORT = 8105
 DEFAULT_DATA_DIR = "./qm2qm-data"
+# The endpoint mapper's well-known port (MS-RPCE 2.2.1.2); 0 = no endpoint-mapper listener of our own.
+DEFAULT_EPM_PORT = 135
+# MS-MQSD 2.1: the discovery responder's port when it is enabled (it is off unless mqsd_port is set).
+MQSD_DEFAULT_PORT = 1801
 # Same as qm2qm.rpc.server.DEFAULT_MAX_CONNECTIONS; each connection is one file descriptor (mind ulimit -n).
 DEFAULT_MAX_CONNECTIONS = 1024
 # Loopback by default: a queue manager that answers unauthenticated remote reads (MS-MQQP 5) must not be
@@ -48,7 +53,18 @@ class ServerConfig:
     log_level: str = "warning"
     computer_name: str = field(default_factory=default_computer_name)
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    epm_port: int = DEFAULT_EPM_PORT
+    trace: str | None = None
+    mqsd_port: int = 0
+    mqsd_site_id: str | None = None
+    mqsd_networks: tuple[str, ...] = ()
+    mqsd_directory_servers: tuple[str, ...] = ()
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def epm_port_is_default(self) -> bool:
+        """The endpoint mapper port was not chosen: failing to bind it is a warning, not a start-up error."""
+        return "epm_port" not in self.explicit
 
     @property
     def increments_busy_port(self) -> bool:
@@ -79,6 +95,21 @@ def _check_host(key: str, value: Any) -> str:
     return value
 
 
+def _check_guid(key: str, value: Any) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (TypeError, ValueError, AttributeError):
+        raise ConfigError(f"{key}: expected a GUID string, got {value!r}") from None
+
+
+def _check_list(key: str, value: Any) -> list:
+    if isinstance(value, str):
+        value = [v for v in value.split(",") if v]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise ConfigError(f"{key}: expected a non-empty list, got {value!r}")
+    return list(value)
+
+
 def _check_value(key: str, value: Any) -> Any:
     if key == "data_dir":
         if not isinstance(value, str) or not value:
@@ -102,6 +133,21 @@ def _check_value(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
             raise ConfigError(f"max_connections: expected an integer 1..1000000, got {value!r}")
         return value
+    if key in ("epm_port", "mqsd_port"):
+        return _check_port(key, value, allow_zero=True)
+    if key == "trace":
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"trace: expected a file path (.parquet or .jsonl), got {value!r}")
+        return value
+    if key == "mqsd_site_id":
+        return _check_guid(key, value)
+    if key == "mqsd_networks":
+        return tuple(_check_guid(key, v) for v in _check_list(key, value))
+    if key == "mqsd_directory_servers":
+        names = _check_list(key, value)
+        if not all(isinstance(v, str) and _COMPUTER_NAME.fullmatch(v) for v in names):
+            raise ConfigError(f"mqsd_directory_servers: expected computer names, got {value!r}")
+        return tuple(names)
     if key == "log_level":
         if value not in LOG_LEVELS:
             raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 from qm2qm.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
-READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)$")
+READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)"
+                   r"(?: (?:epm|mqsd)=\S+)*$")
 # A hang guard, not a timing assertion: a server that has not printed its line by then is broken.
 START_GUARD_S = 60
 
@@ -49,7 +50,7 @@ def server_env() -> dict:
 
 def start_server(data_dir: Path, *extra: str) -> Server:
     cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data_dir), "--port", "0",
-           "--admin-port", "0", *extra]
+           "--admin-port", "0", "--epm-port", "0", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env(),
                             cwd=str(data_dir.parent))
     lines: queue.Queue = queue.Queue()

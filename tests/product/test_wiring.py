@@ -1,0 +1,136 @@
+"""`qm2qm serve` composition: endpoint mapper (MS-RPCE 2.2.1.2), trace, MS-MQCN consumer, MS-MQSD responder."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+
+import pytest
+from impacket.dcerpc.v5 import epm, transport
+
+from qm2qm.app import App, StartupError
+from qm2qm.config import load_config
+from qm2qm.mqqp.constants import QM2QM_UUID
+
+HANG_GUARD_S = 60
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def config(tmp_path, **values):
+    return load_config(None, {"data_dir": str(tmp_path / "data"), "port": 0, "admin_port": 0, **values})
+
+
+def ept_map_qm2qm(port: int) -> str:
+    """impacket's epm client: where does qm2qm live, according to the mapper on ``port``?"""
+    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
+    dce.connect()
+    try:
+        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(QM2QM_UUID), "1.0")), protocol="ncacn_ip_tcp",
+                            dce=dce)
+    finally:
+        dce.disconnect()
+
+
+async def test_endpoint_mapper_listener_answers_ept_map_with_the_qm2qm_port(tmp_path):
+    app = App(config(tmp_path, epm_port=free_port()))
+    await app.start()
+    try:
+        assert f" epm=127.0.0.1:{app.epm.port}" in app.ready_line()
+        binding = await asyncio.to_thread(ept_map_qm2qm, app.epm.port)
+        assert binding == f"ncacn_ip_tcp:127.0.0.1[{app.rpc.port}]"
+        on_qm2qm_port = await asyncio.to_thread(ept_map_qm2qm, app.rpc.port)     # epm also on the qm2qm port
+        assert on_qm2qm_port == binding
+    finally:
+        await app.close()
+
+
+async def test_epm_port_zero_starts_no_listener_but_the_qm2qm_port_still_maps(tmp_path):
+    app = App(config(tmp_path, epm_port=0))
+    await app.start()
+    try:
+        assert app.epm is None and " epm=" not in app.ready_line()
+        assert await asyncio.to_thread(ept_map_qm2qm, app.rpc.port) == f"ncacn_ip_tcp:127.0.0.1[{app.rpc.port}]"
+    finally:
+        await app.close()
+
+
+async def test_a_busy_explicit_epm_port_is_a_startup_error_naming_it(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        app = App(config(tmp_path, epm_port=port))
+        with pytest.raises(StartupError, match=f"TCP port {port} on 127.0.0.1 is already in use"):
+            await app.start()
+        assert app.rpc is None and app.store is None           # everything started was undone
+
+
+async def test_a_default_epm_port_that_cannot_be_bound_is_a_warning(tmp_path, monkeypatch, caplog):
+    import qm2qm.rpc.epm as epm_module
+
+    async def refuse(*args, **kwargs):
+        raise epm_module.EpmListenerError(13, "TCP port 135 needs root or CAP_NET_BIND_SERVICE")
+    monkeypatch.setattr(epm_module, "start_epm_listener", refuse)
+    app = App(config(tmp_path))                                 # epm_port left at its default
+    await app.start()
+    try:
+        assert app.epm is None and app.rpc is not None
+        assert "endpoint mapper not started: TCP port 135 needs root" in caplog.text
+    finally:
+        await app.close()
+
+
+async def test_trace_records_the_calls_served(tmp_path):
+    from qm2qm.client import Qm2qmClient
+    from qm2qm.pipeline.trace import read_calls
+    trace = tmp_path / "calls.jsonl"
+    app = App(config(tmp_path, epm_port=0, trace=str(trace)))
+    await app.start()
+    try:
+        def version():
+            with Qm2qmClient("127.0.0.1", app.rpc.port) as client:
+                return client.get_version()
+        await asyncio.to_thread(version)
+    finally:
+        await app.close()
+    calls = read_calls(trace).to_pylist()
+    assert [c["opnum"] for c in calls] == [8]
+
+
+async def test_notification_consumer_and_embedded_directory_run(tmp_path):
+    app = App(config(tmp_path, epm_port=0))
+    await app.start()
+    try:
+        assert app.mqcn is not None and app.directory is not None
+        assert app.mqcn.descriptor.queue_reference.pathname.endswith("notify_queue$")
+    finally:
+        await app.close()
+
+
+async def test_mqsd_responder_answers_discovery_when_enabled(tmp_path):
+    from qm2qm.mqsd.discovery import discover
+    site, network = uuid.uuid4(), uuid.uuid4()
+    app = App(config(tmp_path, epm_port=0, mqsd_port=free_port(socket.SOCK_DGRAM), mqsd_site_id=str(site),
+                     mqsd_networks=[str(network)]))
+    await app.start()
+    try:
+        assert f" mqsd=udp:127.0.0.1:{app.mqsd.port}" in app.ready_line()
+        result = await asyncio.wait_for(discover(uuid.uuid4(), site, networks=["127.0.0.1"], target="127.0.0.1",
+                                                 port=app.mqsd.port), HANG_GUARD_S)
+        assert result.success and result.connected_network_identifier_list == [network]
+    finally:
+        await app.close()
+
+
+async def test_mqsd_is_off_by_default(tmp_path):
+    app = App(config(tmp_path, epm_port=0))
+    await app.start()
+    try:
+        assert app.mqsd is None and " mqsd=" not in app.ready_line()
+    finally:
+        await app.close()
