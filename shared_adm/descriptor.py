@@ -19,11 +19,13 @@ from shared_adm.message import Message
 
 @dataclass(slots=True)
 class ReadResult:
-    """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked."""
+    """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked;
+    ``packed`` is the compact form the message was read from (shared_adm/compact.py), when there is one."""
     status: int
     message: Message | None = None
     position: object = None
     two_phase: bool = False
+    packed: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:

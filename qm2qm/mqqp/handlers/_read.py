@@ -64,16 +64,23 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
         return Delivery(status)
     entry.user_message_packet = result.position
     try:
-        try:
-            buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
-        except PacketError as exc:
-            _log.error("message %#x cannot be returned: %s", getattr(message, "lookup_identifier", 0), exc)
-            if receive:
-                release(service, entry)
-            return Delivery(st.MQ_ERROR_INSUFFICIENT_RESOURCES)
-        size = _PACKET_SIZE.unpack_from(buffer, _PACKET_SIZE_OFFSET)[0]
-        if size < len(buffer):
-            buffer = buffer[:size]      # a trailing SessionHeader (MS-MQQB) is not part of PacketSize
+        packed = result.packed
+        cached = service.packets.get(packed)
+        if cached is not None:
+            buffer, size = cached
+        else:
+            try:
+                buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
+            except PacketError as exc:
+                _log.error("message %#x cannot be returned: %s", getattr(message, "lookup_identifier", 0), exc)
+                if receive:
+                    release(service, entry)
+                return Delivery(st.MQ_ERROR_INSUFFICIENT_RESOURCES)
+            size = _PACKET_SIZE.unpack_from(buffer, _PACKET_SIZE_OFFSET)[0]
+            if size < len(buffer):
+                buffer = buffer[:size]      # a trailing SessionHeader (MS-MQQB) is not part of PacketSize
+            if not receive:             # a received message is seldom read again: not worth a place
+                service.packets.put(packed, buffer, size)
         handle = NULL_HANDLE
         if receive:
             handle = ctx.new_handle(service.remoteread_handle_type, entry)
