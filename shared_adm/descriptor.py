@@ -14,23 +14,55 @@ from typing import Callable
 
 from shared_adm import status as st
 from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.compact import unpack
 from shared_adm.message import Message
 
 
-@dataclass(slots=True)
 class ReadResult:
     """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked;
-    ``packed`` is the compact form the message was read from (shared_adm/compact.py), when there is one."""
-    status: int
-    message: Message | None = None
-    position: object = None
-    two_phase: bool = False
-    packed: bytes | None = field(default=None, repr=False, compare=False)
+    ``packed`` is the compact form the message was read from (shared_adm/compact.py), when there is one.
+
+    Given ``packed`` without ``message``, the Message is rebuilt from it on first use (a peek answered from
+    a serialized-packet memo never needs it)."""
+    __slots__ = ("status", "_message", "position", "two_phase", "packed")
+
+    def __init__(self, status: int, message: Message | None = None, position: object = None,
+                 two_phase: bool = False, packed: bytes | None = None) -> None:
+        self.status = status
+        self._message = message
+        self.position = position
+        self.two_phase = two_phase
+        self.packed = packed
+
+    @property
+    def message(self) -> Message | None:
+        """rMessage (None unless rStatus is MQ_OK)."""
+        message = self._message
+        if message is None and self.packed is not None:
+            message = self._message = unpack(self.packed)
+        return message
+
+    @message.setter
+    def message(self, value: Message | None) -> None:
+        self._message = value
+        self.packed = None                  # the compact form no longer names this message
 
     @property
     def ok(self) -> bool:
         """rStatus is MQ_OK."""
         return self.status == st.MQ_OK
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ReadResult:
+            return NotImplemented
+        return (self.status, self.message, self.position, self.two_phase) == \
+            (other.status, other.message, other.position, other.two_phase)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return (f"ReadResult(status={self.status!r}, message={self.message!r}, position={self.position!r}, "
+                f"two_phase={self.two_phase!r})")
 
 
 class PendingRead:

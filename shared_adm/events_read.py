@@ -155,7 +155,7 @@ class ReadEvents:
         if status:
             return ReadResult(status)
         if peek_operation:
-            return ReadResult(st.MQ_OK, position.message, None, packed=position.packed)
+            return ReadResult(st.MQ_OK, None, None, packed=position.packed)
         return self._dispose(descriptor, queue, position, transaction, two_phase_read)
 
     def seek_available_message_position(self, initial, queue: Queue, peek_operation: bool,
@@ -182,13 +182,13 @@ class ReadEvents:
                 return ReadResult(st.MQ_ERROR_ILLEGAL_CURSOR_ACTION)
             result, position = cursor.get_message_for_peek()
             if result is CursorResult.SUCCEEDED:
-                return ReadResult(st.MQ_OK, position.message, packed=position.packed)
+                return ReadResult(st.MQ_OK, packed=position.packed)
             if result is not CursorResult.WAITING:
                 return ReadResult(_CURSOR_STATUS[result])
         else:
             position = seek_available_message_position(HEAD, queue, True)
             if position.lookup_identifier != END_KEY:
-                return ReadResult(st.MQ_OK, position.message, packed=position.packed)
+                return ReadResult(st.MQ_OK, packed=position.packed)
         return self.wait_for_new_message(descriptor, timeout, False, tag, cursor, self._peek_completion(cursor))
 
     def peek_next_message(self, descriptor: OpenQueueDescriptor, timeout: int = INFINITE,
@@ -204,7 +204,7 @@ class ReadEvents:
         timeout = INFINITE if timeout is None else timeout
         result, position = cursor.get_next_message_for_peek()
         if result is CursorResult.SUCCEEDED:
-            return ReadResult(st.MQ_OK, position.message, packed=position.packed)
+            return ReadResult(st.MQ_OK, packed=position.packed)
         if result is not CursorResult.WAITING:
             return ReadResult(_CURSOR_STATUS[result])
         return self.wait_for_new_message(descriptor, timeout, False, tag, cursor, self._peek_completion(cursor))
@@ -216,7 +216,7 @@ class ReadEvents:
                 return None
             if cursor is not None:
                 cursor.message_available(position)
-            return ReadResult(st.MQ_OK, position.message, packed=position.packed)
+            return ReadResult(st.MQ_OK, packed=position.packed)
         return complete
 
     # ------------------------------------------------------------------ 3.1.7.3.1 and its timer

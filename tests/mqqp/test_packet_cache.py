@@ -21,9 +21,9 @@ def test_the_cache_keeps_at_most_its_entries_least_recently_used_out_first():
     cache = PacketCache(max_entries=3)
     for i in range(3):
         cache.put(b"k%d" % i, b"p%d" % i, i)
-    assert cache.get(b"k0") == (b"p0", 0)            # k0 now most recently used
+    assert cache.get(b"k0") == (b"p0", 0, 0, 0)      # k0 now most recently used
     cache.put(b"k3", b"p3", 3)
-    assert cache.get(b"k1") is None and cache.get(b"k0") == (b"p0", 0) and len(cache) == 3
+    assert cache.get(b"k1") is None and cache.get(b"k0") == (b"p0", 0, 0, 0) and len(cache) == 3
 
 
 def test_the_cache_keeps_at_most_its_bytes():
@@ -31,7 +31,7 @@ def test_the_cache_keeps_at_most_its_bytes():
     for i in range(50):
         cache.put(b"%03d" % i, bytes(97), 97)
     assert cache.size_in_bytes <= 1000 and len(cache) == 10
-    assert cache.get(b"049") == (bytes(97), 97) and cache.get(b"000") is None
+    assert cache.get(b"049") == (bytes(97), 97, 0, 0) and cache.get(b"000") is None
     cache.put(b"big", bytes(2000), 2000)               # larger than the whole budget: not kept
     assert cache.get(b"big") is None and len(cache) == 10
 

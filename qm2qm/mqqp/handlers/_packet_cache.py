@@ -15,11 +15,12 @@ MAX_CACHED_ENTRIES = 256
 
 
 class PacketCache:
-    """compact form → (UserMessage packet bytes, PacketSize), bounded by entries and bytes (LRU)."""
+    """compact form → (UserMessage packet bytes, PacketSize, ArrivalTime, LookupIdentifier), bounded by entries
+    and bytes (LRU)."""
     __slots__ = ("_entries", "_bytes", "max_bytes", "max_entries")
 
     def __init__(self, max_bytes: int = MAX_CACHED_BYTES, max_entries: int = MAX_CACHED_ENTRIES) -> None:
-        self._entries: OrderedDict[bytes, tuple[bytes, int]] = OrderedDict()
+        self._entries: OrderedDict[bytes, tuple[bytes, int, int, int]] = OrderedDict()
         self._bytes = 0
         self.max_bytes = max_bytes
         self.max_entries = max_entries
@@ -32,8 +33,9 @@ class PacketCache:
         """Bytes of compact forms and packets held."""
         return self._bytes
 
-    def get(self, packed: bytes | None) -> tuple[bytes, int] | None:
-        """The packet stored for this compact form, or None."""
+    def get(self, packed: bytes | None) -> tuple[bytes, int, int, int] | None:
+        """(packet, PacketSize, Message.ArrivalTime, Message.LookupIdentifier) stored for this compact form,
+        or None."""
         if packed is None or len(packed) > MAX_CACHED_COMPACT_FORM:
             return None
         found = self._entries.get(packed)
@@ -41,7 +43,8 @@ class PacketCache:
             self._entries.move_to_end(packed)
         return found
 
-    def put(self, packed: bytes | None, buffer: bytes, size: int) -> None:
+    def put(self, packed: bytes | None, buffer: bytes, size: int, arrival_time: int = 0,
+            lookup_identifier: int = 0) -> None:
         """Remember the packet of this compact form (small ones only), dropping the least recently used."""
         if packed is None or len(packed) > MAX_CACHED_COMPACT_FORM or packed in self._entries:
             return
@@ -50,9 +53,9 @@ class PacketCache:
             return
         entries = self._entries
         while entries and (self._bytes + cost > self.max_bytes or len(entries) >= self.max_entries):
-            old_packed, (old_buffer, _) = entries.popitem(last=False)
+            old_packed, (old_buffer, *_) = entries.popitem(last=False)
             self._bytes -= len(old_packed) + len(old_buffer)
-        entries[packed] = (buffer, size)
+        entries[packed] = (buffer, size, arrival_time, lookup_identifier)
         self._bytes += cost
 
     def clear(self) -> None:

@@ -32,13 +32,15 @@ _log = logging.getLogger("qm2qm.mqqp")
 
 @dataclass(slots=True)
 class Delivery:
-    """What a read answers: rStatus and, on MQ_OK, the UserMessage packet, its PacketSize and the handle."""
+    """What a read answers: rStatus and, on MQ_OK, the UserMessage packet, its PacketSize, the handle and the
+    Message attributes the [out] REMOTEREADDESC carries."""
     status: int
-    message: Any = None
     buffer: bytes | None = None
     size: int = 0
     handle: bytes = NULL_HANDLE
     entry: RemoteReadEntry | None = None
+    arrival_time: int = 0               # Message.ArrivalTime and LookupIdentifier, for the [out] descriptor
+    lookup_identifier: int = 0
 
 
 async def wait_for_read(entry: RemoteReadEntry, result: Any) -> ReadResult:
@@ -59,16 +61,18 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
             *, receive: bool) -> Delivery:
     """Construct and serialize the UserMessage packet (MS-MQDMPR 3.1.7.1.30, 3.1.7.1.32) and, for a receive,
     hand out the PCTX_REMOTEREAD_HANDLE_TYPE; any failure returns a Locked message to the queue."""
-    status, message = result.status, result.message
+    status = result.status
     if status != st.MQ_OK:
         return Delivery(status)
     entry.user_message_packet = result.position
     try:
         packed = result.packed
         cached = service.packets.get(packed)
-        if cached is not None:
-            buffer, size = cached
+        if cached is not None:          # a memo of what the lines below give (the Message is not rebuilt)
+            buffer, size, arrival_time, lookup_identifier = cached
         else:
+            message = result.message
+            arrival_time, lookup_identifier = message.arrival_time, message.lookup_identifier
             try:
                 buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
             except PacketError as exc:
@@ -80,7 +84,7 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
             if size < len(buffer):
                 buffer = buffer[:size]      # a trailing SessionHeader (MS-MQQB) is not part of PacketSize
             if not receive:             # a received message is seldom read again: not worth a place
-                service.packets.put(packed, buffer, size)
+                service.packets.put(packed, buffer, size, arrival_time, lookup_identifier)
         handle = NULL_HANDLE
         if receive:
             handle = ctx.new_handle(service.remoteread_handle_type, entry)
@@ -89,7 +93,7 @@ def deliver(service: Service, ctx: CallContext, entry: RemoteReadEntry, result: 
         if receive:
             release(service, entry)
         raise
-    return Delivery(status, message, buffer, size, handle, entry)
+    return Delivery(status, buffer, size, handle, entry, arrival_time, lookup_identifier)
 
 
 def release(service: Service, entry: RemoteReadEntry, *, delete: bool = False) -> int:
@@ -127,7 +131,7 @@ def answer(desc: Any, delivery: Delivery) -> Any:
         desc.lpBuffer, desc.dwSize = None, 0
         return desc
     desc.lpBuffer, desc.dwSize = delivery.buffer, delivery.size
-    desc.dwArriveTime = delivery.message.arrival_time & 0xFFFFFFFF
+    desc.dwArriveTime = delivery.arrival_time & 0xFFFFFFFF
     desc.Reserved = REMOTEREADDESC_RESERVED_SERVER
     return desc
 
@@ -138,5 +142,5 @@ def answer2(desc2: Any, delivery: Delivery) -> Any:
         return None
     answer(desc2.pRemoteReadDesc, delivery)
     if delivery.status == st.MQ_OK:
-        desc2.SequentialId = delivery.message.lookup_identifier & SEQUENTIAL_ID_MASK
+        desc2.SequentialId = delivery.lookup_identifier & SEQUENTIAL_ID_MASK
     return desc2
