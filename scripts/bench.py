@@ -170,7 +170,8 @@ class Server:
         env = dict(os.environ, PYTHONPATH=ROOT)
         profile = ["-m", "cProfile", "-o", profile_path] if profile_path else []
         self.proc = subprocess.Popen([sys.executable, *profile, "-m", "qm2qm", "serve", "--data-dir",
-                                      self.tmp.name + "/data", "--port", "0", "--admin-port", "0", *extra],
+                                      self.tmp.name + "/data", "--port", "0", "--admin-port", "0",
+                                      *self.optional_flags(), *extra],
                                      stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         match = READY.match(line)
@@ -178,6 +179,12 @@ class Server:
             raise SystemExit(f"qm2qm serve did not start: {line!r}")
         self.port = int(match["port"])
         self.admin = AdminClient(match["admin"], timeout=120)
+
+    @staticmethod
+    def optional_flags() -> list[str]:
+        """Listeners beside qm2qm that the benchmark does not measure, switched off when this build has them."""
+        from qm2qm.config import KEYS
+        return ["--epm-port", "0"] if "epm_port" in KEYS else []
 
     def queue(self, name: str, body: bytes, count: int, delivery: str = "express") -> str:
         """Create a queue and fill it with ``count`` copies of ``body``."""
