@@ -1,4 +1,4 @@
-"""The inline read path of RemoteQMStartReceive / RemoteQMStartReceive2 (MS-MQQP 3.1.4.1, 3.1.4.10).
+"""The inline paths of RemoteQMStartReceive(2) and RemoteQMEndReceive (MS-MQQP 3.1.4.1, 3.1.4.10, 3.1.4.2).
 
 A read that completes at once is answered without a task (qm2qm/rpc/server.py CallState.answer_now); one that
 must wait goes through the task path, having changed nothing and registered no wait before its task runs.
@@ -16,12 +16,13 @@ import pytest
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, QM2QM_UUID,
-                                  RR_NACK)
-from qm2qm.mqqp.handlers import start_receive, start_receive2
+                                  RR_ACK, RR_NACK)
+from qm2qm.mqqp.handlers import end_receive, start_receive, start_receive2
 from qm2qm.mqqp.handlers._read import release
 from shared_adm import status as st
 from shared_adm.clock import INFINITE
 from shared_adm.enums import PositionState
+from shared_adm.store.base import MemoryStore
 
 from .conftest import NDR, NDR64
 
@@ -331,3 +332,85 @@ async def test_a_waiting_read_cancelled_in_its_segment_leaves_no_wait_behind(mak
     message = env.enqueue(b"not stolen")
     assert env.positions() == {message.lookup_identifier: PositionState.AVAILABLE}
     raw.close()
+
+
+# -- RemoteQMEndReceive (3.1.4.2): inline when the ACK is durable at once ---------------------------------------
+
+class InstantStore(MemoryStore):
+    """A store with nothing to wait for (as SqliteStore when no change is pending)."""
+
+    async def durable(self) -> None:
+        return None
+
+
+class GatedStore(MemoryStore):
+    """A store whose group commit waits for the test; notes a cancelled wait."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.cancelled = 0
+
+    async def durable(self) -> None:
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+
+
+def _received(env, d) -> tuple[bytes, FakeCall]:
+    ctx = FakeCall(env.syntax == NDR64, answer_now=True)
+    answer = start_receive2.serve(env.service, ctx, _stub(9, _desc(d.handle, MQ_ACTION_RECEIVE, 0),
+                                                          env.syntax == NDR64))
+    return codec.decode_response(9, answer, env.syntax == NDR64).pphContext, ctx
+
+
+def _end_stub(env, context: bytes, ack: int) -> bytes:
+    return codec.encode_request(1, codec.RemoteQMEndReceiveRequest(context, ack), env.syntax == NDR64)
+
+
+@pytest.mark.parametrize("ack", [RR_ACK, RR_NACK])
+async def test_an_end_receive_durable_at_once_is_answered_inline_like_the_task(make_env, ack):
+    env = await make_env(InstantStore())
+    _, d, _ = await env.session()
+    env.enqueue(b"one")
+    env.enqueue(b"two")
+    answers = []
+    for answer_now in (True, False):
+        context, ctx = _received(env, d)
+        ctx.answer_now = answer_now
+        answer = end_receive.serve(env.service, ctx, _end_stub(env, context, ack))
+        if not answer_now:
+            answer = await answer
+        answers.append(answer)
+    assert type(answers[0]) is bytes and answers[0] == answers[1]
+    assert codec.decode_response(1, answers[0], env.syntax == NDR64).ErrorCode == st.MQ_OK
+    assert len(env.queue.message_position_list) == (0 if ack == RR_ACK else 2)
+
+
+async def test_an_ack_waits_for_durability_in_its_task_and_its_cancel_reaches_the_store(make_env):
+    store = GatedStore()
+    env = await make_env(store)
+    _, d, _ = await env.session()
+    env.enqueue(b"one")
+    context, ctx = _received(env, d)
+    pending = end_receive.serve(env.service, ctx, _end_stub(env, context, RR_ACK))
+    assert inspect.iscoroutine(pending)
+    assert env.positions() == {} and ctx.handles == {}          # released at once, as the task would have
+    task = asyncio.ensure_future(pending)
+    await asyncio.sleep(0)
+    assert not task.done()
+    store.gate.set()
+    answer = await task
+    assert codec.decode_response(1, answer, env.syntax == NDR64).ErrorCode == st.MQ_OK
+
+    store.gate.clear()
+    env.enqueue(b"two")
+    context, ctx = _received(env, d)
+    task = asyncio.ensure_future(end_receive.serve(env.service, ctx, _end_stub(env, context, RR_ACK)))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert store.cancelled == 1 and env.positions() == {}
