@@ -313,10 +313,10 @@ def _handle_arg(request: web.Request, key: str) -> int:
 class AdminApi:
     """The aiohttp application over a running queue manager (see docs/admin-api.md)."""
 
-    def __init__(self, qm: Any, info: Callable[[], dict], service: Any = None) -> None:
+    def __init__(self, qm: Any, info: Callable[[], dict], service: Any = None, directory: Any = None) -> None:
         self.qm = qm
         self.info = info
-        self.backend = Backend(qm, service)
+        self.backend = Backend(qm, service, directory)
         self.app = web.Application(middlewares=[_errors], client_max_size=MAX_REQUEST)
         r = self.app.router
         r.add_get("/v1/info", self.get_info)
@@ -460,9 +460,10 @@ class AdminApi:
 class Backend:
     """The admin operations as MS-MQDMPR events on the QueueManager (shared_adm.queue_manager)."""
 
-    def __init__(self, qm: Any, service: Any = None) -> None:
+    def __init__(self, qm: Any, service: Any = None, directory: Any = None) -> None:
         self.qm = qm
         self.service = service          # the qm2qm Service (qm2qm.mqqp.handlers._service), for pending reads
+        self.directory = directory      # shared_adm.directory.Directory: public queues are written to it
 
     # names ------------------------------------------------------------------------------------------------
     def pathname(self, queue) -> str:
@@ -515,7 +516,13 @@ class Backend:
         """Create Queue (MS-MQDMPR 3.1.7.1.3) from a validated spec; MQ statuses become AdminErrors."""
         from shared_adm import status as st
         pathname = spec.pop("pathname")
-        status, queue = self.qm.create_queue(pathname, **spec)
+        if self.directory is not None and "private$" not in pathname.lower():
+            # A public queue is a directory object too (MS-MQDMPR 3.1.7.1.3 with iSkipDirectory False): writing
+            # it sends the MS-MQCN version 2 notification to its owner (MS-MQCN 3.3.4.1).
+            from shared_adm.directory import create_public_queue
+            status, queue = create_public_queue(self.qm, self.directory, pathname, **spec)
+        else:
+            status, queue = self.qm.create_queue(pathname, **spec)
         if status == st.MQ_ERROR_QUEUE_EXISTS:
             raise mq_error(status, f"queue '{pathname}' already exists")
         if status == st.MQ_ERROR_ILLEGAL_QUEUE_PATHNAME:
@@ -530,7 +537,11 @@ class Backend:
         from shared_adm.enums import QueueType
         if queue.queue_type is QueueType.SYSTEM:
             raise AdminError(403, "system_queue", f"'{self.pathname(queue)}' is a system queue and cannot be deleted")
-        status = self.qm.delete_queue(queue)
+        if self.directory is not None and queue.queue_type is QueueType.PUBLIC:
+            from shared_adm.directory import delete_public_queue
+            status = delete_public_queue(self.qm, self.directory, queue)
+        else:
+            status = self.qm.delete_queue(queue)
         if status != 0:
             raise mq_error(status, f"Delete Queue failed for '{self.pathname(queue)}': {status_name(status)}")
 

@@ -134,3 +134,21 @@ async def test_mqsd_is_off_by_default(tmp_path):
         assert app.mqsd is None and " mqsd=" not in app.ready_line()
     finally:
         await app.close()
+
+
+async def test_a_public_queue_created_through_the_admin_api_is_written_to_the_directory(tmp_path, caplog):
+    from qm2qm.client import AdminClient
+    from shared_adm.directory import DirectoryOperationResult, equals
+    app = App(config(tmp_path, epm_port=0))
+    await app.start()
+    try:
+        admin = AdminClient(app.admin_url)
+        await asyncio.to_thread(admin.create_queue, ".\\orders", label="public orders")
+        queue = app.qm.queue_by_pathname(".\\orders")
+        result, obj = app.directory.read_directory("Queue", [equals("Identifier", queue.identifier)])
+        assert result is DirectoryOperationResult.SUCCESS and obj.attributes["Label"] == "public orders"
+        await asyncio.to_thread(admin.delete_queue, ".\\orders")
+        result, _ = app.directory.read_directory("Queue", [equals("Identifier", queue.identifier)])
+        assert result is DirectoryOperationResult.OBJECT_NOT_FOUND
+    finally:
+        await app.close()
