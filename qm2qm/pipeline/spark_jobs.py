@@ -2,6 +2,7 @@
 and the conformance diff of two call tables. Runs embedded (local[*]) or on any cluster via --master/spark-submit."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -37,6 +38,7 @@ def _code_zip() -> str:
             for package in SHIPPED_PACKAGES:
                 for path in (REPO / package).rglob("*.py"):
                     zf.write(path, path.relative_to(REPO).as_posix())
+        atexit.register(target.unlink, missing_ok=True)        # one per process; not left behind in /tmp
     return str(target)
 
 
