@@ -4,6 +4,8 @@ from __future__ import annotations
 import enum
 import uuid
 
+from qm2qm.rpc.faults import NCA_S_OP_RNG_ERROR, RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND  # noqa: F401 (re-exported)
+
 # MS-MQQP 6: uuid(1088a980-eae5-11d0-8d9b-00a02453c337), version(1.0)
 QM2QM_UUID = uuid.UUID("1088a980-eae5-11d0-8d9b-00a02453c337")
 QM2QM_VERSION = (1, 0)
@@ -79,9 +81,7 @@ IPX_HANDSHAKE = 0x00000002
 IPX_READ = 0x00000003
 
 # Fault statuses raised by the stub codec (MS-RPCE 3.1.1.5.3, 3.1.3.5.2; MS-ERREF 2.2)
-RPC_S_INVALID_BOUND = 0x000006C6     # [range] violation (Windows stubs: RPC_X_INVALID_BOUND)
-RPC_X_BAD_STUB_DATA = 0x000006F7     # malformed or inconsistent octet stream
-NCA_S_OP_RNG_ERROR = 0x1C010002      # opnum outside 0..10 (C706 Appendix E)
+RPC_S_INVALID_BOUND = RPC_X_INVALID_BOUND      # the name MS-ERREF gives 0x6C6
 
 # Windows-style referent ids: the first pointer marshalled in a stub is 0x00020000, then +4 (MS-RPCE 2.2.4 practice)
 REFERENT_ID_BASE = 0x00020000

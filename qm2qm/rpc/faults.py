@@ -58,6 +58,7 @@ RPC_S_ACCESS_DENIED = _rpcrt.MSRPC_STATUS_CODE_RPC_S_ACCESS_DENIED            # 
 RPC_S_NO_CALL_ACTIVE = 0x000006BD                                            # PENDING_CANCEL on a first fragment
 RPC_S_UNKNOWN_AUTHN_SERVICE = 0x000006D3                                     # alter_context with auth (3.3.3.5.3)
 RPC_X_BAD_STUB_DATA = _rpcrt.MSRPC_STATUS_CODE_RPC_X_BAD_STUB_DATA            # 0x6F7 (MS-RPCE 3.1.3.5.2)
+RPC_X_INVALID_BOUND = 0x000006C6                                             # [range] violation (RPC_S_INVALID_BOUND)
 NCA_S_OP_RNG_ERROR = _rpcrt.MSRPC_STATUS_CODE_NCA_S_OP_RNG_ERROR              # 0x1C010002
 NCA_S_UNK_IF = _rpcrt.MSRPC_STATUS_CODE_NCA_S_UNK_IF                          # 0x1C010003
 NCA_S_PROTO_ERROR = _rpcrt.MSRPC_STATUS_CODE_NCA_S_PROTO_ERROR                # 0x1C01000B (3.3.3.5.7)

@@ -10,10 +10,8 @@ from __future__ import annotations
 import struct
 import uuid
 
+from qm2qm.rpc.faults import RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND
 from qm2qm.rpc.interface import RpcFault
-
-RPC_X_BAD_STUB_DATA = 0x000006F7
-RPC_X_INVALID_BOUND = 0x000006C6
 
 CONTEXT_HANDLE_SIZE = 20
 NULL_CONTEXT_HANDLE = bytes(CONTEXT_HANDLE_SIZE)

@@ -19,14 +19,12 @@ from qm2qm.rpc.connection import Connection
 from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
 from qm2qm.rpc.handles import NULL_HANDLE, run_down
+from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 
-# Fault statuses (C706 Appendix E; MS-RPCE 2.2.2.7 / 3.3.3.4.1)
-NCA_S_FAULT_CANCEL = 0x1C00000D        # call cancelled (client: RPC_S_CALL_CANCELLED)
-NCA_S_FAULT_UNSPEC = 0x1C000012        # server-side failure (client: RPC_S_CALL_FAILED, MS-RPCE 2.2.2.7 table)
-NCA_S_OP_RNG_ERROR = 0x1C010002        # unknown opnum
-NCA_S_PROTO_ERROR = 0x1C01000B
+# nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
+# failure (client: RPC_S_CALL_FAILED, MS-RPCE 2.2.2.7 table). Both come from qm2qm.rpc.faults.
 BIND_NAK_REASON_NOT_SPECIFIED = 0
 
 # MS-RPCE 3.2.3.5.1: status codes a server MUST NOT send in a fault.
