@@ -14,6 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+def _remove_identical(entries: list | None, entry: Any) -> bool:
+    """Remove this very object (not an equal one) from a bucket of entries; False if it is not there."""
+    for i, e in enumerate(entries or ()):
+        if e is entry:
+            del entries[i]
+            return True
+    return False
+
+
 @dataclass(eq=False, slots=True)
 class RemoteReadEntry:
     """RemoteReadEntry (3.1.1.2): one initialized, pending or completed remote read."""
@@ -57,13 +66,7 @@ class RemoteReadEntryCollection:
         """Remove this very entry; False if it was not there."""
         by_id = self._by_descriptor.get(entry.open_queue_descriptor_handle)
         entries = by_id.get(entry.request_id) if by_id else None
-        if not entries:
-            return False
-        for i, e in enumerate(entries):
-            if e is entry:
-                del entries[i]
-                break
-        else:
+        if not _remove_identical(entries, entry):
             return False
         if not entries:
             del by_id[entry.request_id]
@@ -113,13 +116,7 @@ class OpenQueueEntryCollection:
     def remove(self, entry: OpenQueueEntry) -> bool:
         """Remove this very entry; False if it was not there."""
         entries = self._by_descriptor.get(entry.open_queue_descriptor_handle)
-        if not entries:
-            return False
-        for i, e in enumerate(entries):
-            if e is entry:
-                del entries[i]
-                break
-        else:
+        if not _remove_identical(entries, entry):
             return False
         if not entries:
             del self._by_descriptor[entry.open_queue_descriptor_handle]

@@ -174,17 +174,7 @@ class Client:
                        request_id: int | None = None, dw_queue: int | None = None, null_desc: bool = False) -> Read:
         request_id = next(self._ids) if request_id is None else request_id
         req = idl.RemoteQMStartReceive2()
-        if null_desc:
-            req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = NULL
-        else:
-            req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = self.desc(h_queue, action, timeout, cursor, request_id,
-                                                                    dw_queue)
-        req["lpRemoteReadDesc2"]["SequentialId"] = 0
-        resp = self.request(req)
-        desc2 = resp["lpRemoteReadDesc2"]
-        desc = desc2["pRemoteReadDesc"] if not null_desc else {"lpBuffer": b"", "dwSize": 0, "dwArriveTime": 0,
-                                                                "Reserved": 0}
-        return self._read(resp, desc, request_id, desc2["SequentialId"])
+        return self._read2(req, h_queue, action, timeout, cursor, request_id, dw_queue, null_desc)
 
     def start_receive_by_lookup_id(self, h_queue: int, lookup_id: int, action: int, *, timeout: int = 0,
                                    cursor: int = 0, request_id: int | None = None, dw_queue: int | None = None,
@@ -192,6 +182,11 @@ class Client:
         request_id = next(self._ids) if request_id is None else request_id
         req = idl.RemoteQMStartReceiveByLookupId()
         req["LookupId"] = lookup_id
+        return self._read2(req, h_queue, action, timeout, cursor, request_id, dw_queue, null_desc)
+
+    def _read2(self, req, h_queue: int, action: int, timeout: int, cursor: int, request_id: int,
+               dw_queue: int | None, null_desc: bool) -> Read:
+        """Send an opnum 9 or 10 request carrying a REMOTEREADDESC2 and decode its read."""
         if null_desc:
             req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = NULL
         else:
