@@ -26,6 +26,49 @@ class ContextHandleType:
     rundown: Callable[[Any], Awaitable[None] | None]
 
 
+# Well-known SIDs (MS-DTYP 2.4.2.4) a principal's group list may carry.
+EVERYONE_SID = "S-1-1-0"
+ANONYMOUS_SID = "S-1-5-7"
+AUTHENTICATED_USERS_SID = "S-1-5-11"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made a call (MS-RPCE 3.3.3.4.3 RpcBindingInqAuthClient; MS-DTYP 2.4.2 SIDs).
+
+    ``authenticated`` is False for an unauthenticated binding or an anonymous NTLM logon; then the principal is
+    ANONYMOUS LOGON (S-1-5-7), which, as on Windows since XP, is not a member of Everyone. ``sid`` is None when
+    the security package did not tell it (NTLM gives names, not SIDs; a user file may configure one)."""
+    domain: str = "NT AUTHORITY"
+    user: str = "ANONYMOUS LOGON"
+    sid: str | None = ANONYMOUS_SID
+    authenticated: bool = False
+
+    @property
+    def name(self) -> str:
+        """DOMAIN\\user, as Windows prints an account."""
+        return f"{self.domain}\\{self.user}" if self.domain else self.user
+
+    @property
+    def sids(self) -> tuple[str, ...]:
+        """The SIDs an access check matches: the user's own (if known) and its well-known groups."""
+        if not self.authenticated:
+            return (ANONYMOUS_SID,)
+        own = (self.sid,) if self.sid else ()
+        return own + (EVERYONE_SID, AUTHENTICATED_USERS_SID)
+
+
+ANONYMOUS = Principal()
+
+# Authentication levels (MS-RPCE 2.2.1.1.8); NONE also stands for an unauthenticated binding.
+RPC_C_AUTHN_LEVEL_NONE = 1
+RPC_C_AUTHN_LEVEL_CONNECT = 2
+RPC_C_AUTHN_LEVEL_CALL = 3
+RPC_C_AUTHN_LEVEL_PKT = 4
+RPC_C_AUTHN_LEVEL_PKT_INTEGRITY = 5
+RPC_C_AUTHN_LEVEL_PKT_PRIVACY = 6
+
+
 class CallContext(Protocol):
     """What a handler sees of the call it serves."""
     call_id: int
@@ -33,6 +76,8 @@ class CallContext(Protocol):
     ndr64: bool                     # negotiated transfer syntax of the presentation context
     connection_id: int
     association_group_id: int
+    principal: Principal            # the caller (ANONYMOUS when the call is not authenticated)
+    auth_level: int                 # RPC_C_AUTHN_LEVEL_* of the call's security context (NONE if none)
 
     def lookup_handle(self, wire: bytes, handle_type: ContextHandleType) -> Any | None:
         """20-byte wire handle → the object registered for it; None for the NULL handle.

@@ -20,7 +20,7 @@ from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelReque
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
 from qm2qm.rpc.handles import NULL_HANDLE, run_down
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
-from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
+from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE, ContextHandleType, Interface, RpcFault)
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 
 # nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
@@ -74,7 +74,7 @@ def _discard(awaitable) -> None:
 class CallState:
     """The CallContext of one request (qm2qm/rpc/interface.py): ids, syntax and the group's handle table."""
     __slots__ = ("call_id", "opnum", "ndr64", "connection_id", "association_group_id", "interface",
-                 "answer_now", "_connection", "_group")
+                 "answer_now", "principal", "auth_level", "_connection", "_group")
 
     def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest,
                  answer_now: bool = False) -> None:
@@ -87,6 +87,9 @@ class CallState:
         self.interface = request.interface
         self.connection_id = connection.id
         self.association_group_id = group.id
+        # the security context's identity once authentication exists (issue 10); until then every call is anonymous
+        self.principal = ANONYMOUS
+        self.auth_level = RPC_C_AUTHN_LEVEL_NONE
         self._connection = connection
         self._group = group
 

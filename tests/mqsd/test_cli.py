@@ -1,4 +1,4 @@
-"""`qm2qm discover` and `qm2qm directory ...` (qm2qm/cli_mqcn.py) through click's runner; UDP on 127.0.0.1 only."""
+"""`qm2qm discover` and `qm2qm directory ...` (qm2qm/cli/mqcn.py) through click's runner; UDP on 127.0.0.1 only."""
 import asyncio
 import json
 import threading
@@ -7,7 +7,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from qm2qm.cli_mqcn import directory_group, discover_command, parse_value
+from qm2qm.cli.mqcn import directory_group, discover_command, parse_value
 from qm2qm.mqsd.codec import ServerEntry
 from qm2qm.mqsd.responder import Topology, start_responder
 from shared_adm.store.sqlite import SqliteStore

@@ -8,7 +8,7 @@ import dataclasses
 import pyarrow.parquet as pq
 from click.testing import CliRunner
 
-from qm2qm.cli_pipeline import report as report_command, replay as replay_command
+from qm2qm.cli.pipeline import report as report_command, replay as replay_command
 from qm2qm.mqqp.codec import decode_response, encode_response
 from qm2qm.pipeline import spark_jobs
 from qm2qm.pipeline.ingest import ingest_file
@@ -171,7 +171,7 @@ def test_cli_replay_and_report(recorded, tmp_path):
 
 def test_cli_ingest_stats_diff_on_the_running_session(spark, recorded, tmp_path):
     """The Spark commands reuse an active session and leave it running."""
-    from qm2qm.cli_pipeline import diff as diff_command, ingest as ingest_command, stats as stats_command
+    from qm2qm.cli.pipeline import diff as diff_command, ingest as ingest_command, stats as stats_command
     path, _ = recorded
     runner = CliRunner()
     res = runner.invoke(ingest_command, [str(path), "--out", str(tmp_path / "t")])

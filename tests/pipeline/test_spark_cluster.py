@@ -39,7 +39,7 @@ def _run_on_local_cluster(recorded, tmp_path):
     second.write_bytes(path.read_bytes())
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-m", "qm2qm.cli_pipeline", "ingest", str(path), str(second),
+    proc = subprocess.run([sys.executable, "-m", "qm2qm.cli.pipeline", "ingest", str(path), str(second),
                            "--out", str(out), "--master", "local-cluster[2,1,1024]"],
                           capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=HANG_GUARD_S)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -1,4 +1,4 @@
-"""`qm2qm rpcdump HOST[:PORT]` (qm2qm/cli_rpcdump.py) against our endpoint mapper: text like impacket's rpcdump,
+"""`qm2qm rpcdump HOST[:PORT]` (qm2qm/cli/rpcdump.py) against our endpoint mapper: text like impacket's rpcdump,
 JSON, NDR64, paging through ept_lookup's handle, and the errors a tester meets (refused, not a mapper, bad target)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import uuid
 import pytest
 from click.testing import CliRunner
 
-from qm2qm import cli_rpcdump as R
+from qm2qm.cli import rpcdump as R
 from qm2qm.mqqp.constants import QM2QM_UUID
 from qm2qm.rpc import epm as E
 from qm2qm.rpc.epm_tower import Floor, build_floors, parse_floors, syntax_floor

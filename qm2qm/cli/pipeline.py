@@ -220,7 +220,7 @@ def record(target, listen_port, out_path) -> None:
 
 pipeline_commands = [replay, ingest, stats, diff, report, record]
 
-# `python -m qm2qm.cli_pipeline ...` runs these commands on their own (e.g. under spark-submit).
+# `python -m qm2qm.cli.pipeline ...` runs these commands on their own (e.g. under spark-submit).
 main = click.Group(name="qm2qm-pipeline", commands={c.name: c for c in pipeline_commands},
                    help="qm2qm conformance pipeline commands (docs/pipeline.md).")
 

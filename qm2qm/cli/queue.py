@@ -1,0 +1,58 @@
+"""`qm2qm queue ...`: create, delete, list and show queues over the admin API (MS-MQDMPR 3.1.7.1.3–5)."""
+from __future__ import annotations
+
+
+import click
+
+from qm2qm.cli._common import (QUEUE_COLUMNS, _admin,
+                               _call_admin, _emit, _kv, _table, admin_options, main)
+
+
+@main.group()
+def queue() -> None:
+    """Create, delete, list and show queues (admin API)."""
+
+
+@queue.command("create")
+@click.argument("pathname")
+@click.option("--label", default="", help="Queue label.")
+@click.option("--transactional", is_flag=True, help="Transactional queue.")
+@click.option("--journal", is_flag=True, help="Enable the queue journal.")
+@click.option("--quota", type=int, help="Quota in KB [unlimited].")
+@click.option("--journal-quota", type=int, help="Journal quota in KB [unlimited].")
+@admin_options
+def queue_create(pathname, label, transactional, journal, quota, journal_quota, admin_url, as_json) -> None:
+    """Create PATHNAME (Computer\\QueueName or Computer\\private$\\QueueName; '.' is this computer)."""
+    attrs = {"label": label, "transactional": transactional, "journal": journal}
+    if quota is not None:
+        attrs["quota"] = quota
+    if journal_quota is not None:
+        attrs["journal_quota"] = journal_quota
+    data = _call_admin(lambda: _admin(admin_url).create_queue(pathname, **attrs))
+    _emit(data, as_json, lambda d: click.echo(f"created {d['pathname']}  {d.get('format_name', '')}".rstrip()))
+
+
+@queue.command("delete")
+@click.argument("pathname")
+@admin_options
+def queue_delete(pathname, admin_url, as_json) -> None:
+    """Delete PATHNAME and its messages."""
+    data = _call_admin(lambda: _admin(admin_url).delete_queue(pathname))
+    _emit(data, as_json, lambda d: click.echo(f"deleted {d['deleted']}"))
+
+
+@queue.command("list")
+@admin_options
+def queue_list(admin_url, as_json) -> None:
+    """List every queue."""
+    data = _call_admin(lambda: _admin(admin_url).list_queues())
+    _emit(data, as_json, lambda d: _table(d, QUEUE_COLUMNS))
+
+
+@queue.command("show")
+@click.argument("pathname")
+@admin_options
+def queue_show(pathname, admin_url, as_json) -> None:
+    """Show one queue's attributes."""
+    data = _call_admin(lambda: _admin(admin_url).show_queue(pathname))
+    _emit(data, as_json, _kv)

@@ -1,0 +1,288 @@
+"""Remote reads over qm2qm (MS-MQQP 3.2.4): peek, receive, lookup, purge, version, port."""
+from __future__ import annotations
+
+import base64
+import sys
+import uuid
+from typing import Any, Callable
+
+import click
+
+from qm2qm.cli._common import (INFINITE, _admin,
+                               _call_admin, _emit, _fail, admin_options, main)
+
+
+class TimeoutMs(click.ParamType):
+    """ulTimeout in milliseconds (MS-MQQP 2.2.2.1): 0..4294967295, or 'infinite' for 0xFFFFFFFF."""
+    name = "MS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        if str(value).lower() in ("infinite", "inf"):
+            return INFINITE
+        try:
+            number = int(value, 0)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of milliseconds or 'infinite'", param, ctx)
+        if not 0 <= number <= INFINITE:
+            self.fail(f"{number} is outside 0..4294967295", param, ctx)
+        return number
+
+
+def rpc_options(fn):
+    """Options of the commands that call the qm2qm interface over RPC."""
+    fn = click.option("--ndr64", is_flag=True, help="Negotiate NDR64 instead of NDR (MS-MQQP 2.2).")(fn)
+    fn = click.option("--rpc", "rpc_addr", envvar="QM2QM_RPC",
+                      help="qm2qm address HOST:PORT (env QM2QM_RPC) [asked from the admin API].")(fn)
+    return admin_options(fn)
+
+
+def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
+    if rpc_addr is None:
+        info = _call_admin(lambda: _admin(admin_url).info())
+        host = info["rpc"]["host"]
+        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), int(info["rpc"]["port"])
+    host, sep, port = rpc_addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise click.BadParameter(f"{rpc_addr!r} is not HOST:PORT", param_hint="--rpc")
+    return host, int(port)
+
+
+def _client(rpc_addr, admin_url, ndr64):
+    from qm2qm.client import Qm2qmClient, RpcCallError
+    host, port = _rpc_address(rpc_addr, admin_url)
+    try:
+        return Qm2qmClient(host, port, ndr64=ndr64).connect()
+    except RpcCallError as exc:
+        _fail(str(exc))
+
+
+def _hr(value: int) -> str:
+    from shared_adm.status import status_name
+    return f"{status_name(value)} (0x{value:08X})"
+
+
+def _message_json(result) -> dict:
+    """A read result as JSON: HRESULT, REMOTEREADDESC outputs and the decoded message."""
+    out: dict[str, Any] = {"hresult": f"0x{result.hresult:08X}", "status": _hr(result.hresult),
+                           "request_id": result.request_id, "size": result.size, "arrive_time": result.arrive_time}
+    if result.sequential_id is not None:
+        out["sequential_id"] = result.sequential_id
+    if result.ok and result.buffer:
+        try:
+            msg = result.message()
+        except Exception as exc:     # a malformed packet is reported, not a crash
+            out["decode_error"] = str(exc)
+            out["buffer_base64"] = base64.b64encode(result.buffer).decode("ascii")
+            return out
+        try:
+            text = msg.body.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        out["message"] = {
+            "label": msg.label, "priority": msg.priority, "body_text": text,
+            "body_base64": base64.b64encode(msg.body).decode("ascii"), "body_size": len(msg.body),
+            "body_type": msg.body_type, "app_specific": msg.application_tag,
+            "correlation_id": msg.correlation_identifier.hex(),
+            "identifier": f"{{{msg.identifier[0]}}}\\{msg.identifier[1]}",
+            "delivery": "recoverable" if int(msg.delivery_guarantee) == 1 else "express",
+            "sent_time": msg.sent_time, "time_to_be_received": msg.time_to_be_received,
+            "response_queue": msg.response_queue_format_name, "admin_queue": msg.administration_queue_format_name,
+            "acknowledgement": msg.acknowledgements_requested, "class": msg.class_,
+        }
+    return out
+
+
+def _print_read(d: dict) -> None:
+    if "message" not in d:
+        click.echo(f"{d['status']}" + (f"  decode error: {d['decode_error']}" if "decode_error" in d else ""))
+        return
+    m = d["message"]
+    seq = f" sequential_id={d['sequential_id']}" if "sequential_id" in d else ""
+    click.echo(f"message request_id={d['request_id']}{seq} size={d['size']} arrived={d['arrive_time']}")
+    click.echo(f"  label:    {m['label']}".rstrip())
+    click.echo(f"  priority: {m['priority']}  app_specific: {m['app_specific']}  delivery: {m['delivery']}")
+    click.echo(f"  body:     {m['body_text'] if m['body_text'] is not None else '(binary) ' + m['body_base64']}")
+
+
+class RemoteSession:
+    """One remote-read session as a supporting server runs it (MS-MQQP 3.2.4.1–3.2.4.9), handles from the admin API."""
+
+    def __init__(self, admin_url: str, rpc_addr: str | None, ndr64: bool, pathname: str, access: str) -> None:
+        self.admin = _admin(admin_url)
+        self.opened = _call_admin(lambda: self.admin.open_queue(pathname, access=access))
+        self.handle = int(self.opened["hRemoteQueue"])
+        self.dw_queue = int(self.opened["dwQueue"])
+        self.client = None
+        self.session = None
+        try:
+            self.client = _client(rpc_addr, admin_url, ndr64)
+            hr, self.session = _remote_call(lambda: self.client.open_queue(
+                self.handle, self.dw_queue, int(self.opened["pdwContext"]), lic_guid=uuid.uuid4()))
+        except BaseException:
+            self.close()
+            raise
+        if hr != 0:
+            self.session = None
+            self.close()
+            _fail(f"RemoteQMOpenQueue: {_hr(hr)}")
+
+    def close(self) -> None:
+        """RemoteQMCloseQueue (MS-MQQP 3.2.4.9), or Close Queue through the admin API if no session was opened."""
+        from qm2qm.client import AdminError, RpcCallError
+        try:
+            if self.session is not None:
+                self.client.close_queue(self.session)
+            else:
+                self.admin.close_handle(self.handle)      # never reached the qm2qm session: Close Queue by hand
+        except (AdminError, RpcCallError):
+            pass
+        finally:
+            self.session = None
+            if self.client is not None:
+                self.client.close()
+
+
+def _remote_call(fn: Callable[[], Any]) -> Any:
+    from qm2qm.client import RpcCallError
+    try:
+        return fn()
+    except RpcCallError as exc:
+        _fail(str(exc))
+
+
+def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_addr, ndr64, admin_url, as_json):
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive" if receive else "peek")
+    results = []
+    failed = False
+    try:
+        h_cursor = 0
+        if use_cursor:
+            h_cursor = int(_call_admin(lambda: rs.admin.open_cursor(rs.handle))["hCursor"])
+        start = rs.client.start_receive if legacy or not _remote_call(rs.client.uses_start_receive2) \
+            else rs.client.start_receive2
+        for i in range(count):
+            if receive:
+                action = MQ_ACTION_RECEIVE
+            else:
+                action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
+            result = _remote_call(lambda: start(rs.handle, action=action, timeout_ms=timeout, cursor=h_cursor,
+                                                dw_queue=rs.dw_queue))
+            entry = _message_json(result)
+            if result.ok and receive:
+                hr, _ = _remote_call(lambda: rs.client.end_receive(result.context, ack))
+                entry["end_receive"] = _hr(hr)
+            results.append(entry)
+            if not result.ok:
+                failed = True
+                break
+        if h_cursor:
+            _remote_call(lambda: rs.client.close_cursor(rs.handle, h_cursor))
+    finally:
+        rs.close()
+    _emit(results if count != 1 else results[0], as_json,
+          lambda d: [_print_read(x) for x in (d if isinstance(d, list) else [d])])
+    if failed:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pathname")
+@click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
+@click.option("--count", type=int, default=1, show_default=True, help="How many messages to peek.")
+@click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
+@click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
+@rpc_options
+def peek(pathname, timeout, count, use_cursor, legacy, rpc_addr, ndr64, admin_url, as_json) -> None:
+    """Peek PATHNAME over qm2qm: open (admin), RemoteQMOpenQueue, StartReceive(2), CloseQueue."""
+    _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json)
+
+
+@main.command()
+@click.argument("pathname")
+@click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
+@click.option("--count", type=int, default=1, show_default=True, help="How many messages to receive.")
+@click.option("--cursor", "use_cursor", is_flag=True, help="Receive through a cursor.")
+@click.option("--nack", is_flag=True, help="End with RR_NACK (message stays) instead of RR_ACK.")
+@click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
+@rpc_options
+def receive(pathname, timeout, count, use_cursor, nack, legacy, rpc_addr, ndr64, admin_url, as_json) -> None:
+    """Receive from PATHNAME over qm2qm: StartReceive(2) then EndReceive(RR_ACK) (MS-MQQP 3.2.4.3)."""
+    _read_loop(pathname, count, timeout, use_cursor, True, 1 if nack else 2, legacy, rpc_addr, ndr64,
+               admin_url, as_json)
+
+
+LOOKUP_ACTIONS = {
+    "peek-current": 0x40000010, "peek-next": 0x40000011, "peek-prev": 0x40000012,
+    "receive-current": 0x40000020, "receive-next": 0x40000021, "receive-prev": 0x40000022,
+}
+
+
+@main.command()
+@click.argument("pathname")
+@click.argument("lookup_id", type=int)
+@click.option("--action", type=click.Choice(list(LOOKUP_ACTIONS)), default="peek-current", show_default=True)
+@click.option("--nack", is_flag=True, help="For receive-*: end with RR_NACK instead of RR_ACK.")
+@rpc_options
+def lookup(pathname, lookup_id, action, nack, rpc_addr, ndr64, admin_url, as_json) -> None:
+    """Read by lookup id over qm2qm (RemoteQMStartReceiveByLookupId, MS-MQQP 3.1.4.11)."""
+    receive = action.startswith("receive")
+    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive" if receive else "peek")
+    try:
+        result = _remote_call(lambda: rs.client.start_receive_by_lookup_id(
+            rs.handle, lookup_id, action=LOOKUP_ACTIONS[action], dw_queue=rs.dw_queue))
+        entry = _message_json(result)
+        if result.ok and receive:
+            hr, _ = _remote_call(lambda: rs.client.end_receive(result.context, 1 if nack else 2))
+            entry["end_receive"] = _hr(hr)
+    finally:
+        rs.close()
+    _emit(entry, as_json, _print_read)
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("pathname")
+@rpc_options
+def purge(pathname, rpc_addr, ndr64, admin_url, as_json) -> None:
+    """Purge PATHNAME over qm2qm (RemoteQMPurgeQueue, MS-MQQP 3.1.4.7)."""
+    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive")
+    try:
+        hr = _remote_call(lambda: rs.client.purge_queue(rs.handle))
+    finally:
+        rs.close()
+    _emit({"hresult": f"0x{hr:08X}", "status": _hr(hr)}, as_json, lambda d: click.echo(f"purge: {d['status']}"))
+    if hr != 0:
+        sys.exit(1)
+
+
+@main.command()
+@rpc_options
+def version(rpc_addr, ndr64, admin_url, as_json) -> None:
+    """RemoteQmGetVersion (MS-MQQP 3.1.4.9)."""
+    client = _client(rpc_addr, admin_url, ndr64)
+    try:
+        major, minor, build = _remote_call(client.get_version)
+    finally:
+        client.close()
+    _emit({"major": major, "minor": minor, "build": build}, as_json,
+          lambda d: click.echo(f"{d['major']}.{d['minor']}.{d['build']}"))
+
+
+PORT_TYPES = {"ip-handshake": 0, "ip-read": 1, "ipx-handshake": 2, "ipx-read": 3}
+
+
+@main.command()
+@click.option("--type", "port_type", type=click.Choice(list(PORT_TYPES)), default="ip-read", show_default=True)
+@rpc_options
+def port(port_type, rpc_addr, ndr64, admin_url, as_json) -> None:
+    """RemoteQMGetQMQMServerPort (MS-MQQP 3.1.4.8)."""
+    client = _client(rpc_addr, admin_url, ndr64)
+    try:
+        value = _remote_call(lambda: client.get_qmqm_server_port(PORT_TYPES[port_type]))
+    finally:
+        client.close()
+    _emit({"port_type": port_type, "port": value}, as_json, lambda d: click.echo(str(d["port"])))

@@ -1,0 +1,64 @@
+"""`qm2qm serve` and `qm2qm info`: run the queue manager, and ask a running one about itself."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import click
+
+from qm2qm.cli._common import (_admin,
+                               _call_admin, _emit, _fail, _kv, admin_options, main)
+from qm2qm.config import DEFAULT_ADMIN_PORT
+from qm2qm.config import ConfigError, load_config
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML file with the same keys.")
+@click.option("--data-dir", help="Directory of the SQLite store [./qm2qm-data]; ':memory:' for a volatile one.")
+@click.option("--host", help="Address the qm2qm RPC listener binds [127.0.0.1; use 0.0.0.0 for Windows peers].")
+@click.option("--port", type=int, help="qm2qm TCP port [2105; +11 while busy, MS-MQQP 3.1.4.8]; 0 = ephemeral.")
+@click.option("--qmcomm-port", type=int, help="Port RemoteQMGetQMQMServerPort(IP_HANDSHAKE) answers [2103].")
+@click.option("--admin-port", type=int, help=f"Admin API port on 127.0.0.1 [{DEFAULT_ADMIN_PORT}]; 0 = ephemeral.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
+@click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
+@click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
+@click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
+@click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
+def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
+          max_connections, epm_port, trace, mqsd_port) -> None:
+    """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
+    from qm2qm.app import StartupError, serve as run
+
+    try:
+        config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
+                                           "qmcomm_port": qmcomm_port, "admin_port": admin_port,
+                                           "log_level": log_level, "computer_name": computer_name,
+                                           "max_connections": max_connections, "epm_port": epm_port,
+                                           "trace": trace, "mqsd_port": mqsd_port})
+    except ConfigError as exc:
+        _fail(str(exc), 2)
+    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def ready(app) -> None:
+        """Print the ready line once both listeners are bound."""
+        click.echo(app.ready_line())
+        sys.stdout.flush()
+
+    try:
+        asyncio.run(run(config, on_ready=ready))
+    except StartupError as exc:
+        _fail(str(exc), 2)
+    except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
+        _fail("interrupted", 130)
+
+
+
+@main.command()
+@admin_options
+def info(admin_url, as_json) -> None:
+    """What the running server reports about itself (addresses, ports, version)."""
+    data = _call_admin(lambda: _admin(admin_url).info())
+    _emit(data, as_json, _kv)
