@@ -111,3 +111,8 @@ class Interface:
     operations: dict[int, Operation] = field(default_factory=dict)
     handle_types: tuple[ContextHandleType, ...] = ()
     transfer_syntaxes: tuple[tuple[uuid.UUID, int], ...] = (NDR20, NDR64)
+    # Authentication policy (MS-RPCE 3.3.1.5.2; MS-MQQP 5, MS-MQMP 5.1): when the server requires authentication,
+    # an unauthenticated call to an opnum not in ``unauthenticated_opnums`` is answered with a fault of
+    # ``access_denied_status`` before any handler runs. None means every opnum stays open (mgmt, epm).
+    unauthenticated_opnums: frozenset[int] | None = None
+    access_denied_status: int = 0x00000005      # nca_s_fault_access_denied; qm2qm uses MQ_ERROR_ACCESS_DENIED
