@@ -654,6 +654,6 @@ class Backend:
         out = []
         for state, entries in (("pending", adm.remote_read_entries), ("awaiting EndReceive", adm.receive_handles)):
             for e in entries:
-                out.append({"hRemoteQueue": e.open_queue_descriptor_handle, "request_id": e.request_id,
+                out.append({"hRemoteQueue": e.descriptor_handle, "request_id": e.request_id,
                             "action": f"0x{e.action:08X}", "timeout": e.timeout, "state": state})
         return out

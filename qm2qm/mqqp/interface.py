@@ -4,7 +4,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from qm2qm.mqqp.adm import ServerAdm
 from qm2qm.mqqp.constants import OPNUM_NAMES, QM2QM_NAME, QM2QM_UUID, QM2QM_VERSION
 from qm2qm.mqqp.handlers import (cancel_receive, close_cursor, close_queue, end_receive, get_qmqm_server_port,
                                  get_version, open_queue, purge_queue, start_receive, start_receive2,
@@ -26,7 +25,7 @@ def build_service(qm: Any, config: MqqpConfig | Any | None = None) -> Service:
         config = MqqpConfig()
     elif not isinstance(config, MqqpConfig):
         config = MqqpConfig.from_server_config(config)
-    service = Service(qm=qm, adm=ServerAdm(), config=config)
+    service = Service(qm=qm, config=config)
     # 3.1.6.1: a PCTX_RRSESSION_HANDLE_TYPE runs down as RemoteQMCloseQueue;
     # 3.1.6.2: a PCTX_REMOTEREAD_HANDLE_TYPE runs down as RemoteQMEndReceive with RR_NACK.
     service.rrsession_handle_type = ContextHandleType(

@@ -8,8 +8,8 @@ import pytest
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers import start_receive2
-from qm2qm.mqqp.handlers._packet_cache import MAX_CACHED_COMPACT_FORM, PacketCache
-from qm2qm.mqqp.handlers._read import release
+from qm2qm.remote_read.packet_cache import MAX_CACHED_COMPACT_FORM, PacketCache
+from qm2qm.remote_read.locks import release
 from shared_adm import status as st
 from shared_adm.packet import serialize_message_to_buffer
 

@@ -18,7 +18,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, QM2QM_UUID,
                                   RR_ACK, RR_NACK)
 from qm2qm.mqqp.handlers import end_receive, start_receive, start_receive2
-from qm2qm.mqqp.handlers._read import release
+from qm2qm.remote_read.locks import release
 from shared_adm import status as st
 from shared_adm.clock import INFINITE
 from shared_adm.enums import PositionState

@@ -5,6 +5,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT
 from qm2qm.mqqp.handlers._service import Service
+from qm2qm.remote_read.locks import cancel
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -23,14 +24,8 @@ def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int
 
 def cancel_remote_read(service: Service, entry: RemoteReadEntry,
                        status: int = MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT) -> int:
-    """Cancel Waiting Message Read Request (MS-MQDMPR 3.1.7.1.17) for the entry, then delete the entry.
-    Peeks are raised with dwRequestID as their tag too, so they are cancelled the same way."""
-    result = st.STATUS_NOT_FOUND
-    descriptor = entry.open_queue_descriptor
-    if descriptor is not None:
-        result = service.qm.cancel_waiting_message_read_request(descriptor, entry.request_id, status)
-    service.adm.remote_read_entries.remove(entry)
-    return result
+    """Cancel Waiting Message Read Request (MS-MQDMPR 3.1.7.1.17) for the entry, then delete the entry."""
+    return cancel(service, entry, status)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:

@@ -4,9 +4,9 @@ from __future__ import annotations
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import OpenQueueEntry
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
+from qm2qm.mqqp.handlers._read import MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT, NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
-from qm2qm.mqqp.handlers.cancel_receive import cancel_remote_read
+from qm2qm.remote_read.locks import release_descriptor
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -27,10 +27,7 @@ def close_open_queue_entry(service: Service, entry: OpenQueueEntry) -> None:
     entry.closed = True
     adm, handle = service.adm, entry.open_queue_descriptor_handle
     adm.open_queue_entries.remove(entry)
-    for remote_read in adm.remote_read_entries.for_descriptor(handle):
-        cancel_remote_read(service, remote_read)
-    for received in adm.receive_handles.for_descriptor(handle):
-        release(service, received, delete=False)
+    release_descriptor(service, handle, MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT)
     descriptor = find_open_queue_descriptor(service.qm, handle)
     if descriptor is not None:
         service.qm.close_queue(descriptor)

@@ -1,13 +1,14 @@
 """RemoteQMEndReceive (MS-MQQP 3.1.4.2, opnum 1): ACK deletes the received message, NACK returns it to the queue."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import RR_ACK, RR_NACK
-from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
+from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
+from qm2qm.remote_read.durable import answer_when_durable
+from qm2qm.remote_read.locks import release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -46,42 +47,12 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
         return _serve(service, ctx, stub)
     request = codec.decode_request(1, stub, ctx.ndr64)
     status, context, durable = _end_receive(service, ctx, request.pphContext, request.dwAck)
-    if durable is not None:
-        try:
-            waiting = durable.send(None)
-        except StopIteration:
-            pass
-        else:
-            return _finish(service, ctx, durable, waiting, status, context)
-    return _encode(ctx, status, context)
+    return answer_when_durable(durable, lambda: _encode(ctx, status, context))
 
 
 async def _serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     request = codec.decode_request(1, stub, ctx.ndr64)
     status, context = await end_receive(service, ctx, request.pphContext, request.dwAck)
-    return _encode(ctx, status, context)
-
-
-async def _finish(service: Service, ctx: CallContext, durable: Any, waiting: Any, status: int,
-                  context: bytes) -> bytes:
-    """Drive the rest of qm.durable() (already started, now waiting on ``waiting``) as the task would have."""
-    while True:
-        try:
-            if waiting is None:                 # a bare yield (asyncio.sleep(0)): the task would step again
-                await asyncio.sleep(0)
-            else:                               # a Future: the task would wait for it (taking its yield first)
-                waiting._asyncio_future_blocking = False
-                await waiting
-        except BaseException as exc:            # cancelled, or the commit failed: durable() sees it
-            try:
-                waiting = durable.throw(exc)
-            except StopIteration:
-                break
-            continue
-        try:
-            waiting = durable.send(None)
-        except StopIteration:
-            break
     return _encode(ctx, status, context)
 
 

@@ -5,15 +5,14 @@ from typing import Any
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
-from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+from qm2qm.mqqp.constants import MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery, wait_for_read
+from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
+from qm2qm.remote_read.actions import READ_ACTIONS as ACTIONS
+from qm2qm.remote_read.reads import answerable_now, read_event, run_read, run_read_now
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from shared_adm.clock import INFINITE
-
-ACTIONS = frozenset({MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT})
 
 
 def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
@@ -42,20 +41,15 @@ def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
     return None, descriptor, cursor
 
 
-def _read(service: Service, desc: Any, descriptor: Any, cursor: Any, timeout: int) -> Any:
-    """The MS-MQDMPR read event for ulAction: Dequeue Message Begin, Peek Message or Peek Next Message."""
-    qm, action = service.qm, desc.ulAction
-    if action == MQ_ACTION_RECEIVE:
-        return qm.dequeue_message_begin(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
-    if action == MQ_ACTION_PEEK_CURRENT:
-        return qm.peek_message(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
-    return qm.peek_next_message(descriptor, timeout, cursor=cursor, tag=desc.dwRequestID)
-
-
-def _entry(desc: Any, descriptor: Any) -> RemoteReadEntry:
-    return RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
-                           action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
-                           open_queue_descriptor=descriptor)
+def _begin(service: Service, ctx: CallContext, desc: Any, descriptor: Any, cursor: Any, timeout: int):
+    """The RemoteReadEntry (3.1.1.2), the read event for ulAction (Dequeue Message Begin, Peek Message or
+    Peek Next Message) and the delivery of its result."""
+    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
+                            timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
+    receive = desc.ulAction == MQ_ACTION_RECEIVE
+    return (entry,
+            lambda: read_event(service.qm, descriptor, desc.ulAction, timeout, cursor, desc.dwRequestID),
+            lambda result: deliver(service, ctx, entry, result, receive=receive))
 
 
 async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery:
@@ -63,41 +57,19 @@ async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delive
     refused, descriptor, cursor = _check(service, desc)
     if refused is not None:
         return refused
-    entry = _entry(desc, descriptor)
-    remote_read_entries = service.adm.remote_read_entries
-    remote_read_entries.add(entry)
-    try:
-        result = _read(service, desc, descriptor, cursor, desc.ulTimeout)
-        result = await wait_for_read(entry, result)
-        return deliver(service, ctx, entry, result, receive=desc.ulAction == MQ_ACTION_RECEIVE)
-    finally:
-        remote_read_entries.remove(entry)
+    return await run_read(service, *_begin(service, ctx, desc, descriptor, cursor, desc.ulTimeout))
 
 
 def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery | None:
     """start_receive when the read completes at once (3.1.4.1): the same Delivery, or None — having changed
-    nothing and registered no wait (MS-MQDMPR 3.1.7.3.1) — when the read would have to wait.
-
-    A read with ulTimeout 0 never waits. Without a cursor, a read with another timeout that finds a message
-    at once returns exactly what a read with timeout 0 returns, and one that finds none changes nothing
-    (MS-MQDMPR 3.1.7.3.2 seeks, then Wait For New Message fails at once); so it is tried with timeout 0 and
-    only its MQ_OK answer is kept. A cursor read with a timeout may move its cursor before waiting: never tried."""
-    timeout = desc.ulTimeout if desc is not None else 0
-    if timeout != 0 and (desc.hCursor != 0 or type(timeout) is not int or not 0 < timeout <= INFINITE):
+    nothing and registered no wait (MS-MQDMPR 3.1.7.3.1) — when the read would have to wait
+    (qm2qm.remote_read.reads.answerable_now)."""
+    if desc is not None and not answerable_now(desc.ulTimeout, desc.hCursor != 0):
         return None
     refused, descriptor, cursor = _check(service, desc)
     if refused is not None:
         return refused
-    entry = _entry(desc, descriptor)
-    remote_read_entries = service.adm.remote_read_entries
-    remote_read_entries.add(entry)
-    try:
-        result = _read(service, desc, descriptor, cursor, 0)
-        if timeout != 0 and result.status != st.MQ_OK:
-            return None
-        return deliver(service, ctx, entry, result, receive=desc.ulAction == MQ_ACTION_RECEIVE)
-    finally:
-        remote_read_entries.remove(entry)
+    return run_read_now(service, *_begin(service, ctx, desc, descriptor, cursor, 0))
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:

@@ -5,27 +5,17 @@ from typing import Any
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
-from qm2qm.mqqp.constants import (MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
-                                  MQ_LOOKUP_RECEIVE_CURRENT, MQ_LOOKUP_RECEIVE_NEXT, MQ_LOOKUP_RECEIVE_PREV)
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
+from qm2qm.remote_read.actions import LOOKUP_ACTIONS
+from qm2qm.remote_read.reads import run_read_now
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import MessageSeekAction
 
 FIRST_LOOKUP_ID = 0                         # with MQ_LOOKUP_*_NEXT: SeekFirst
 LAST_LOOKUP_ID = 0xFFFFFFFFFFFFFFFF         # with MQ_LOOKUP_*_PREV: SeekLast
-
-# ulAction → (iPeekOperation, MessageSeekAction for an ordinary LookupId)
-LOOKUP_ACTIONS = {
-    MQ_LOOKUP_PEEK_CURRENT: (True, MessageSeekAction.SEEK_CURRENT),
-    MQ_LOOKUP_PEEK_NEXT: (True, MessageSeekAction.SEEK_NEXT),
-    MQ_LOOKUP_PEEK_PREV: (True, MessageSeekAction.SEEK_PREVIOUS),
-    MQ_LOOKUP_RECEIVE_CURRENT: (False, MessageSeekAction.SEEK_CURRENT),
-    MQ_LOOKUP_RECEIVE_NEXT: (False, MessageSeekAction.SEEK_NEXT),
-    MQ_LOOKUP_RECEIVE_PREV: (False, MessageSeekAction.SEEK_PREVIOUS),
-}
 
 
 def lookup_operation(seek: MessageSeekAction, lookup_id: int) -> MessageSeekAction:
@@ -55,16 +45,13 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
     descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue)
     if descriptor is None:
         return Delivery(st.MQ_ERROR_INVALID_HANDLE)
-    entry = RemoteReadEntry(open_queue_descriptor_handle=desc.hRemoteQueue, timeout=desc.ulTimeout,
-                            action=desc.ulAction, request_id=desc.dwRequestID, user_message_packet=None,
-                            open_queue_descriptor=descriptor)
-    adm.remote_read_entries.add(entry)
-    try:
-        result = qm.read_message_by_lookup_identifier(descriptor, lookup_id, lookup_operation(seek, lookup_id),
-                                                      peek_operation=peek, two_phase_read=not peek)
-        return deliver(service, ctx, entry, result, receive=not peek)
-    finally:
-        adm.remote_read_entries.remove(entry)
+    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
+                            timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
+    return run_read_now(
+        service, entry,
+        lambda: qm.read_message_by_lookup_identifier(descriptor, lookup_id, lookup_operation(seek, lookup_id),
+                                                     peek_operation=peek, two_phase_read=not peek),
+        lambda result: deliver(service, ctx, entry, result, receive=not peek))
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:

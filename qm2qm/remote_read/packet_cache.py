@@ -1,4 +1,4 @@
-"""A small memo of serialized UserMessage packets (MS-MQDMPR 3.1.7.1.32) for messages peeked again and again.
+"""A small memo of serialized UserMessage packets (MS-MQDMPR 3.1.7.1.32) for messages remote-peeked again and again.
 
 Serialize Message to Buffer is a pure function of the Message, and a queued Message is held as its compact form
 (shared_adm/compact.py), so the packet can be looked up by that form: the same bytes give the same packet. Only

@@ -1,0 +1,82 @@
+"""A read in progress or holding a Locked message, and the table of them (MS-MQQP 3.1.1.2–3.1.1.3, MS-MQRR 3.1.1.2–3.1.1.3).
+
+Serialization (MS-MQQP 3.1.1.3, 3.1.1.5: "The server MUST serialize concurrent read, write, and iteration
+operations"): every handler, rundown routine and shared_adm event runs on the one asyncio loop thread, and no
+method here (nor any loop over a table in a caller) awaits. A read, write or whole iteration with its
+per-element processing therefore runs to completion before any other call can touch the table.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def remove_identical(entries: list | None, entry: Any) -> bool:
+    """Remove this very object (not an equal one) from a bucket of entries; False if it is not there."""
+    for i, e in enumerate(entries or ()):
+        if e is entry:
+            del entries[i]
+            return True
+    return False
+
+
+@dataclass(eq=False, slots=True)
+class ReadEntry:
+    """One remote read: initialized, waiting, or holding the message its receive Locked."""
+    descriptor_handle: int          # OpenQueueDescriptor.Handle (MS-MQRR: the queue context handle's descriptor)
+    request_id: int
+    timeout: int = 0
+    action: int = 0
+    # The MessagePosition a receive Locked: what Dequeue Message End takes as iMessage (a peek leaves it None).
+    position: Any = field(default=None, repr=False)
+    lookup_identifier: int = 0      # Message.LookupIdentifier of the Locked message
+    descriptor: Any = field(default=None, repr=False)   # the OpenQueueDescriptor read through
+    waiting: Any = field(default=None, repr=False)      # the PendingRead while it waits
+    timer: Any = field(default=None, repr=False)        # cancelled when the message is released
+    finished: bool = False          # End, close or rundown has released the message
+
+
+class ReadEntryTable:
+    """ReadEntry elements indexed by (descriptor handle, RequestId); one key may hold several entries."""
+
+    __slots__ = ("_by_descriptor",)
+
+    def __init__(self) -> None:
+        self._by_descriptor: dict[int, dict[int, list[ReadEntry]]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(entries) for by_id in self._by_descriptor.values() for entries in by_id.values())
+
+    def __iter__(self) -> Iterator[ReadEntry]:
+        return iter([e for by_id in self._by_descriptor.values() for entries in by_id.values() for e in entries])
+
+    def __contains__(self, entry: ReadEntry) -> bool:
+        return any(e is entry for e in self._by_descriptor.get(entry.descriptor_handle, {})
+                   .get(entry.request_id, ()))
+
+    def add(self, entry: ReadEntry) -> None:
+        """Add an entry (duplicates are the caller's choice: MS-MQQP 3.1.4.11 adds without checking)."""
+        by_id = self._by_descriptor.setdefault(entry.descriptor_handle, {})
+        by_id.setdefault(entry.request_id, []).append(entry)
+
+    def remove(self, entry: ReadEntry) -> bool:
+        """Remove this very entry; False if it was not there."""
+        by_id = self._by_descriptor.get(entry.descriptor_handle)
+        entries = by_id.get(entry.request_id) if by_id else None
+        if not remove_identical(entries, entry):
+            return False
+        if not entries:
+            del by_id[entry.request_id]
+            if not by_id:
+                del self._by_descriptor[entry.descriptor_handle]
+        return True
+
+    def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
+        """The (first) entry with this descriptor handle and RequestId, or None."""
+        entries = self._by_descriptor.get(descriptor_handle, {}).get(request_id)
+        return entries[0] if entries else None
+
+    def for_descriptor(self, descriptor_handle: int) -> list[ReadEntry]:
+        """Every entry with this descriptor handle (a snapshot list)."""
+        return [e for entries in self._by_descriptor.get(descriptor_handle, {}).values() for e in entries]
