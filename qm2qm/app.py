@@ -52,6 +52,7 @@ class App:
         self.store = None
         self.qm = None
         self.service = None
+        self.mqrr_service = None        # --mqrr: the MS-MQRR RemoteRead service
         self.rpc = None
         self._runner: web.AppRunner | None = None
         self._admin_site: web.TCPSite | None = None
@@ -112,10 +113,20 @@ class App:
             interface = self._traced(interface)
         self.rpc = await self._bind_rpc(RpcServer, interface)
         mqqp_config.bound_port = self.rpc.port
+        if self.config.mqrr:
+            self._start_mqrr()
         await self._start_endpoint_mapper()
         await self._start_directory()
         await self._start_discovery()
         await self._bind_admin()
+
+    def _start_mqrr(self) -> None:
+        """MS-MQRR RemoteRead on the qm2qm listener (before the endpoint mapper registers what it serves); its
+        R_GetServerPort answers that listener's port (MS-MQRR 3.1.4.1)."""
+        from qm2qm.mqrr.interface import build_service as build_mqrr, service_interface as mqrr_interface
+        self.mqrr_service = build_mqrr(self.qm, port=self.rpc.port)
+        interface = mqrr_interface(self.mqrr_service)
+        self.rpc.register(interface)        # not traced: --trace records the qm2qm interface (one tracer per file)
 
     def _traced(self, interface: Any) -> Any:
         from qm2qm.pipeline.trace import trace_interface

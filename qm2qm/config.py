@@ -59,6 +59,7 @@ class ServerConfig:
     mqsd_site_id: str | None = None
     mqsd_networks: tuple[str, ...] = ()
     mqsd_directory_servers: tuple[str, ...] = ()
+    mqrr: bool = False          # register MS-MQRR RemoteRead beside qm2qm (off: Windows falls back to qm2qm)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -148,6 +149,10 @@ def _check_value(key: str, value: Any) -> Any:
         if not all(isinstance(v, str) and _COMPUTER_NAME.fullmatch(v) for v in names):
             raise ConfigError(f"mqsd_directory_servers: expected computer names, got {value!r}")
         return tuple(names)
+    if key == "mqrr":
+        if not isinstance(value, bool):
+            raise ConfigError(f"mqrr: expected true or false, got {value!r}")
+        return value
     if key == "log_level":
         if value not in LOG_LEVELS:
             raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")

@@ -26,8 +26,11 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
 @click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
+@click.option("--mqrr/--no-mqrr", default=None,
+              help="Also serve MS-MQRR RemoteRead on --port and register it at the endpoint mapper [off: a "
+                   "Windows client then finds it not registered and reads through qmcomm + qm2qm].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port) -> None:
+          max_connections, epm_port, trace, mqsd_port, mqrr) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -36,7 +39,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "epm_port": epm_port,
-                                           "trace": trace, "mqsd_port": mqsd_port})
+                                           "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,

@@ -1,0 +1,44 @@
+"""R_EndReceive (MS-MQRR 3.1.4.9, opnum 9): ACK deletes the received message, NACK makes it available again."""
+from __future__ import annotations
+
+from typing import Any
+
+from qm2qm.mqrr.codec import decode, encode, signed
+from qm2qm.mqrr.constants import RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
+from qm2qm.mqrr.handlers._queue import queue_of
+from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.durable import answer_when_durable
+from qm2qm.remote_read.locks import release
+from qm2qm.rpc.interface import CallContext, RpcFault
+from shared_adm import status as st
+
+
+def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: int,
+                *, transactional: bool = False) -> tuple[int, Any]:
+    """The processing rules of 3.1.4.9 (and of 3.1.4.15 with ``transactional``): (HRESULT, the qm.durable()
+    an ACK must await before the answer, or None)."""
+    if ack not in (RR_NACK, RR_ACK):
+        raise RpcFault(RPC_S_INVALID_BOUND, f"dwAck {ack} is outside [range(1,2)]")
+    context, descriptor = queue_of(service, ctx, wire)
+    handle = context.descriptor.handle if context is not None else None
+    if handle is None or not service.table.for_handle(handle):
+        return st.MQ_ERROR_INVALID_HANDLE, None
+    entry = service.table.find(handle, request_id)
+    if entry is None:
+        return st.MQ_ERROR_INVALID_PARAMETER, None
+    service.pending.remove(entry)
+    if descriptor is None:
+        return st.MQ_ERROR_INVALID_HANDLE, None
+    if entry.position is None or entry.finished:
+        return st.MQ_ERROR_MESSAGE_NOT_FOUND, None
+    status = release(service, entry, delete=ack == RR_ACK, transactional=transactional)
+    if ack == RR_ACK and status == st.MQ_OK and not transactional:
+        return status, service.qm.durable()
+    return status, None
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
+    """Opnum 9 on the wire; inline when the ACK is durable at once (qm2qm.remote_read.durable)."""
+    r = decode(9, stub, ctx.ndr64)
+    status, durable = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
+    return answer_when_durable(durable, lambda: encode(9, ctx.ndr64, ErrorCode=signed(status)))

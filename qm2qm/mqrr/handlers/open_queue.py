@@ -1,0 +1,52 @@
+"""R_OpenQueue (MS-MQRR 3.1.4.2, opnum 2): open a queue for peek or receive; failures are thrown as RPC faults."""
+from __future__ import annotations
+
+from typing import Any
+
+from qm2qm.mqrr.codec import decode, encode
+from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, PEEK_ACCESS, RECEIVE_ACCESS
+from qm2qm.mqrr.queue_format import format_name
+from qm2qm.mqrr.service import QueueContext, Service
+from qm2qm.remote_read import access
+from qm2qm.rpc.interface import CallContext, RpcFault
+from shared_adm import status as st
+from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
+
+ACCESS = {RECEIVE_ACCESS: QueueAccessType.RECEIVE_ACCESS, PEEK_ACCESS: QueueAccessType.PEEK_ACCESS}
+
+
+def open_descriptor(service: Service, ctx: CallContext, queue_format: Any, required: QueueAccessType,
+                    share_mode: int) -> Any:
+    """The bullets 3.1.4.2 and 3.1.4.11 share: look the queue up, check the caller's rights (2.1), generate
+    Open Queue; returns the OpenQueueDescriptor or raises RpcFault(status)."""
+    name = format_name(queue_format)
+    if name is None or share_mode not in (MQ_DENY_NONE, MQ_DENY_SHARE):
+        raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, "pQueueFormat or dwShareMode is invalid")
+    share = QueueShareMode.DENY_NONE if share_mode == MQ_DENY_NONE else QueueShareMode.DENY_RECEIVE
+    status, descriptor = service.qm.open_queue(name, required, share, RemoteReadState.OPENED)
+    if status != st.MQ_OK:
+        raise RpcFault(status, f"Open Queue {name!r}: {status:#010x}")
+    rights = access.rights_for_access(required)
+    if not access.check_access(service.qm, descriptor.queue_reference, ctx.principal.sids, rights):
+        service.qm.close_queue(descriptor)
+        raise RpcFault(st.MQ_ERROR_ACCESS_DENIED, f"{ctx.principal.name} may not open {name!r}")
+    return descriptor
+
+
+def open_queue(service: Service, ctx: CallContext, request: Any) -> bytes:
+    """The processing rules of 3.1.4.2; returns the QUEUE_CONTEXT_HANDLE_SERIALIZE. pClientId, Major, Minor,
+    BuildNumber and fWorkgroup are ignored (<14>, <16>–<19>)."""
+    required = ACCESS.get(request["dwAccess"])
+    if required is None:
+        raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, f"dwAccess {request['dwAccess']:#x}")
+    descriptor = open_descriptor(service, ctx, request["pQueueFormat"], required, request["dwShareMode"])
+    try:
+        return ctx.new_handle(service.handle_type, QueueContext(descriptor))
+    except BaseException:
+        service.qm.close_queue(descriptor)
+        raise
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 2 on the wire: decode, apply 3.1.4.2, encode."""
+    return encode(2, ctx.ndr64, pphContext=open_queue(service, ctx, decode(2, stub, ctx.ndr64)))

@@ -1,0 +1,273 @@
+"""impacket NDR declarations of idl/mqrr.idl (MS-MQRR 6), name for name, with QUEUE_FORMAT and XACTUOW (MS-MQMQ 2.2.7, 2.2.18.1.8)."""
+from __future__ import annotations
+
+from impacket.dcerpc.v5.dtypes import DWORD, GUID, LONG, LPWSTR, NULL, ULONGLONG, USHORT  # noqa: F401
+from impacket.dcerpc.v5.ndr import (NDRCALL, NDRENUM, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray,
+                                    NDRUniFixedArray, NDRUSMALL)
+from impacket.uuid import uuidtup_to_bin
+
+from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION
+
+MSRPC_UUID_REMOTEREAD = uuidtup_to_bin((str(MQRR_UUID), "%d.%d" % MQRR_VERSION))
+
+
+class QUEUE_CONTEXT_HANDLE_NOSERIALIZE(NDRSTRUCT):
+    """2.2.4.1: a 20-byte context handle on the wire (identical to QUEUE_CONTEXT_HANDLE_SERIALIZE)."""
+    structure = (("Data", "20s=b''"),)
+
+    def getAlignment(self):
+        return 4
+
+
+class QUEUE_CONTEXT_HANDLE_SERIALIZE(QUEUE_CONTEXT_HANDLE_NOSERIALIZE):
+    """2.2.4.2"""
+
+
+# --- MS-MQMQ shared types ---
+class OBJECTID(NDRSTRUCT):
+    """MS-MQMQ 2.2.8"""
+    structure = (("Lineage", GUID), ("Uniquifier", DWORD))
+
+
+class DL_ID(NDRSTRUCT):
+    """MS-MQMQ 2.2.9"""
+    structure = (("m_DlGuid", GUID), ("m_pwzDomain", LPWSTR))
+
+
+class MULTICAST_ID(NDRSTRUCT):
+    """MS-MQMQ 2.2.10"""
+    structure = (("m_address", DWORD), ("m_port", DWORD))
+
+
+class EMPTY(NDRSTRUCT):
+    """The empty arm [case(QUEUE_FORMAT_TYPE_UNKNOWN)] ; (no bytes)"""
+    structure = (("Empty", "0s=b''"),)
+
+    def getAlignment(self):
+        return 1
+
+
+class QUEUE_FORMAT_UNION(NDRUNION):
+    """The unnamed [switch_is(m_qft)] union of QUEUE_FORMAT (MS-MQMQ 2.2.7)."""
+    commonHdr = (("tag", NDRUSMALL),)
+    union = {
+        0: ("m_unknown", EMPTY),
+        1: ("m_gPublicID", GUID),
+        2: ("m_oPrivateID", OBJECTID),
+        3: ("m_pDirectID", LPWSTR),
+        4: ("m_gMachineID", GUID),
+        5: ("m_GConnectorID", GUID),
+        6: ("m_DlID", DL_ID),
+        7: ("m_MulticastID", MULTICAST_ID),
+        8: ("m_pDirectSubqueueID", LPWSTR),
+    }
+
+
+class QUEUE_FORMAT(NDRSTRUCT):
+    """MS-MQMQ 2.2.7"""
+    structure = (("m_qft", NDRUSMALL), ("m_SuffixAndFlags", NDRUSMALL), ("m_reserved", USHORT),
+                 ("QueueFormat", QUEUE_FORMAT_UNION))
+
+
+class BYTE16(NDRUniFixedArray):
+    def getDataLen(self, data, offset=0):
+        return 16
+
+
+class XACTUOW(NDRSTRUCT):
+    """MS-MQMQ 2.2.18.1.8"""
+    structure = (("rgb", BYTE16),)
+
+
+# --- 2.2.6, 2.2.7 ---
+class SectionType(NDRENUM):
+    """2.2.7"""
+    structure = (("Data", "<H"),)
+
+
+class BYTE_CARRAY(NDRUniConformantArray):
+    item = "c"
+
+
+class PBYTE_CARRAY(NDRPOINTER):
+    referent = (("Data", BYTE_CARRAY),)
+
+
+class SectionBuffer(NDRSTRUCT):
+    """2.2.6"""
+    structure = (("SectionBufferType", SectionType), ("SectionSizeAlloc", DWORD), ("SectionSize", DWORD),
+                 ("pSectionBuffer", PBYTE_CARRAY))
+
+
+class SectionBuffer_ARRAY(NDRUniConformantArray):
+    item = SectionBuffer
+
+
+class PSectionBuffer_ARRAY(NDRPOINTER):
+    referent = (("Data", SectionBuffer_ARRAY),)
+
+
+class UCHAR_CARRAY(NDRUniConformantArray):
+    item = "c"
+
+
+# --- 3.1.4 opnums ---
+class R_GetServerPort(NDRCALL):
+    opnum = 0
+    structure = ()
+
+
+class R_GetServerPortResponse(NDRCALL):
+    structure = (("ErrorCode", DWORD),)
+
+
+class R_OpenQueue(NDRCALL):
+    opnum = 2
+    structure = (("pQueueFormat", QUEUE_FORMAT), ("dwAccess", DWORD), ("dwShareMode", DWORD),
+                 ("pClientId", GUID), ("fNonRoutingServer", LONG), ("Major", NDRUSMALL), ("Minor", NDRUSMALL),
+                 ("BuildNumber", USHORT), ("fWorkgroup", LONG))
+
+
+class R_OpenQueueResponse(NDRCALL):
+    structure = (("pphContext", QUEUE_CONTEXT_HANDLE_SERIALIZE),)
+
+
+class R_CloseQueue(NDRCALL):
+    opnum = 3
+    structure = (("pphContext", QUEUE_CONTEXT_HANDLE_SERIALIZE),)
+
+
+class R_CloseQueueResponse(NDRCALL):
+    structure = (("pphContext", QUEUE_CONTEXT_HANDLE_SERIALIZE), ("ErrorCode", LONG))
+
+
+class R_CreateCursor(NDRCALL):
+    opnum = 4
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE),)
+
+
+class R_CreateCursorResponse(NDRCALL):
+    structure = (("phCursor", DWORD), ("ErrorCode", LONG))
+
+
+class R_CloseCursor(NDRCALL):
+    opnum = 5
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("hCursor", DWORD))
+
+
+class R_CloseCursorResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_PurgeQueue(NDRCALL):
+    opnum = 6
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE),)
+
+
+class R_PurgeQueueResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_StartReceive(NDRCALL):
+    opnum = 7
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("LookupId", ULONGLONG), ("hCursor", DWORD),
+                 ("ulAction", DWORD), ("ulTimeout", DWORD), ("dwRequestId", DWORD), ("dwMaxBodySize", DWORD),
+                 ("dwMaxCompoundMessageSize", DWORD))
+
+
+class R_StartReceiveResponse(NDRCALL):
+    structure = (("pdwArriveTime", DWORD), ("pSequenceId", ULONGLONG), ("pdwNumberOfSections", DWORD),
+                 ("ppPacketSections", PSectionBuffer_ARRAY), ("ErrorCode", LONG))
+
+
+class R_CancelReceive(NDRCALL):
+    opnum = 8
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("dwRequestId", DWORD))
+
+
+class R_CancelReceiveResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_EndReceive(NDRCALL):
+    opnum = 9
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("dwAck", DWORD), ("dwRequestId", DWORD))
+
+
+class R_EndReceiveResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_MoveMessage(NDRCALL):
+    opnum = 10
+    structure = (("phContextFrom", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("ullContextTo", ULONGLONG),
+                 ("LookupId", ULONGLONG), ("pTransactionId", XACTUOW))
+
+
+class R_MoveMessageResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_OpenQueueForMove(NDRCALL):
+    opnum = 11
+    structure = R_OpenQueue.structure
+
+
+class R_OpenQueueForMoveResponse(NDRCALL):
+    structure = (("pMoveContext", ULONGLONG), ("pphContext", QUEUE_CONTEXT_HANDLE_SERIALIZE))
+
+
+class R_QMEnlistRemoteTransaction(NDRCALL):
+    opnum = 12
+    structure = (("pTransactionId", XACTUOW), ("cbPropagationToken", DWORD),
+                 ("pbPropagationToken", UCHAR_CARRAY), ("pQueueFormat", QUEUE_FORMAT))
+
+
+class R_QMEnlistRemoteTransactionResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_StartTransactionalReceive(NDRCALL):
+    opnum = 13
+    structure = R_StartReceive.structure + (("pTransactionId", XACTUOW),)
+
+
+class R_StartTransactionalReceiveResponse(NDRCALL):
+    structure = R_StartReceiveResponse.structure
+
+
+class R_SetUserAcknowledgementClass(NDRCALL):
+    opnum = 14
+    structure = (("phContext", QUEUE_CONTEXT_HANDLE_NOSERIALIZE), ("LookupId", ULONGLONG), ("usClass", USHORT))
+
+
+class R_SetUserAcknowledgementClassResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+class R_EndTransactionalReceive(NDRCALL):
+    opnum = 15
+    structure = R_EndReceive.structure
+
+
+class R_EndTransactionalReceiveResponse(NDRCALL):
+    structure = (("ErrorCode", LONG),)
+
+
+OPNUMS = {
+    0: (R_GetServerPort, R_GetServerPortResponse),
+    2: (R_OpenQueue, R_OpenQueueResponse),
+    3: (R_CloseQueue, R_CloseQueueResponse),
+    4: (R_CreateCursor, R_CreateCursorResponse),
+    5: (R_CloseCursor, R_CloseCursorResponse),
+    6: (R_PurgeQueue, R_PurgeQueueResponse),
+    7: (R_StartReceive, R_StartReceiveResponse),
+    8: (R_CancelReceive, R_CancelReceiveResponse),
+    9: (R_EndReceive, R_EndReceiveResponse),
+    10: (R_MoveMessage, R_MoveMessageResponse),
+    11: (R_OpenQueueForMove, R_OpenQueueForMoveResponse),
+    12: (R_QMEnlistRemoteTransaction, R_QMEnlistRemoteTransactionResponse),
+    13: (R_StartTransactionalReceive, R_StartTransactionalReceiveResponse),
+    14: (R_SetUserAcknowledgementClass, R_SetUserAcknowledgementClassResponse),
+    15: (R_EndTransactionalReceive, R_EndTransactionalReceiveResponse),
+}

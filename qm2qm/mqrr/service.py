@@ -1,0 +1,70 @@
+"""What every MS-MQRR handler works on (3.1.1): the shared ReadCore, the queue context handles and the
+PendingRequestTable (3.1.1.3) over the core's tables."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from qm2qm.mqrr.constants import DEFAULT_PORT, PENDING_REQUEST_CLEANUP_MS
+from qm2qm.remote_read.actions import LOOKUP_ACTIONS, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.core import ReadCore
+from qm2qm.remote_read.entries import ReadEntry
+from qm2qm.rpc.interface import ContextHandleType
+
+def is_receive(action: int) -> bool:
+    """A Receive action type (3.1.4.7 ulAction): MQ_ACTION_RECEIVE or MQ_LOOKUP_RECEIVE_*. A lookup receive
+    Locks its message too (iTwoPhaseRead), so it gets a PendingRequestEntry as well: without one R_EndReceive
+    could never find it (3.1.4.7 names only MQ_ACTION_RECEIVE; 3.1.4.9 needs the entry)."""
+    lookup = LOOKUP_ACTIONS.get(action)
+    return action == MQ_ACTION_RECEIVE or (lookup is not None and not lookup[0])
+
+
+PendingRequestEntry = ReadEntry     # 3.1.1.2: RequestId, LookupIdentifier, QueueContextHandle (its descriptor)
+
+
+@dataclass(eq=False, slots=True)
+class QueueContext:
+    """What a QUEUE_CONTEXT_HANDLE_(NO)SERIALIZE (2.2.4) refers to: the OpenQueueDescriptor it opened."""
+    descriptor: Any
+    move_context: int = 0           # R_OpenQueueForMove's pMoveContext (0 for R_OpenQueue)
+    closed: bool = False
+
+
+class PendingRequestTable:
+    """PendingRequestTable (3.1.1.3) keyed on {RequestId, QueueContextHandle}: the receives of a queue context
+    still waiting (the core's ``pending``) or holding their Locked message until R_EndReceive (``locked``)."""
+
+    __slots__ = ("_core",)
+
+    def __init__(self, core: ReadCore) -> None:
+        self._core = core
+
+    def for_handle(self, descriptor_handle: int) -> list[ReadEntry]:
+        waiting = [e for e in self._core.pending.for_descriptor(descriptor_handle) if is_receive(e.action)]
+        return waiting + self._core.locked.for_descriptor(descriptor_handle)
+
+    def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
+        return next((e for e in self.for_handle(descriptor_handle) if e.request_id == request_id), None)
+
+    def __len__(self) -> int:
+        return sum(1 for e in self._core.pending if is_receive(e.action)) + len(self._core.locked)
+
+
+@dataclass(eq=False, kw_only=True)
+class Service(ReadCore):
+    """One RemoteRead server over a QueueManager."""
+    port: int = DEFAULT_PORT                # R_GetServerPort (3.1.4.1): the listener's bound port
+    cleanup_ms: int = PENDING_REQUEST_CLEANUP_MS
+    handle_type: ContextHandleType | None = field(default=None, repr=False)
+    table: PendingRequestTable = field(init=False, repr=False)
+    move_contexts: dict[int, QueueContext] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.table = PendingRequestTable(self)
+
+    def descriptor_of(self, context: QueueContext | None) -> Any | None:
+        """The OpenQueueDescriptor whose Handle the context handle names, if it is still open."""
+        if context is None or context.closed:
+            return None
+        descriptor = context.descriptor
+        return descriptor if self.qm.descriptor_by_handle(descriptor.handle) is descriptor else None

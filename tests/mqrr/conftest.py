@@ -1,0 +1,149 @@
+"""Fixtures for the MS-MQRR handler tests: one QueueManager served by qm2qm (MS-MQQP) and RemoteRead (MS-MQRR)
+on one RpcServer on 127.0.0.1, reached through impacket (qm2qm.mqrr.client.MqrrClient and the qm2qm test
+client), over NDR and NDR64. Time is a ManualScheduler; impacket calls run in worker threads."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pytest
+
+from qm2qm.mqqp.interface import build_service as build_mqqp, service_interface as mqqp_interface
+from qm2qm.mqqp.server_config import MqqpConfig
+from qm2qm.mqrr.client import MqrrClient, MqrrFault
+from qm2qm.mqrr.interface import build_service, service_interface
+from qm2qm.rpc.server import RpcServer
+from shared_adm.clock import ManualScheduler
+from shared_adm.enums import PositionState
+from shared_adm.message import Message
+from shared_adm.queue_manager import QueueManager
+
+from ..mqqp.conftest import NDR, NDR64, Client as MqqpClient
+
+QUEUE_PATH = "private$\\orders"
+FORMAT_NAME = "DIRECT=OS:qm2qm\\" + QUEUE_PATH
+HANG_GUARD_S = 60
+
+
+@dataclass
+class Env:
+    """QueueManager, the RemoteRead service, the qm2qm service, their RpcServer and the manual clock."""
+    qm: QueueManager
+    service: Any
+    mqqp: Any
+    server: RpcServer
+    scheduler: ManualScheduler
+    queue: Any
+    ndr64: bool
+    clients: list = field(default_factory=list)
+
+    def enqueue(self, body: bytes = b"payload", *, label: str = "", queue=None, **attributes) -> Message:
+        queue = self.queue if queue is None else queue
+        message = Message(body=body, label=label, destination_queue_format_name=FORMAT_NAME, **attributes)
+        assert self.qm.enqueue_message(queue, message) == 0
+        return message
+
+    def positions(self, queue=None) -> dict[int, PositionState]:
+        queue = self.queue if queue is None else queue
+        return {p.lookup_identifier: p.state for p in queue.message_position_list}
+
+    def bodies(self, queue=None) -> list[bytes]:
+        queue = self.queue if queue is None else queue
+        return [p.message.body for p in queue.message_position_list]
+
+    async def connect(self) -> MqrrClient:
+        client = await asyncio.to_thread(MqrrClient, "127.0.0.1", self.server.port, ndr64=self.ndr64)
+        self.clients.append(client)
+        return client
+
+    async def mqqp_client(self) -> MqqpClient:
+        client = await asyncio.to_thread(MqqpClient, self.server.port, NDR64 if self.ndr64 else NDR)
+        self.clients.append(client)
+        return client
+
+    async def call(self, fn: Callable, *args, **kwargs):
+        return await asyncio.to_thread(fn, *args, **kwargs)
+
+    async def fault(self, fn: Callable, *args, **kwargs) -> int:
+        """Call expecting a fault PDU; its status."""
+        try:
+            await asyncio.to_thread(fn, *args, **kwargs)
+        except MqrrFault as fault:
+            return fault.status
+        raise AssertionError("the call was answered, not faulted")
+
+    async def opened(self, access: int = 1, format_name: str = FORMAT_NAME):
+        """A client and a queue context handle from R_OpenQueue."""
+        client = await self.connect()
+        return client, await self.call(client.open, format_name, access)
+
+    async def blocked(self, fn: Callable, *args, **kwargs) -> asyncio.Task:
+        """Start a read that must wait; return its task once the server has it waiting."""
+        before = sum(len(d.waiting_message_read_operation_collection) for d in self._descriptors())
+        task = asyncio.create_task(asyncio.to_thread(fn, *args, **kwargs))
+
+        def waiting() -> bool:
+            if task.done():
+                raise AssertionError(f"the read did not wait: {task.result()!r}")
+            return sum(len(d.waiting_message_read_operation_collection) for d in self._descriptors()) > before
+
+        await self.wait_until(waiting)
+        return task
+
+    def _descriptors(self):
+        return [d for q in self.qm.queue_collection.values() for d in q.open_queue_descriptor_collection]
+
+    async def kill(self, client, pending: asyncio.Task | None = None) -> None:
+        """Sever a connection and wait until the server tore it down (rundown included)."""
+        sock = client.dce.get_rpc_transport().get_socket()
+        host, port = sock.getsockname()[:2]
+        [connection] = [rc for rc in self.server.connections.values() if rc.peer == f"{host}:{port}"]
+        await asyncio.to_thread(_sever, client)
+        if pending is not None:
+            results = await asyncio.gather(pending, return_exceptions=True)
+            assert isinstance(results[0], Exception), results[0]
+        await asyncio.wait_for(asyncio.shield(connection.finished), HANG_GUARD_S)
+
+    async def wait_until(self, predicate: Callable[[], bool]) -> None:
+        async def poll():
+            while not predicate():
+                await asyncio.sleep(0.005)
+        await asyncio.wait_for(poll(), HANG_GUARD_S)
+
+
+def _sever(client) -> None:
+    import socket
+    try:
+        client.dce.get_rpc_transport().get_socket().shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    try:
+        client.dce.disconnect()
+    except Exception:
+        pass
+
+
+@pytest.fixture(params=[NDR, NDR64], ids=["ndr", "ndr64"])
+def syntax(request):
+    return request.param
+
+
+@pytest.fixture
+async def env(syntax):
+    scheduler = ManualScheduler()
+    qm = QueueManager(scheduler=scheduler)
+    qm.initialize()
+    status, queue = qm.create_queue(".\\" + QUEUE_PATH)
+    assert status == 0
+    mqqp = build_mqqp(qm, MqqpConfig(qmcomm_port=2103))
+    service = build_service(qm)
+    server = RpcServer([mqqp_interface(mqqp), service_interface(service)], host="127.0.0.1", port=0,
+                       idle_timeout_s=None)
+    await server.start()
+    service.port = server.port
+    env = Env(qm, service, mqqp, server, scheduler, queue, syntax is NDR64)
+    yield env
+    for client in env.clients:
+        await asyncio.to_thread(_sever, client)
+    await server.close()
