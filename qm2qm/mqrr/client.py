@@ -165,6 +165,21 @@ class MqrrClient:
         request["phContext"], request["dwAck"], request["dwRequestId"] = handle, ack, request_id
         return self.status(self.call(request))
 
+    def move(self, handle: bytes, move_context: int, lookup_id: int, transaction: bytes = bytes(16)) -> int:
+        """R_MoveMessage to the queue R_OpenQueueForMove's ``move_context`` names."""
+        request = idl.R_MoveMessage()
+        request["phContextFrom"], request["ullContextTo"], request["LookupId"] = handle, move_context, lookup_id
+        request["pTransactionId"]["rgb"] = transaction
+        return self.status(self.call(request))
+
+    def enlist(self, transaction: bytes, token: bytes, format_name: str) -> int:
+        """R_QMEnlistRemoteTransaction with an MS-DTCO propagation token."""
+        request = idl.R_QMEnlistRemoteTransaction()
+        request["pTransactionId"]["rgb"] = transaction
+        request["cbPropagationToken"], request["pbPropagationToken"] = len(token), list(token)
+        request["pQueueFormat"] = queue_format(format_name)
+        return self.status(self.call(request))
+
     def set_acknowledgement_class(self, handle: bytes, lookup_id: int, ack_class: int) -> int:
         request = idl.R_SetUserAcknowledgementClass()
         request["phContext"], request["LookupId"], request["usClass"] = handle, lookup_id, ack_class

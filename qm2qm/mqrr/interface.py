@@ -6,7 +6,9 @@ from typing import Any
 
 from qm2qm.mqrr.constants import DEFAULT_PORT, MQRR_NAME, MQRR_UUID, MQRR_VERSION, OPNUM_NAMES
 from qm2qm.mqrr.handlers import (cancel_receive, close_cursor, close_queue, create_cursor, end_receive,
-                                 get_server_port, open_queue, purge_queue, start_receive)
+                                 end_transactional_receive, enlist_remote_transaction, get_server_port,
+                                 move_message, open_queue, open_queue_for_move, purge_queue,
+                                 set_user_acknowledgement_class, start_receive, start_transactional_receive)
 from qm2qm.mqrr.service import Service
 from qm2qm.rpc.interface import ContextHandleType, Interface, Operation
 from shared_adm import status as st
@@ -15,7 +17,9 @@ from shared_adm import status as st
 # nca_s_op_rng_error for it and for anything past 15, as for every opnum not registered here)
 HANDLER_MODULES = {
     0: get_server_port, 2: open_queue, 3: close_queue, 4: create_cursor, 5: close_cursor, 6: purge_queue,
-    7: start_receive, 8: cancel_receive, 9: end_receive,
+    7: start_receive, 8: cancel_receive, 9: end_receive, 10: move_message, 11: open_queue_for_move,
+    12: enlist_remote_transaction, 13: start_transactional_receive, 14: set_user_acknowledgement_class,
+    15: end_transactional_receive,
 }
 
 

@@ -4,6 +4,7 @@ client), over NDR and NDR64. Time is a ManualScheduler; impacket calls run in wo
 from __future__ import annotations
 
 import asyncio
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -110,6 +111,29 @@ class Env:
             while not predicate():
                 await asyncio.sleep(0.005)
         await asyncio.wait_for(poll(), HANG_GUARD_S)
+
+
+class FakeCall:
+    """A CallContext for handler-level tests (no wire): numbered handles, the anonymous caller."""
+
+    def __init__(self, ndr64: bool = False) -> None:
+        from qm2qm.rpc.interface import ANONYMOUS
+        self.call_id, self.opnum, self.ndr64 = 1, 0, ndr64
+        self.connection_id = self.association_group_id = 1
+        self.principal, self.auth_level, self.answer_now = ANONYMOUS, 1, False
+        self.handles: dict[bytes, object] = {}
+
+    def new_handle(self, handle_type, obj) -> bytes:
+        wire = struct.pack("<I", len(self.handles) + 1) + bytes(16)
+        self.handles[wire] = obj
+        return wire
+
+    def lookup_handle(self, wire: bytes, handle_type):
+        return self.handles.get(bytes(wire))
+
+    def close_handle(self, wire: bytes) -> bytes:
+        self.handles.pop(bytes(wire), None)
+        return bytes(20)
 
 
 def _sever(client) -> None:

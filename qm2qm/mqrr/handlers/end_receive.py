@@ -26,11 +26,13 @@ def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, reque
     entry = service.table.find(handle, request_id)
     if entry is None:
         return st.MQ_ERROR_INVALID_PARAMETER, None
-    service.pending.remove(entry)
-    if descriptor is None:
-        return st.MQ_ERROR_INVALID_HANDLE, None
-    if entry.position is None or entry.finished:
+    if entry.position is None:
+        # still waiting: it has no message yet. Its entry stays with the read (removing it would leave a
+        # message the read may yet Lock without an entry to end it).
         return st.MQ_ERROR_MESSAGE_NOT_FOUND, None
+    if descriptor is None:
+        service.locked.remove(entry)
+        return st.MQ_ERROR_INVALID_HANDLE, None
     status = release(service, entry, delete=ack == RR_ACK, transactional=transactional)
     if ack == RR_ACK and status == st.MQ_OK and not transactional:
         return status, service.qm.durable()

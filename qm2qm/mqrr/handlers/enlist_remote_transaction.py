@@ -1,0 +1,35 @@
+"""R_QMEnlistRemoteTransaction (MS-MQRR 3.1.4.12, opnum 12): enlist in a DTC transaction — which needs an
+MS-DTCO transaction manager this server does not have.
+
+3.1.4.12's first step is "Enlist into the transaction as specified in [MS-DTCO] section 3.5.4.3": pulling the
+propagation token into a local transaction manager and enlisting a resource manager, so that the DTC later
+delivers the outcome (MS-MQDMPR 3.1.4.7). Without a transaction manager that step fails, and the method then
+returns a failure HRESULT ("If an error occurs, the server MUST return a failure HRESULT"):
+MQ_ERROR_DTC_CONNECT, before Create Transaction, so no Transaction is left that no outcome could ever reach.
+A client then does not go on to R_StartTransactionalReceive / R_MoveMessage in that transaction (4.3)."""
+from __future__ import annotations
+
+from qm2qm.mqrr.codec import decode, encode, signed
+from qm2qm.mqrr.constants import MAX_PROPAGATION_TOKEN, RPC_S_INVALID_BOUND
+from qm2qm.mqrr.handlers._transaction import NULL_UOW, uow_of
+from qm2qm.mqrr.service import Service
+from qm2qm.rpc.interface import CallContext, RpcFault
+from shared_adm import status as st
+
+
+def enlist_remote_transaction(uow: bytes, token_size: int, token: bytes) -> int:
+    """The processing rules of 3.1.4.12 on a server without MS-DTCO; returns the HRESULT."""
+    if not 0 <= token_size <= MAX_PROPAGATION_TOKEN:
+        raise RpcFault(RPC_S_INVALID_BOUND, f"cbPropagationToken {token_size} is outside [range(0, 131072)]")
+    if uow == NULL_UOW or not token:
+        return st.MQ_ERROR_INVALID_PARAMETER
+    return st.MQ_ERROR_DTC_CONNECT
+
+
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 12 on the wire: decode, apply 3.1.4.12, encode."""
+    r = decode(12, stub, ctx.ndr64)
+    token = r["pbPropagationToken"]
+    token = token if isinstance(token, bytes) else b"".join(token)
+    status = enlist_remote_transaction(uow_of(r["pTransactionId"]), r["cbPropagationToken"], token)
+    return encode(12, ctx.ndr64, ErrorCode=signed(status))
