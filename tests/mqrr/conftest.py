@@ -16,7 +16,7 @@ from qm2qm.mqrr.client import MqrrClient, MqrrFault
 from qm2qm.mqrr.interface import build_service, service_interface
 from qm2qm.rpc.server import RpcServer
 from shared_adm.clock import ManualScheduler
-from shared_adm.enums import PositionState
+from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
 from shared_adm.message import Message
 from shared_adm.queue_manager import QueueManager
 
@@ -62,6 +62,16 @@ class Env:
         client = await asyncio.to_thread(MqqpClient, self.server.port, NDR64 if self.ndr64 else NDR)
         self.clients.append(client)
         return client
+
+    async def mqqp_session(self):
+        """A qm2qm client with a session on a descriptor qmcomm would have opened (MS-MQMP 3.1.4.2)."""
+        status, descriptor = self.qm.open_queue(FORMAT_NAME, QueueAccessType.RECEIVE_ACCESS,
+                                                QueueShareMode.DENY_NONE, RemoteReadState.OPENED)
+        assert status == 0
+        client = await self.mqqp_client()
+        status, _ = await asyncio.to_thread(client.open_queue, descriptor.handle)
+        assert status == 0
+        return client, descriptor
 
     async def call(self, fn: Callable, *args, **kwargs):
         return await asyncio.to_thread(fn, *args, **kwargs)

@@ -1,0 +1,115 @@
+"""R_MoveMessage (MS-MQRR 3.1.4.10, opnum 10) and R_OpenQueueForMove (3.1.4.11, opnum 11).
+
+shared_adm opens no subqueues (Open Queue resolves no ";subqueue" name) and Move Message targets only queues
+of the QueueCollection (not a journal), so the one related destination reachable here is the queue itself:
+its parent pathname is the source's (the third relation of 3.1.4.10)."""
+from __future__ import annotations
+
+import os
+
+from qm2qm.mqrr.constants import MQ_MOVE_ACCESS
+from shared_adm import status as st
+from shared_adm.enums import PositionState, QueueAccessType
+
+from .conftest import FORMAT_NAME
+
+JOURNAL = FORMAT_NAME + ";JOURNAL"      # a second, distinct destination of the same queue family
+OTHER_PATH = "private$\\other"
+
+
+async def setup(env, destination=FORMAT_NAME):
+    m = env.enqueue(b"moved")
+    c, h = await env.opened()
+    move_context, h_to = await env.call(c.open, destination, MQ_MOVE_ACCESS, for_move=True)
+    return c, h, move_context, h_to, m
+
+
+async def test_open_queue_for_move_opens_with_move_access_and_returns_a_random_move_context(env):
+    c = await env.connect()
+    a, h1 = await env.call(c.open, JOURNAL, MQ_MOVE_ACCESS, for_move=True)
+    b, h2 = await env.call(c.open, JOURNAL, MQ_MOVE_ACCESS, for_move=True)
+    journal = env.queue.journal_queue_reference
+    assert [d.access_type for d in journal.open_queue_descriptor_collection] == [QueueAccessType.MOVE_ACCESS] * 2
+    assert a != b and a != 0 and b != 0 and h1 != h2
+    assert set(env.service.move_contexts) == {a, b}
+
+
+async def test_open_queue_for_move_unknown_queue_throws_queue_not_found(env):
+    c = await env.connect()
+    fault = await env.fault(c.open, "DIRECT=OS:qm2qm\\private$\\nowhere", MQ_MOVE_ACCESS, for_move=True)
+    assert fault == st.MQ_ERROR_QUEUE_NOT_FOUND
+
+
+async def test_move_message_generates_move_message_and_returns_mq_ok(env):
+    c, h, move_context, _, m = await setup(env)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_OK
+    assert env.positions() == {m.lookup_identifier: PositionState.AVAILABLE}
+    assert env.bodies() == [b"moved"]
+
+
+async def test_move_message_without_the_source_descriptor_fails(env):
+    c, h, move_context, _, m = await setup(env)
+    env.qm.close_queue(next(d for d in env.queue.open_queue_descriptor_collection
+                            if d.access_type is QueueAccessType.RECEIVE_ACCESS))
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_INVALID_HANDLE
+
+
+async def test_move_message_unknown_or_closed_destination_returns_invalid_handle(env):
+    c, h, move_context, h_to, m = await setup(env)
+    assert await env.call(c.move, h, move_context ^ 1, m.lookup_identifier) == st.MQ_ERROR_INVALID_HANDLE
+    await env.call(c.close, h_to)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_INVALID_HANDLE
+    assert env.bodies() == [b"moved"]
+
+
+async def test_move_message_between_unrelated_queues_returns_status_invalid_parameter(env):
+    env.qm.create_queue(".\\" + OTHER_PATH)
+    c, h, move_context, _, m = await setup(env, "DIRECT=OS:qm2qm\\" + OTHER_PATH)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.STATUS_INVALID_PARAMETER
+
+
+async def test_move_message_in_a_transaction_to_a_non_transactional_queue_returns_transaction_usage(env):
+    c, h, move_context, _, m = await setup(env)
+    uow = os.urandom(16)
+    env.qm.create_transaction(uow)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier, uow) == st.MQ_ERROR_TRANSACTION_USAGE
+
+
+async def test_move_message_of_a_missing_message_returns_message_not_found(env):
+    c, h, move_context, _, m = await setup(env)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier + 1) == st.MQ_ERROR_MESSAGE_NOT_FOUND
+
+
+async def test_move_message_locked_under_a_transaction_returns_message_locked_under_transaction(env):
+    c, h, move_context, _, m = await setup(env)
+    transaction = env.qm.create_transaction(os.urandom(16))
+    d = next(d for d in env.queue.open_queue_descriptor_collection
+             if d.access_type is QueueAccessType.RECEIVE_ACCESS)
+    assert env.qm.dequeue_message(d, 0, transaction=transaction).status == st.MQ_OK
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
+
+
+async def transactional_setup(env):
+    status, queue = env.qm.create_queue(".\\private$\\xorders", transactional=True)
+    m = env.enqueue(b"moved in a transaction", queue=queue)
+    c = await env.connect()
+    h = await env.call(c.open, "DIRECT=OS:qm2qm\\private$\\xorders")
+    move_context, _ = await env.call(c.open, "DIRECT=OS:qm2qm\\private$\\xorders", MQ_MOVE_ACCESS, for_move=True)
+    return c, h, move_context, m, queue
+
+
+async def test_move_message_in_an_unknown_transaction_returns_transaction_sequence(env):
+    c, h, move_context, m, _ = await transactional_setup(env)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier, os.urandom(16)) == \
+        st.MQ_ERROR_TRANSACTION_SEQUENCE
+
+
+async def test_move_message_in_a_transaction_is_provisional_until_commit(env):
+    c, h, move_context, m, queue = await transactional_setup(env)
+    uow = os.urandom(16)
+    env.qm.create_transaction(uow)
+    assert await env.call(c.move, h, move_context, m.lookup_identifier, uow) == st.MQ_OK
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    assert env.qm.transaction_commit(uow) == st.MQ_OK
+    assert env.bodies(queue) == [b"moved in a transaction"]          # moved within its own queue family
+    assert set(env.positions(queue).values()) == {PositionState.AVAILABLE}

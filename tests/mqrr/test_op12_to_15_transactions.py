@@ -1,0 +1,185 @@
+"""R_QMEnlistRemoteTransaction (12), R_StartTransactionalReceive (13), R_SetUserAcknowledgementClass (14) and
+R_EndTransactionalReceive (15) (MS-MQRR 3.1.4.12–3.1.4.15) on shared_adm's Transaction events.
+
+This server has no MS-DTCO transaction manager: enlisting fails (MQ_ERROR_DTC_CONNECT, enlist_remote_transaction.py).
+The outcome a DTC would deliver is raised here as the MS-MQDMPR events themselves (qm.transaction_commit /
+transaction_abort, 3.1.4.4–3.1.4.5), which is what the server would do on the DTC's notification."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from qm2qm.mqrr import idl
+from qm2qm.mqrr.constants import MQMSG_CLASS_NACK_RECEIVE_REJECTED, RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
+from qm2qm.remote_read.actions import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_PEEK_CURRENT,
+                                       MQ_LOOKUP_RECEIVE_CURRENT)
+from shared_adm import status as st
+from shared_adm.enums import MessageClass, PositionState
+
+XQUEUE = "DIRECT=OS:qm2qm\\private$\\xorders"
+
+
+async def xqueue(env):
+    status, queue = env.qm.create_queue(".\\private$\\xorders", transactional=True)
+    assert status == st.MQ_OK
+    c, h = await env.opened(format_name=XQUEUE)
+    return c, h, queue
+
+
+# -- 12 --
+async def test_enlist_remote_transaction_without_a_dtc_fails_with_dtc_connect_and_creates_nothing(env):
+    c = await env.connect()
+    assert await env.call(c.enlist, os.urandom(16), b"\x01" * 32, XQUEUE) == st.MQ_ERROR_DTC_CONNECT
+    assert env.qm.transaction_collection == {}
+
+
+@pytest.mark.parametrize("uow, token", [(bytes(16), b"\x01"), (b"\x02" * 16, b"")])
+async def test_enlist_remote_transaction_null_transaction_or_token_returns_invalid_parameter(env, uow, token):
+    c = await env.connect()
+    assert await env.call(c.enlist, uow, token, XQUEUE) == st.MQ_ERROR_INVALID_PARAMETER
+
+
+async def test_enlist_remote_transaction_token_size_outside_its_range_is_a_fault(env):
+    c = await env.connect()
+    request = idl.R_QMEnlistRemoteTransaction()
+    request["pTransactionId"]["rgb"] = os.urandom(16)
+    request["cbPropagationToken"], request["pbPropagationToken"] = 131073, [b"\x01"]
+    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["QueueFormat"]["tag"] = 1
+    request["pQueueFormat"]["QueueFormat"]["m_gPublicID"] = bytes(16)
+    assert await env.fault(c.call, request) == RPC_S_INVALID_BOUND
+
+
+# -- 13 --
+async def test_start_transactional_receive_with_a_null_transaction_is_r_start_receive(env):
+    m = env.enqueue(b"plain")
+    c, h = await env.opened()
+    r = await env.call(c.read, h, request_id=1, transaction=bytes(16))
+    assert r.status == st.MQ_OK and b"plain" in r.packet
+    assert env.positions() == {m.lookup_identifier: PositionState.LOCKED}
+    assert await env.call(c.end, h, 1) == st.MQ_OK and env.positions() == {}
+
+
+async def test_start_transactional_receive_invalid_input_returns_invalid_parameter(env):
+    c, h, _ = await xqueue(env)
+    r = await env.call(c.read, h, MQ_LOOKUP_RECEIVE_CURRENT, lookup_id=0, transaction=os.urandom(16))
+    assert r.status == st.MQ_ERROR_INVALID_PARAMETER
+
+
+async def test_start_transactional_receive_unknown_cursor_returns_status_invalid_handle(env):
+    c, h, _ = await xqueue(env)
+    r = await env.call(c.read, h, cursor=0x999, transaction=os.urandom(16))
+    assert r.status == st.STATUS_INVALID_HANDLE
+
+
+async def test_start_transactional_receive_on_a_non_transactional_queue_returns_transaction_usage(env):
+    env.enqueue()
+    c, h = await env.opened()
+    assert (await env.call(c.read, h, transaction=os.urandom(16))).status == st.MQ_ERROR_TRANSACTION_USAGE
+
+
+@pytest.mark.parametrize("action, lookup", [(MQ_ACTION_PEEK_CURRENT, False), (MQ_LOOKUP_PEEK_CURRENT, True)])
+async def test_start_transactional_receive_peek_returns_transaction_usage(env, action, lookup):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    r = await env.call(c.read, h, action, lookup_id=m.lookup_identifier if lookup else 0,
+                       transaction=os.urandom(16))
+    assert r.status == st.MQ_ERROR_TRANSACTION_USAGE
+
+
+async def test_start_transactional_receive_creates_the_transaction_and_receives_inside_it(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(b"in a transaction", queue=queue)
+    uow = os.urandom(16)
+    r = await env.call(c.read, h, MQ_ACTION_RECEIVE, request_id=3, transaction=uow)
+    assert r.status == st.MQ_OK and b"in a transaction" in r.packet
+    [op] = env.qm.transaction_collection[uow].transactional_operation_collection
+    assert op.message_position_reference.lookup_identifier == m.lookup_identifier
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    [d] = queue.open_queue_descriptor_collection
+    assert env.service.table.find(d.handle, 3).lookup_identifier == m.lookup_identifier
+
+
+async def test_start_transactional_receive_uses_an_existing_transaction(env):
+    c, h, queue = await xqueue(env)
+    env.enqueue(b"a", queue=queue)
+    env.enqueue(b"b", queue=queue)
+    uow = os.urandom(16)
+    transaction = env.qm.create_transaction(uow)
+    await env.call(c.read, h, request_id=1, transaction=uow)
+    await env.call(c.read, h, request_id=2, transaction=uow)
+    assert env.qm.transaction_collection == {uow: transaction}
+    assert len(transaction.transactional_operation_collection) == 2
+
+
+async def test_transactional_receive_commits_to_a_deletion_and_aborts_to_an_available_message(env):
+    c, h, queue = await xqueue(env)
+    kept, gone = env.enqueue(b"kept", queue=queue), env.enqueue(b"gone", queue=queue)
+    abort_uow, commit_uow = os.urandom(16), os.urandom(16)
+    assert (await env.call(c.read, h, request_id=1, transaction=abort_uow)).status == st.MQ_OK
+    assert (await env.call(c.read, h, request_id=2, transaction=commit_uow)).status == st.MQ_OK
+    assert await env.call(c.end, h, 1, RR_ACK, transactional=True) == st.MQ_OK
+    assert await env.call(c.end, h, 2, RR_ACK, transactional=True) == st.MQ_OK
+    assert env.qm.transaction_abort(abort_uow) == st.MQ_OK
+    assert env.qm.transaction_commit(commit_uow) == st.MQ_OK
+    assert env.positions(queue) == {kept.lookup_identifier: PositionState.AVAILABLE}
+    assert gone.lookup_identifier not in env.positions(queue)
+
+
+# -- 14 --
+async def test_set_user_acknowledgement_class_of_a_missing_message_returns_message_not_found(env):
+    c, h, _ = await xqueue(env)
+    assert await env.call(c.set_acknowledgement_class, h, 0x77, MQMSG_CLASS_NACK_RECEIVE_REJECTED) == \
+        st.MQ_ERROR_MESSAGE_NOT_FOUND
+
+
+async def test_set_user_acknowledgement_class_outside_a_transaction_returns_transaction_usage(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    assert await env.call(c.set_acknowledgement_class, h, m.lookup_identifier, MQMSG_CLASS_NACK_RECEIVE_REJECTED) \
+        == st.MQ_ERROR_TRANSACTION_USAGE
+
+
+async def test_set_user_acknowledgement_class_rejected_sets_the_dequeue_reason(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    uow = os.urandom(16)
+    await env.call(c.read, h, request_id=1, transaction=uow)
+    await env.call(c.end, h, 1, RR_ACK, transactional=True)
+    assert await env.call(c.set_acknowledgement_class, h, m.lookup_identifier,
+                          MQMSG_CLASS_NACK_RECEIVE_REJECTED) == st.MQ_OK
+    [op] = env.qm.transaction_collection[uow].transactional_operation_collection
+    assert op.dequeue_reason is MessageClass.NACK_RECEIVE_REJECTED
+
+
+async def test_set_user_acknowledgement_class_zero_changes_nothing(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    uow = os.urandom(16)
+    await env.call(c.read, h, request_id=1, transaction=uow)
+    assert await env.call(c.set_acknowledgement_class, h, m.lookup_identifier, 0) == st.MQ_OK
+    [op] = env.qm.transaction_collection[uow].transactional_operation_collection
+    assert op.dequeue_reason is MessageClass.ACK_RECEIVE
+
+
+# -- 15 --
+async def test_end_transactional_receive_without_entries_returns_invalid_handle(env):
+    c, h, _ = await xqueue(env)
+    assert await env.call(c.end, h, 1, RR_ACK, transactional=True) == st.MQ_ERROR_INVALID_HANDLE
+
+
+async def test_end_transactional_receive_unknown_request_returns_invalid_parameter(env):
+    c, h, queue = await xqueue(env)
+    env.enqueue(queue=queue)
+    await env.call(c.read, h, request_id=1, transaction=os.urandom(16))
+    assert await env.call(c.end, h, 2, RR_ACK, transactional=True) == st.MQ_ERROR_INVALID_PARAMETER
+
+
+@pytest.mark.parametrize("ack", [RR_ACK, RR_NACK])
+async def test_end_transactional_receive_leaves_the_message_to_the_transaction_outcome(env, ack):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    await env.call(c.read, h, request_id=1, transaction=os.urandom(16))
+    assert await env.call(c.end, h, 1, ack, transactional=True) == st.MQ_OK
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}       # removed at commit
+    assert len(env.service.table) == 0
