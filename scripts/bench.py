@@ -11,6 +11,8 @@ SQLite data directory):
   receive   RemoteQMStartReceive2(MQ_ACTION_RECEIVE) + RemoteQMEndReceive(RR_ACK) of pre-filled 1 KiB messages
             until the queue is empty, 4 clients from one load process (on 2 CPUs a second load process takes
             the server's core: --receive-processes 2 shows it).
+  mqrr-receive  the receive scenario over MS-MQRR RemoteRead (`qm2qm serve --mqrr`): R_StartReceive(MQ_ACTION_RECEIVE)
+            + R_EndReceive(RR_ACK), 4 connections from one load process.
   large     one 4 MiB message (4 MiB - 1 KiB body: MS-MQMQ 2.2.19.1 caps the whole packet at 0x400000 bytes):
             StartReceive2 PEEK_CURRENT, and RECEIVE + EndReceive(RR_ACK), one client;
             the time from sending the request to the last response fragment.
@@ -433,6 +435,100 @@ def bench_receive(messages: int, clients: int, processes: int, delivery: str = "
     return rate, elapsed, errors, left
 
 
+# --- MS-MQRR receive + ACK: the same drain over RemoteRead (qm2qm serve --mqrr) ---------------------------------
+
+def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: float, ready, results) -> None:
+    """Drain a queue with MS-MQRR R_StartReceive(MQ_ACTION_RECEIVE) + R_EndReceive(RR_ACK), ``clients``
+    connections from this process, each with its own R_OpenQueue handle (MS-MQRR 3.1.4.2, 3.1.4.7, 3.1.4.9)."""
+    from qm2qm.mqrr import idl
+    from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION
+    from qm2qm.mqrr.queue_format import queue_format
+    item = struct.pack("<HBB", 0, 1, 0) + MQRR_UUID.bytes_le + struct.pack("<HH", *MQRR_VERSION)
+    item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
+    body = struct.pack("<HHIB3x", 5840, 5840, 0, 1) + item
+    bind = struct.pack("<BBBB4sHHI", 5, 0, 11, 3, b"\x10\0\0\0", 16 + len(body), 0, 1) + body
+    sel = selectors.DefaultSelector()
+    for _ in range(clients):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.sendall(bind)
+        rs = Reassembler()
+        while not rs.feed(sock.recv(65536)):
+            pass
+        request = idl.R_OpenQueue()
+        request["pQueueFormat"] = queue_format(format_name)
+        request["dwAccess"], request["dwShareMode"], request["pClientId"] = 1, 0, uuid.uuid4().bytes_le
+        handle = call(sock, 2, request.getData())[:20]                 # a fault PDU ends the benchmark
+        receive = idl.R_StartReceive()
+        receive["phContext"], receive["ulAction"], receive["dwRequestId"] = handle, 0, 1
+        receive["dwMaxBodySize"] = receive["dwMaxCompoundMessageSize"] = 0xFFFFFFFF
+        start = request_pdu(7, receive.getData())
+        end = request_pdu(9, handle + struct.pack("<II", 2, 1), call_id=3)
+        sock.setblocking(False)
+        sel.register(sock, selectors.EVENT_READ, [sock, bytearray(), start, end])
+    ready.put(1)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    done = errors = 0
+    for key in sel.get_map().values():
+        key.data[0].send(key.data[2])
+    live = clients
+    while live:
+        for key, _ in sel.select(timeout=30):
+            sock, buf, start, end = key.data
+            buf += sock.recv(1 << 20)
+            while len(buf) >= 16:               # 1 KiB messages: every response is one fragment
+                frag_len = buf[8] | (buf[9] << 8)
+                if len(buf) < frag_len:
+                    break
+                if buf[2] == 3:
+                    raise SystemExit(f"fault 0x{struct.unpack_from('<I', buf, 24)[0]:08x}")
+                status = struct.unpack_from("<I", buf, frag_len - 4)[0]
+                if buf[12] == 2:                                   # call 2: R_StartReceive answered
+                    if status == MQ_OK:
+                        sock.send(end)
+                    else:
+                        errors += status != MQ_ERROR_IO_TIMEOUT
+                        sel.unregister(sock)
+                        live -= 1
+                else:                                              # call 3: R_EndReceive answered
+                    errors += status != MQ_OK
+                    done += 1
+                    sock.send(start)
+                del buf[:frag_len]
+    results.put((done, errors, time.time()))
+
+
+def bench_mqrr_receive(messages: int, clients: int, delivery: str = "express") -> tuple:
+    """Receive+ACK throughput of 1 KiB messages over MS-MQRR, to set beside qm2qm's (bench_receive)."""
+    server = Server(None, "--mqrr")
+    try:
+        q = server.queue("mqrr_receive", bytes(1024), messages, delivery)
+        format_name = "DIRECT=OS:localhost\\private$\\mqrr_receive"
+        ctx = mp.get_context("spawn")
+        ready, results = ctx.Queue(), ctx.Queue()
+        start_at = time.time() + 1.2
+        proc = ctx.Process(target=mqrr_receive_clients, args=(server.port, format_name, clients, start_at, ready,
+                                                              results))
+        proc.start()
+        ready.get(timeout=60)
+        while time.time() < start_at:
+            time.sleep(0.001)
+        cpu0 = cpu_seconds(server.proc.pid)
+        done, errors, finished = results.get(timeout=600)
+        cpu = cpu_seconds(server.proc.pid) - cpu0
+        proc.join()
+        elapsed = finished - start_at
+        left = len(server.admin.list_messages(q))
+    finally:
+        server.close()
+    rate = done / elapsed
+    print(f"  MS-MQRR receive+ACK 1 KiB {delivery} x {messages}, {clients} clients: {rate:8.0f} msg/s  "
+          f"({elapsed:.2f} s, errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)",
+          flush=True)
+    return rate, elapsed, errors, left
+
+
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
 
 def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
@@ -558,7 +654,7 @@ def profile_peek(clients: int, duration: float, processes: int, path: str = "/tm
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["peek", "receive", "large", "wake"], action="append")
+    parser.add_argument("--only", choices=["peek", "receive", "mqrr-receive", "large", "wake"], action="append")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per peek measurement")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
@@ -576,7 +672,7 @@ def main() -> None:
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
     args = parser.parse_args()
-    only = set(args.only or ["peek", "receive", "large", "wake"])
+    only = set(args.only or ["peek", "receive", "mqrr-receive", "large", "wake"])
     print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes} "
           f"loadavg={os.getloadavg()[0]:.2f}", flush=True)
     if args.profile:
@@ -586,6 +682,8 @@ def main() -> None:
         bench_peek(args.clients, args.duration, args.processes, args.repeat)
     if "receive" in only:
         bench_receive(args.messages, args.receive_clients, args.receive_processes, args.delivery)
+    if "mqrr-receive" in only:
+        bench_mqrr_receive(args.messages, args.receive_clients, args.delivery)
     if "large" in only:
         # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
         # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).

@@ -1,16 +1,29 @@
 """Decode a request stub and encode a response with the impacket NDR declarations of idl.py (NDR and NDR64)."""
 from __future__ import annotations
 
+import struct
 from typing import Any
 
-from qm2qm.mqrr import idl
+from qm2qm.mqrr import codec_fast, idl
 from qm2qm.rpc.interface import RpcFault
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
+_HRESULT = struct.Struct("<I")
+
+
+# the read path's fixed-layout requests (codec_fast.py): decoded by struct, anything else by impacket
+FAST_DECODERS = {7: codec_fast.decode_start_receive, 9: codec_fast.decode_end_receive,
+                 15: codec_fast.decode_end_receive}
 
 
 def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
-    """The idl.py request of ``opnum`` from its stub; undecodable input is the fault rpc_x_bad_stub_data."""
+    """The idl.py request of ``opnum`` from its stub (a dict of its fields on the read path); undecodable input
+    is the fault rpc_x_bad_stub_data."""
+    fast = FAST_DECODERS.get(opnum)
+    if fast is not None:
+        fields = fast(stub)
+        if fields is not None:
+            return fields
     request = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     try:
         request.fromString(stub)
@@ -20,7 +33,10 @@ def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
 
 
 def encode(opnum: int, ndr64: bool, **fields: Any) -> bytes:
-    """The idl.py response of ``opnum`` with these fields, as stub bytes."""
+    """The idl.py response of ``opnum`` with these fields, as stub bytes (an HRESULT alone is its 4 bytes in
+    both transfer syntaxes)."""
+    if fields.keys() == {"ErrorCode"}:
+        return _HRESULT.pack(fields["ErrorCode"] & 0xFFFFFFFF)
     response = idl.OPNUMS[opnum][1](isNDR64=ndr64)
     for name, value in fields.items():
         response[name] = value

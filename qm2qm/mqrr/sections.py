@@ -62,7 +62,7 @@ def packet_sections(packet: bytes, max_body_size: int) -> list[Section]:
     produced by this queue manager; should one be stored, it is returned whole (its CompoundMessageHeader
     cannot be cut by dwMaxCompoundMessageSize without re-encoding it)."""
     packet = absolute_expiry(packet)
-    if is_srmp(packet):
+    if max_body_size >= len(packet) or is_srmp(packet):     # the body is shorter than the packet: not cut
         return [Section(stFullPacket, len(packet), packet)]
     start, end, properties_end = body_span(packet)
     actual = end - start

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from qm2qm.mqrr import idl
-from qm2qm.mqrr.codec import decode, encode, signed
+from qm2qm.mqrr.codec import decode
+from qm2qm.mqrr.codec_fast import encode_receive_response
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.sections import Section, packet_sections
 from qm2qm.mqrr.service import PendingRequestEntry, Service, is_receive
@@ -122,17 +122,9 @@ def start_receive_now(service: Service, ctx: CallContext, r: Any) -> Answer | No
 
 
 def encode_answer(opnum: int, ndr64: bool, answer: Answer) -> bytes:
-    """The [out] arguments: on failure no sections (the client disregards them)."""
-    sections = []
-    for s in answer.sections:
-        buffer = idl.SectionBuffer(isNDR64=ndr64)
-        buffer["SectionBufferType"] = s.section_type
-        buffer["SectionSizeAlloc"] = s.size_alloc
-        buffer["SectionSize"] = len(s.buffer)
-        buffer["pSectionBuffer"] = s.buffer
-        sections.append(buffer)
-    return encode(opnum, ndr64, pdwArriveTime=answer.arrive_time, pSequenceId=answer.sequence_id,
-                  pdwNumberOfSections=len(sections), ppPacketSections=sections, ErrorCode=signed(answer.status))
+    """The [out] arguments (codec_fast.py): on failure no sections (the client disregards them)."""
+    sections = [(s.section_type, s.size_alloc, s.buffer) for s in answer.sections]
+    return encode_receive_response(answer.arrive_time, answer.sequence_id, sections, answer.status, ndr64)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
