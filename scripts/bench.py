@@ -52,6 +52,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 NDR20 = ("8a885d04-1ceb-11c9-9fe8-08002b104860", 2)
 QM2QM = ("1088a980-eae5-11d0-8d9b-00a02453c337", 1, 0)
+MQRR = ("1a9134dd-7b39-45ba-ad88-44d01ca47f28", 1, 0)          # MS-MQRR RemoteRead (qm2qm serve --mqrr)
 MQ_OK = 0
 MQ_ERROR_IO_TIMEOUT = 0xC00E001B
 INFINITE = 0xFFFFFFFF
@@ -60,9 +61,9 @@ READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=
 
 # --- PDUs (C706 12.6.4.3, 12.6.4.9) ----------------------------------------------------------------------------
 
-def bind_pdu(max_recv_frag: int = 5840) -> bytes:
-    """rpc_bind for qm2qm v1.0 over NDR (C706 12.6.4.3)."""
-    item = struct.pack("<HBB", 0, 1, 0) + uuid.UUID(QM2QM[0]).bytes_le + struct.pack("<HH", QM2QM[1], QM2QM[2])
+def bind_pdu(max_recv_frag: int = 5840, interface: tuple = QM2QM) -> bytes:
+    """rpc_bind for an interface (qm2qm v1.0 unless told) over NDR (C706 12.6.4.3)."""
+    item = struct.pack("<HBB", 0, 1, 0) + uuid.UUID(interface[0]).bytes_le + struct.pack("<HH", *interface[1:])
     item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
     body = struct.pack("<HHIB3x", 5840, max_recv_frag, 0, 1) + item
     return struct.pack("<BBBB4sHHI", 5, 0, 11, 3, b"\x10\0\0\0", 16 + len(body), 0, 1) + body
@@ -137,11 +138,11 @@ def hresult(stub: bytes) -> int:
     return struct.unpack_from("<I", stub, len(stub) - 4)[0]
 
 
-def connect(port: int, max_recv_frag: int = 5840) -> socket.socket:
-    """A TCP connection bound to qm2qm."""
+def connect(port: int, max_recv_frag: int = 5840, interface: tuple = QM2QM) -> socket.socket:
+    """A TCP connection bound to qm2qm (or another interface)."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(bind_pdu(max_recv_frag))
+    sock.sendall(bind_pdu(max_recv_frag, interface))
     rs = Reassembler()
     while not rs.feed(sock.recv(65536)):
         pass
@@ -370,34 +371,42 @@ def receive_clients(port: int, handles: list[int], start_at: float, duration: fl
     ready.put(1)
     while time.time() < start_at:
         time.sleep(0.001)
+    done, errors = drain(sel, lambda frag, data: request_pdu(1, end_receive_stub(frag[24:44]), call_id=3))
+    results.put((done, errors, time.time()))
+
+
+def drain(sel: selectors.BaseSelector, end_request) -> tuple[int, int]:
+    """Run receive (call 2) + end (call 3) loops on every registered connection until each receive times out;
+    ``key.data`` is [sock, buffer, receive PDU, ...] and ``end_request(response fragment, key.data)`` the end
+    PDU. Returns (messages received and ended, errors)."""
     done = errors = 0
     for key in sel.get_map().values():
         key.data[0].send(key.data[2])
-    live = len(handles)
+    live = len(sel.get_map())
     while live:
         for key, _ in sel.select(timeout=30):
-            sock, buf, start = key.data
+            sock, buf, start = key.data[:3]
             buf += sock.recv(1 << 20)
             while len(buf) >= 16:               # 1 KiB messages: every response is one fragment
                 frag_len = buf[8] | (buf[9] << 8)
                 if len(buf) < frag_len:
                     break
                 if buf[2] == 3:
-                    raise SystemExit("fault PDU")
+                    raise SystemExit(f"fault 0x{struct.unpack_from('<I', buf, 24)[0]:08x}")
                 status = struct.unpack_from("<I", buf, frag_len - 4)[0]
-                if buf[12] == 2:                                   # call 2: StartReceive2 answered
+                if buf[12] == 2:                                   # call 2: the receive answered
                     if status == MQ_OK:
-                        sock.send(request_pdu(1, end_receive_stub(buf[24:44]), call_id=3))
+                        sock.send(end_request(bytes(buf[:frag_len]), key.data))
                     else:
                         errors += status != MQ_ERROR_IO_TIMEOUT
                         sel.unregister(sock)
                         live -= 1
-                else:                                              # call 3: EndReceive answered
+                else:                                              # call 3: the end answered
                     errors += status != MQ_OK
                     done += 1
                     sock.send(start)
                 del buf[:frag_len]
-    results.put((done, errors, time.time()))
+    return done, errors
 
 
 def bench_receive(messages: int, clients: int, processes: int, delivery: str = "express") -> tuple:
@@ -441,20 +450,10 @@ def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: fl
     """Drain a queue with MS-MQRR R_StartReceive(MQ_ACTION_RECEIVE) + R_EndReceive(RR_ACK), ``clients``
     connections from this process, each with its own R_OpenQueue handle (MS-MQRR 3.1.4.2, 3.1.4.7, 3.1.4.9)."""
     from qm2qm.mqrr import idl
-    from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION
     from qm2qm.mqrr.queue_format import queue_format
-    item = struct.pack("<HBB", 0, 1, 0) + MQRR_UUID.bytes_le + struct.pack("<HH", *MQRR_VERSION)
-    item += uuid.UUID(NDR20[0]).bytes_le + struct.pack("<HH", NDR20[1], 0)
-    body = struct.pack("<HHIB3x", 5840, 5840, 0, 1) + item
-    bind = struct.pack("<BBBB4sHHI", 5, 0, 11, 3, b"\x10\0\0\0", 16 + len(body), 0, 1) + body
     sel = selectors.DefaultSelector()
     for _ in range(clients):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.sendall(bind)
-        rs = Reassembler()
-        while not rs.feed(sock.recv(65536)):
-            pass
+        sock = connect(port, interface=MQRR)
         request = idl.R_OpenQueue()
         request["pQueueFormat"] = queue_format(format_name)
         request["dwAccess"], request["dwShareMode"], request["pClientId"] = 1, 0, uuid.uuid4().bytes_le
@@ -469,33 +468,7 @@ def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: fl
     ready.put(1)
     while time.time() < start_at:
         time.sleep(0.001)
-    done = errors = 0
-    for key in sel.get_map().values():
-        key.data[0].send(key.data[2])
-    live = clients
-    while live:
-        for key, _ in sel.select(timeout=30):
-            sock, buf, start, end = key.data
-            buf += sock.recv(1 << 20)
-            while len(buf) >= 16:               # 1 KiB messages: every response is one fragment
-                frag_len = buf[8] | (buf[9] << 8)
-                if len(buf) < frag_len:
-                    break
-                if buf[2] == 3:
-                    raise SystemExit(f"fault 0x{struct.unpack_from('<I', buf, 24)[0]:08x}")
-                status = struct.unpack_from("<I", buf, frag_len - 4)[0]
-                if buf[12] == 2:                                   # call 2: R_StartReceive answered
-                    if status == MQ_OK:
-                        sock.send(end)
-                    else:
-                        errors += status != MQ_ERROR_IO_TIMEOUT
-                        sel.unregister(sock)
-                        live -= 1
-                else:                                              # call 3: R_EndReceive answered
-                    errors += status != MQ_OK
-                    done += 1
-                    sock.send(start)
-                del buf[:frag_len]
+    done, errors = drain(sel, lambda frag, data: data[3])
     results.put((done, errors, time.time()))
 
 

@@ -5,6 +5,8 @@ Every call returns the HRESULT the server answered; a fault PDU (R_OpenQueue thr
 """
 from __future__ import annotations
 
+import contextlib
+import socket
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -13,6 +15,7 @@ from typing import Any
 from impacket.dcerpc.v5 import transport
 from impacket.uuid import uuidtup_to_bin
 
+from qm2qm.client import RpcCallError
 from qm2qm.mqrr import idl
 from qm2qm.mqrr.codec import handle_bytes
 from qm2qm.mqrr.constants import MQ_DENY_NONE, RECEIVE_ACCESS, RR_ACK
@@ -25,12 +28,11 @@ _FAULT, _RESPONSE, _LAST_FRAG = 3, 2, 0x02
 ALL = 0xFFFFFFFF                    # dwMaxBodySize / dwMaxCompoundMessageSize that never cut the packet
 
 
-class MqrrFault(Exception):
-    """A fault PDU (C706 12.6.4.7) and its status."""
+class MqrrFault(RpcCallError):
+    """A fault PDU (C706 12.6.4.7); ``status`` is its exact code."""
 
     def __init__(self, status: int) -> None:
-        super().__init__(f"fault 0x{status:08x}")
-        self.status = status
+        super().__init__(f"fault 0x{status:08x}", status)
 
 
 @dataclass
@@ -59,11 +61,12 @@ class MqrrClient:
         self.dce.bind(idl.MSRPC_UUID_REMOTEREAD, transfer_syntax=syntax)
         self.ndr64 = self.dce.transfer_syntax == uuidtup_to_bin(NDR64)
 
-    def close_connection(self) -> None:
-        try:
+    def disconnect(self) -> None:
+        """Sever the connection, even while another thread is blocked in a call on it."""
+        with contextlib.suppress(OSError):
+            self.dce.get_rpc_transport().get_socket().shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):        # already closed by the peer
             self.dce.disconnect()
-        except Exception:
-            pass
 
     # -- the wire --
     def call(self, request: Any) -> Any:

@@ -6,7 +6,7 @@ from impacket.dcerpc.v5.ndr import (NDRCALL, NDRENUM, NDRPOINTER, NDRSTRUCT, NDR
                                     NDRUniFixedArray, NDRUSMALL)
 from impacket.uuid import uuidtup_to_bin
 
-from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION
+from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION, OPNUM_NAMES
 
 MSRPC_UUID_REMOTEREAD = uuidtup_to_bin((str(MQRR_UUID), "%d.%d" % MQRR_VERSION))
 
@@ -254,20 +254,5 @@ class R_EndTransactionalReceiveResponse(NDRCALL):
     structure = (("ErrorCode", LONG),)
 
 
-OPNUMS = {
-    0: (R_GetServerPort, R_GetServerPortResponse),
-    2: (R_OpenQueue, R_OpenQueueResponse),
-    3: (R_CloseQueue, R_CloseQueueResponse),
-    4: (R_CreateCursor, R_CreateCursorResponse),
-    5: (R_CloseCursor, R_CloseCursorResponse),
-    6: (R_PurgeQueue, R_PurgeQueueResponse),
-    7: (R_StartReceive, R_StartReceiveResponse),
-    8: (R_CancelReceive, R_CancelReceiveResponse),
-    9: (R_EndReceive, R_EndReceiveResponse),
-    10: (R_MoveMessage, R_MoveMessageResponse),
-    11: (R_OpenQueueForMove, R_OpenQueueForMoveResponse),
-    12: (R_QMEnlistRemoteTransaction, R_QMEnlistRemoteTransactionResponse),
-    13: (R_StartTransactionalReceive, R_StartTransactionalReceiveResponse),
-    14: (R_SetUserAcknowledgementClass, R_SetUserAcknowledgementClassResponse),
-    15: (R_EndTransactionalReceive, R_EndTransactionalReceiveResponse),
-}
+# opnum → (request, response), from the method names of MS-MQRR 3.1.4
+OPNUMS = {opnum: (globals()[name], globals()[name + "Response"]) for opnum, name in OPNUM_NAMES.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pytest
@@ -16,42 +16,31 @@ from qm2qm.mqrr.client import MqrrClient, MqrrFault
 from qm2qm.mqrr.interface import build_service, service_interface
 from qm2qm.rpc.server import RpcServer
 from shared_adm.clock import ManualScheduler
-from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
 from shared_adm.message import Message
 from shared_adm.queue_manager import QueueManager
 
-from ..mqqp.conftest import NDR, NDR64, Client as MqqpClient
+from ..mqqp.conftest import NDR, NDR64, Client as MqqpClient, Env as MqqpEnv
 
 QUEUE_PATH = "private$\\orders"
 FORMAT_NAME = "DIRECT=OS:qm2qm\\" + QUEUE_PATH
-HANG_GUARD_S = 60
 
 
 @dataclass
-class Env:
-    """QueueManager, the RemoteRead service, the qm2qm service, their RpcServer and the manual clock."""
-    qm: QueueManager
-    service: Any
-    mqqp: Any
-    server: RpcServer
-    scheduler: ManualScheduler
-    queue: Any
-    ndr64: bool
-    clients: list = field(default_factory=list)
+class Env(MqqpEnv):
+    """The qm2qm test Env (QueueManager, RpcServer, manual clock) whose ``service`` is the RemoteRead service and
+    whose ``mqqp`` is the qm2qm service on the same QueueManager and server."""
+    mqqp: Any = None
+
+    @property
+    def ndr64(self) -> bool:
+        return self.syntax is NDR64
 
     def enqueue(self, body: bytes = b"payload", *, label: str = "", queue=None, **attributes) -> Message:
         queue = self.queue if queue is None else queue
         message = Message(body=body, label=label, destination_queue_format_name=FORMAT_NAME, **attributes)
         assert self.qm.enqueue_message(queue, message) == 0
         return message
-
-    def positions(self, queue=None) -> dict[int, PositionState]:
-        queue = self.queue if queue is None else queue
-        return {p.lookup_identifier: p.state for p in queue.message_position_list}
-
-    def bodies(self, queue=None) -> list[bytes]:
-        queue = self.queue if queue is None else queue
-        return [p.message.body for p in queue.message_position_list]
 
     async def connect(self) -> MqrrClient:
         client = await asyncio.to_thread(MqrrClient, "127.0.0.1", self.server.port, ndr64=self.ndr64)
@@ -105,23 +94,6 @@ class Env:
     def _descriptors(self):
         return [d for q in self.qm.queue_collection.values() for d in q.open_queue_descriptor_collection]
 
-    async def kill(self, client, pending: asyncio.Task | None = None) -> None:
-        """Sever a connection and wait until the server tore it down (rundown included)."""
-        sock = client.dce.get_rpc_transport().get_socket()
-        host, port = sock.getsockname()[:2]
-        [connection] = [rc for rc in self.server.connections.values() if rc.peer == f"{host}:{port}"]
-        await asyncio.to_thread(_sever, client)
-        if pending is not None:
-            results = await asyncio.gather(pending, return_exceptions=True)
-            assert isinstance(results[0], Exception), results[0]
-        await asyncio.wait_for(asyncio.shield(connection.finished), HANG_GUARD_S)
-
-    async def wait_until(self, predicate: Callable[[], bool]) -> None:
-        async def poll():
-            while not predicate():
-                await asyncio.sleep(0.005)
-        await asyncio.wait_for(poll(), HANG_GUARD_S)
-
 
 class FakeCall:
     """A CallContext for handler-level tests (no wire): numbered handles, the anonymous caller."""
@@ -146,18 +118,6 @@ class FakeCall:
         return bytes(20)
 
 
-def _sever(client) -> None:
-    import socket
-    try:
-        client.dce.get_rpc_transport().get_socket().shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    try:
-        client.dce.disconnect()
-    except Exception:
-        pass
-
-
 @pytest.fixture(params=[NDR, NDR64], ids=["ndr", "ndr64"])
 def syntax(request):
     return request.param
@@ -176,8 +136,8 @@ async def env(syntax):
                        idle_timeout_s=None)
     await server.start()
     service.port = server.port
-    env = Env(qm, service, mqqp, server, scheduler, queue, syntax is NDR64)
+    env = Env(qm, service, server, scheduler, queue, syntax, mqqp=mqqp)
     yield env
     for client in env.clients:
-        await asyncio.to_thread(_sever, client)
+        await asyncio.to_thread(client.disconnect)
     await server.close()

@@ -7,13 +7,13 @@ import asyncio
 
 import pytest
 from click.testing import CliRunner
-from impacket.dcerpc.v5 import epm, transport
 from impacket.dcerpc.v5.rpcrt import DCERPCException
 
 from qm2qm.app import App
 from qm2qm.config import ConfigError, load_config
 from qm2qm.mqrr.client import MqrrClient
 from qm2qm.mqrr.constants import MQRR_UUID
+from tests.product.test_wiring import ept_map_qm2qm
 
 EPT_S_NOT_REGISTERED = 0x16C9A0D6
 
@@ -24,14 +24,8 @@ def config(tmp_path, **values):
 
 
 def ept_map_remoteread(port: int) -> str:
-    """impacket's epm client: where does RemoteRead live, according to the mapper on ``port``?"""
-    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
-    dce.connect()
-    try:
-        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(MQRR_UUID), "1.0")), protocol="ncacn_ip_tcp",
-                            dce=dce)
-    finally:
-        dce.disconnect()
+    """Where does RemoteRead live, according to the mapper on ``port``?"""
+    return ept_map_qm2qm(port, MQRR_UUID)
 
 
 async def test_by_default_remoteread_is_not_registered_so_a_client_falls_back(tmp_path):
@@ -56,7 +50,7 @@ async def test_with_mqrr_on_the_endpoint_mapper_maps_remoteread_to_the_qm2qm_lis
         try:
             assert await asyncio.to_thread(client.get_server_port) == app.rpc.port
         finally:
-            client.close_connection()
+            client.disconnect()
     finally:
         await app.close()
 

@@ -25,12 +25,12 @@ def config(tmp_path, **values):
     return load_config(None, {"data_dir": str(tmp_path / "data"), "port": 0, "admin_port": 0, **values})
 
 
-def ept_map_qm2qm(port: int) -> str:
-    """impacket's epm client: where does qm2qm live, according to the mapper on ``port``?"""
+def ept_map_qm2qm(port: int, interface: uuid.UUID = QM2QM_UUID) -> str:
+    """impacket's epm client: where does qm2qm (or ``interface`` v1.0) live, according to the mapper on ``port``?"""
     dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
     dce.connect()
     try:
-        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(QM2QM_UUID), "1.0")), protocol="ncacn_ip_tcp",
+        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(interface), "1.0")), protocol="ncacn_ip_tcp",
                             dce=dce)
     finally:
         dce.disconnect()
