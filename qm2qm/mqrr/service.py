@@ -19,7 +19,13 @@ def is_receive(action: int) -> bool:
     return action == MQ_ACTION_RECEIVE or (lookup is not None and not lookup[0])
 
 
-PendingRequestEntry = ReadEntry     # 3.1.1.2: RequestId, LookupIdentifier, QueueContextHandle (its descriptor)
+@dataclass(eq=False, slots=True)
+class PendingRequestEntry(ReadEntry):
+    """PendingRequestEntry (3.1.1.2): RequestId, LookupIdentifier, QueueContextHandle (as the handle of its
+    OpenQueueDescriptor) and TimeStamp; ``transaction`` is ours: the Transaction a R_StartTransactionalReceive
+    received in (None for a plain receive), which decides how its End is generated."""
+    time_stamp: int = 0
+    transaction: Any = field(default=None, repr=False)
 
 
 @dataclass(eq=False, slots=True)

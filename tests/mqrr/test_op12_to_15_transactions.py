@@ -183,3 +183,42 @@ async def test_end_transactional_receive_leaves_the_message_to_the_transaction_o
     assert await env.call(c.end, h, 1, ack, transactional=True) == st.MQ_OK
     assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}       # removed at commit
     assert len(env.service.table) == 0
+
+
+@pytest.mark.parametrize("ack, left", [(RR_ACK, False), (RR_NACK, True)])
+async def test_end_transactional_receive_of_a_receive_without_transaction_ends_it_as_r_end_receive(env, ack, left):
+    m = env.enqueue(b"plain")
+    c, h = await env.opened()
+    assert (await env.call(c.read, h, request_id=1, transaction=bytes(16))).status == st.MQ_OK
+    assert await env.call(c.end, h, 1, ack, transactional=True) == st.MQ_OK
+    assert env.positions() == ({m.lookup_identifier: PositionState.AVAILABLE} if left else {})
+
+
+async def test_end_receive_of_a_transactional_receive_leaves_it_to_the_transaction(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    uow = os.urandom(16)
+    await env.call(c.read, h, request_id=1, transaction=uow)
+    assert await env.call(c.end, h, 1, RR_ACK) == st.MQ_OK
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    assert env.qm.transaction_commit(uow) == st.MQ_OK and env.positions(queue) == {}
+
+
+async def test_rundown_leaves_a_transactional_receive_to_its_transaction(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    uow = os.urandom(16)
+    await env.call(c.read, h, request_id=1, transaction=uow)
+    await env.kill(c)
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    assert env.qm.transaction_abort(uow) == st.MQ_OK
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.AVAILABLE}
+
+
+async def test_the_cleanup_timer_leaves_a_transactional_receive_to_its_transaction(env):
+    c, h, queue = await xqueue(env)
+    m = env.enqueue(queue=queue)
+    await env.call(c.read, h, request_id=1, transaction=os.urandom(16))
+    env.scheduler.advance(env.service.cleanup_ms)
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    assert len(env.service.table) == 0

@@ -13,10 +13,11 @@ from qm2qm.rpc.interface import CallContext, RpcFault
 from shared_adm import status as st
 
 
-def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: int,
-                *, transactional: bool = False) -> tuple[int, Any]:
-    """The processing rules of 3.1.4.9 (and of 3.1.4.15 with ``transactional``): (HRESULT, the qm.durable()
-    an ACK must await before the answer, or None)."""
+def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: int) -> tuple[int, Any]:
+    """The processing rules of 3.1.4.9 and 3.1.4.15: (HRESULT, the qm.durable() an ACK must await before the
+    answer, or None). iTransactional is whether the entry's receive was in a transaction, whichever of the two
+    methods ends it: R_StartTransactionalReceive without a transaction is R_StartReceive (3.1.4.13), yet its
+    client ends it with R_EndTransactionalReceive — with iTransactional True its message would stay Locked."""
     if ack not in (RR_NACK, RR_ACK):
         raise RpcFault(RPC_S_INVALID_BOUND, f"dwAck {ack} is outside [range(1,2)]")
     context, descriptor = queue_of(service, ctx, wire)
@@ -33,6 +34,7 @@ def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, reque
     if descriptor is None:
         service.locked.remove(entry)
         return st.MQ_ERROR_INVALID_HANDLE, None
+    transactional = entry.transaction is not None
     status = release(service, entry, delete=ack == RR_ACK, transactional=transactional)
     if ack == RR_ACK and status == st.MQ_OK and not transactional:
         return status, service.qm.durable()

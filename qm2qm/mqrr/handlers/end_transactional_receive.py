@@ -1,15 +1,16 @@
-"""R_EndTransactionalReceive (MS-MQRR 3.1.4.15, opnum 15): R_EndReceive with iTransactional True — an ACK leaves
-the message to the transaction's outcome (MS-MQDMPR 3.1.7.1.12)."""
+"""R_EndTransactionalReceive (MS-MQRR 3.1.4.15, opnum 15): R_EndReceive with iTransactional True for a receive
+made in a transaction — the message is left to the transaction's outcome (MS-MQDMPR 3.1.7.1.12)."""
 from __future__ import annotations
 
 from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.handlers.end_receive import end_receive
 from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.durable import answer_when_durable
 from qm2qm.rpc.interface import CallContext
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     """Opnum 15 on the wire: decode, apply 3.1.4.15, encode."""
     r = decode(15, stub, ctx.ndr64)
-    status, _ = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"], transactional=True)
-    return encode(15, ctx.ndr64, ErrorCode=signed(status))
+    status, durable = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
+    return answer_when_durable(durable, lambda: encode(15, ctx.ndr64, ErrorCode=signed(status)))

@@ -61,7 +61,8 @@ def begin(service: Service, r: Any, descriptor: Any, cursor: Any, timeout: int, 
     """(PendingRequestEntry, the read event for ulAction, the completion) of 3.1.4.7 / 3.1.4.13."""
     action, request_id = r["ulAction"], r["dwRequestId"]
     entry = PendingRequestEntry(descriptor_handle=descriptor.handle, request_id=request_id, timeout=r["ulTimeout"],
-                                action=action, descriptor=descriptor)
+                                action=action, descriptor=descriptor, time_stamp=service.qm.scheduler.now_ms(),
+                                transaction=transaction)
     lookup = LOOKUP_ACTIONS.get(action)
     if lookup is None:
         def read():
@@ -89,7 +90,7 @@ def complete(service: Service, entry: PendingRequestEntry, result: Any, max_body
         sections = packet_sections(packet.buffer, max_body)
     except Exception:
         if receive:
-            release(service, entry, transactional=transaction is not None)
+            release(service, entry, transactional=entry.transaction is not None)
         raise
     if receive:
         entry.timer = service.qm.scheduler.call_later(service.cleanup_ms, lambda: cleanup(service, entry))
@@ -100,7 +101,7 @@ def complete(service: Service, entry: PendingRequestEntry, result: Any, max_body
 def cleanup(service: Service, entry: PendingRequestEntry) -> None:
     """Pending Request Cleanup Timer Event (3.1.5.1): Dequeue Message End with iDeleteMessage False."""
     entry.timer = None
-    release(service, entry, delete=False)
+    release(service, entry, delete=False, transactional=entry.transaction is not None)
 
 
 async def start_receive(service: Service, ctx: CallContext, r: Any) -> Answer:
