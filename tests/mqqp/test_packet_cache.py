@@ -1,4 +1,4 @@
-"""The memo of serialized UserMessage packets used by the qm2qm reads (MS-MQDMPR 3.1.7.1.32; _packet_cache.py)."""
+"""The memo of serialized UserMessage packets used by the qm2qm reads (MS-MQDMPR 3.1.7.1.32; qm2qm/remote_read/packet_cache.py)."""
 from __future__ import annotations
 
 import struct
