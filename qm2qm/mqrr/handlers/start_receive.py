@@ -74,10 +74,10 @@ def begin(service: Service, r: Any, descriptor: Any, cursor: Any, timeout: int, 
             return service.qm.read_message_by_lookup_identifier(
                 descriptor, r["LookupId"], seek, peek_operation=peek, two_phase_read=not peek,
                 transaction=transaction)
-    return entry, read, lambda result: complete(service, entry, result, r["dwMaxBodySize"], transaction)
+    return entry, read, lambda result: complete(service, entry, result, r["dwMaxBodySize"])
 
 
-def complete(service: Service, entry: PendingRequestEntry, result: Any, max_body: int, transaction: Any) -> Answer:
+def complete(service: Service, entry: PendingRequestEntry, result: Any, max_body: int) -> Answer:
     """On MQ_OK: the packet as ppPacketSections, pdwArriveTime and pSequenceId; a receive keeps its entry, with
     the Locked message's LookupIdentifier, and starts its Pending Request Cleanup Timer (3.1.2.2)."""
     if result.status != st.MQ_OK:
