@@ -313,10 +313,11 @@ def _handle_arg(request: web.Request, key: str) -> int:
 class AdminApi:
     """The aiohttp application over a running queue manager (see docs/admin-api.md)."""
 
-    def __init__(self, qm: Any, info: Callable[[], dict], service: Any = None, directory: Any = None) -> None:
+    def __init__(self, qm: Any, info: Callable[[], dict], service: Any = None, directory: Any = None,
+                 mqrr_service: Any = None) -> None:
         self.qm = qm
         self.info = info
-        self.backend = Backend(qm, service, directory)
+        self.backend = Backend(qm, service, directory, mqrr_service)
         self.app = web.Application(middlewares=[_errors], client_max_size=MAX_REQUEST)
         r = self.app.router
         r.add_get("/v1/info", self.get_info)
@@ -460,9 +461,10 @@ class AdminApi:
 class Backend:
     """The admin operations as MS-MQDMPR events on the QueueManager (shared_adm.queue_manager)."""
 
-    def __init__(self, qm: Any, service: Any = None, directory: Any = None) -> None:
+    def __init__(self, qm: Any, service: Any = None, directory: Any = None, mqrr_service: Any = None) -> None:
         self.qm = qm
         self.service = service          # the qm2qm Service (qm2qm.mqqp.handlers._service), for pending reads
+        self.mqrr_service = mqrr_service    # the MS-MQRR Service (qm2qm.mqrr.service) under `serve --mqrr`
         self.directory = directory      # shared_adm.directory.Directory: public queues are written to it
 
     # names ------------------------------------------------------------------------------------------------
@@ -647,13 +649,16 @@ class Backend:
         return out
 
     def remote_reads(self) -> list[dict]:
-        """RemoteReadEntry elements (MS-MQQP 3.1.1.2): reads in progress, and receives awaiting EndReceive."""
-        if self.service is None:
-            return []
-        adm = self.service.adm
+        """RemoteReadEntry elements (MS-MQQP 3.1.1.2) and, under --mqrr, PendingRequestEntry elements (MS-MQRR
+        3.1.1.2): reads in progress, and receives awaiting their End."""
         out = []
-        for state, entries in (("pending", adm.remote_read_entries), ("awaiting EndReceive", adm.receive_handles)):
-            for e in entries:
-                out.append({"hRemoteQueue": e.descriptor_handle, "request_id": e.request_id,
-                            "action": f"0x{e.action:08X}", "timeout": e.timeout, "state": state})
+        for protocol, service, ended_by in (("qm2qm", self.service, "EndReceive"),
+                                            ("MS-MQRR", self.mqrr_service, "R_EndReceive")):
+            if service is None:
+                continue
+            for state, entries in (("pending", service.pending), (f"awaiting {ended_by}", service.locked)):
+                for e in entries:
+                    out.append({"hRemoteQueue": e.descriptor_handle, "request_id": e.request_id,
+                                "action": f"0x{e.action:08X}", "timeout": e.timeout, "state": state,
+                                "protocol": protocol})
         return out

@@ -210,7 +210,8 @@ class App:
     async def _bind_admin(self) -> None:
         from qm2qm.admin import AdminApi
 
-        api = AdminApi(self.qm, info=self.info, service=self.service, directory=self.directory)
+        api = AdminApi(self.qm, info=self.info, service=self.service, directory=self.directory,
+                       mqrr_service=self.mqrr_service)
         self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)

@@ -80,3 +80,24 @@ def test_serve_has_the_mqrr_switch():
     from qm2qm.cli import main
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0 and "--mqrr / --no-mqrr" in result.output
+
+
+async def test_with_mqrr_on_the_admin_api_lists_remoteread_receives_awaiting_their_end(tmp_path):
+    from qm2qm.client import AdminClient
+    app = App(config(tmp_path, mqrr=True))
+    await app.start()
+    client = None
+    try:
+        admin = AdminClient(app.admin_url)
+        await asyncio.to_thread(admin.create_queue, ".\\private$\\listed")
+        await asyncio.to_thread(admin.send, ".\\private$\\listed", body_base64="aGk=")
+        client = await asyncio.to_thread(MqrrClient, "127.0.0.1", app.rpc.port)
+        handle = await asyncio.to_thread(client.open, "DIRECT=OS:localhost\\private$\\listed")
+        assert (await asyncio.to_thread(client.read, handle, request_id=9)).status == 0
+        reads = (await asyncio.to_thread(admin.list_reads))["reads"]
+        assert [(r["protocol"], r["request_id"], r["state"]) for r in reads] == \
+            [("MS-MQRR", 9, "awaiting R_EndReceive")]
+    finally:
+        if client is not None:
+            client.disconnect()
+        await app.close()
