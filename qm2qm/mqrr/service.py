@@ -45,12 +45,21 @@ class PendingRequestTable:
     def __init__(self, core: ReadCore) -> None:
         self._core = core
 
-    def for_handle(self, descriptor_handle: int) -> list[ReadEntry]:
-        waiting = [e for e in self._core.pending.for_descriptor(descriptor_handle) if is_receive(e.action)]
-        return waiting + self._core.locked.for_descriptor(descriptor_handle)
+    def has_handle(self, descriptor_handle: int) -> bool:
+        """Whether the queue context has any entry (3.1.4.9's first bullet)."""
+        return self._core.locked.has_descriptor(descriptor_handle) or any(
+            is_receive(e.action) for e in self._core.pending.for_descriptor(descriptor_handle))
 
     def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
-        return next((e for e in self.for_handle(descriptor_handle) if e.request_id == request_id), None)
+        """The entry keyed {request_id, the queue context}, or None."""
+        entry = self._core.locked.find(descriptor_handle, request_id)
+        if entry is not None:
+            return entry
+        entry = self._core.pending.find(descriptor_handle, request_id)
+        if entry is None or is_receive(entry.action):
+            return entry
+        return next((e for e in self._core.pending.for_descriptor(descriptor_handle)
+                     if e.request_id == request_id and is_receive(e.action)), None)
 
     def __len__(self) -> int:
         return sum(1 for e in self._core.pending if is_receive(e.action)) + len(self._core.locked)

@@ -77,6 +77,10 @@ class ReadEntryTable:
         entries = self._by_descriptor.get(descriptor_handle, {}).get(request_id)
         return entries[0] if entries else None
 
+    def has_descriptor(self, descriptor_handle: int) -> bool:
+        """Whether any entry has this descriptor handle."""
+        return descriptor_handle in self._by_descriptor
+
     def for_descriptor(self, descriptor_handle: int) -> list[ReadEntry]:
         """Every entry with this descriptor handle (a snapshot list)."""
         return [e for entries in self._by_descriptor.get(descriptor_handle, {}).values() for e in entries]

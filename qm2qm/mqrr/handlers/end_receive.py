@@ -22,7 +22,7 @@ def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, reque
         raise RpcFault(RPC_S_INVALID_BOUND, f"dwAck {ack} is outside [range(1,2)]")
     context, descriptor = queue_of(service, ctx, wire)
     handle = context.descriptor.handle if context is not None else None
-    if handle is None or not service.table.for_handle(handle):
+    if handle is None or not service.table.has_handle(handle):
         return st.MQ_ERROR_INVALID_HANDLE, None
     entry = service.table.find(handle, request_id)
     if entry is None:
