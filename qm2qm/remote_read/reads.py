@@ -26,6 +26,13 @@ def read_event(qm: Any, descriptor: Any, action: int, timeout: int, cursor: Any,
     return qm.peek_next_message(descriptor, timeout, cursor=cursor, tag=tag)
 
 
+def lookup_event(qm: Any, descriptor: Any, lookup_id: int, peek: bool, seek: Any, transaction: Any = None) -> Any:
+    """Read Message By Lookup Identifier (MS-MQDMPR 3.1.7.1.13) for a lookup action: a receive is two-phase
+    (its message stays Locked until the End) unless it is in a transaction. Never waits."""
+    return qm.read_message_by_lookup_identifier(descriptor, lookup_id, seek, peek_operation=peek,
+                                                two_phase_read=not peek, transaction=transaction)
+
+
 async def wait_for_read(entry: ReadEntry, result: Any) -> ReadResult:
     """The ReadResult of a read event, waiting while it is a PendingRead (MS-MQDMPR 3.1.7.3.1).
 

@@ -1,4 +1,4 @@
-"""The MS-MQDMPR lookups the qm2qm handlers make (MS-MQQP 3.1.1.1: OpenQueueDescriptor and Cursor by Handle)."""
+"""The MS-MQDMPR lookup the qm2qm handlers make (MS-MQQP 3.1.1.1: OpenQueueDescriptor by Handle; cursors: remote_read)."""
 from __future__ import annotations
 
 from typing import Any
@@ -14,7 +14,3 @@ def find_open_queue_descriptor(qm: Any, handle: int) -> Any | None:
         return None
     return descriptor
 
-
-def find_cursor(descriptor: Any, handle: int) -> Any | None:
-    """The Cursor with Handle = handle in descriptor.CursorCollection (MS-MQDMPR 3.2.1.2), or None."""
-    return descriptor.cursor_collection.get(handle)

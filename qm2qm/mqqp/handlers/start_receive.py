@@ -6,10 +6,11 @@ from typing import Any
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
-from qm2qm.mqqp.handlers._events import find_cursor, find_open_queue_descriptor
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import READ_ACTIONS as ACTIONS
+from qm2qm.remote_read.cursors import find_cursor
 from qm2qm.remote_read.reads import answerable_now, read_event, run_read, run_read_now
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st

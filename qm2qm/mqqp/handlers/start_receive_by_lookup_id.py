@@ -9,7 +9,7 @@ from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import LOOKUP_ACTIONS
-from qm2qm.remote_read.reads import run_read_now
+from qm2qm.remote_read.reads import lookup_event, run_read_now
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import MessageSeekAction
@@ -49,8 +49,7 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
                             timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
     return run_read_now(
         service, entry,
-        lambda: qm.read_message_by_lookup_identifier(descriptor, lookup_id, lookup_operation(seek, lookup_id),
-                                                     peek_operation=peek, two_phase_read=not peek),
+        lambda: lookup_event(qm, descriptor, lookup_id, peek, lookup_operation(seek, lookup_id)),
         lambda result: deliver(service, ctx, entry, result, receive=not peek))
 
 

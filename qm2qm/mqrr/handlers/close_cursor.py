@@ -4,17 +4,13 @@ from __future__ import annotations
 from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.cursors import close_cursor as close_cursor_of
 from qm2qm.rpc.interface import CallContext
-from shared_adm import status as st
 
 
 def close_cursor(service: Service, ctx: CallContext, wire: bytes, h_cursor: int) -> int:
     """The processing rules of 3.1.4.5; returns the HRESULT."""
-    _, descriptor = queue_of(service, ctx, wire)
-    cursor = descriptor.cursor_collection.get(h_cursor) if descriptor is not None else None
-    if cursor is None:
-        return st.MQ_ERROR_INVALID_HANDLE
-    return service.qm.close_cursor(cursor)
+    return close_cursor_of(service.qm, queue_of(service, ctx, wire)[1], h_cursor)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:

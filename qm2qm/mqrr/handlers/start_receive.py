@@ -10,9 +10,10 @@ from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.sections import Section, packet_sections
 from qm2qm.mqrr.service import PendingRequestEntry, Service, is_receive
 from qm2qm.remote_read.actions import LOOKUP_ACTIONS, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.cursors import find_cursor
 from qm2qm.remote_read.locks import release
 from qm2qm.remote_read.packets import take_packet
-from qm2qm.remote_read.reads import answerable_now, read_event, run_read, run_read_now
+from qm2qm.remote_read.reads import answerable_now, lookup_event, read_event, run_read, run_read_now
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -51,7 +52,7 @@ def check(service: Service, ctx: CallContext, r: Any) -> tuple[int, Any, Any]:
         return st.MQ_ERROR_INVALID_PARAMETER, None, None        # dwRequestId is still in use (3.1.4.7)
     cursor = None
     if r["hCursor"] != 0:
-        cursor = descriptor.cursor_collection.get(r["hCursor"])
+        cursor = find_cursor(descriptor, r["hCursor"])
         if cursor is None:
             return st.STATUS_INVALID_HANDLE, None, None
     return st.MQ_OK, descriptor, cursor
@@ -71,9 +72,7 @@ def begin(service: Service, r: Any, descriptor: Any, cursor: Any, timeout: int, 
         peek, seek = lookup
 
         def read():
-            return service.qm.read_message_by_lookup_identifier(
-                descriptor, r["LookupId"], seek, peek_operation=peek, two_phase_read=not peek,
-                transaction=transaction)
+            return lookup_event(service.qm, descriptor, r["LookupId"], peek, seek, transaction)
     return entry, read, lambda result: complete(service, entry, result, r["dwMaxBodySize"])
 
 

@@ -11,6 +11,7 @@ from qm2qm.mqrr.handlers import start_receive as sr
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.handlers._transaction import NULL_UOW, find_transaction, uow_of
 from qm2qm.mqrr.service import Service, is_receive
+from qm2qm.remote_read.cursors import find_cursor
 from qm2qm.remote_read.reads import run_read
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -28,7 +29,7 @@ async def start_transactional_receive(service: Service, ctx: CallContext, r: Any
         return sr.Answer(st.MQ_ERROR_INVALID_HANDLE)
     cursor = None
     if r["hCursor"] != 0:
-        cursor = descriptor.cursor_collection.get(r["hCursor"])
+        cursor = find_cursor(descriptor, r["hCursor"])
         if cursor is None:
             return sr.Answer(st.STATUS_INVALID_HANDLE)
     if descriptor.queue_reference is None or not descriptor.queue_reference.transactional:

@@ -1,0 +1,20 @@
+"""Cursors of a remote read: by Handle in the descriptor's CursorCollection, and closing one (MS-MQDMPR 3.2.1.2, 3.1.7.1.2)."""
+from __future__ import annotations
+
+from typing import Any
+
+from shared_adm import status as st
+
+
+def find_cursor(descriptor: Any, handle: int) -> Any | None:
+    """The Cursor with Handle = handle in descriptor.CursorCollection, or None."""
+    return descriptor.cursor_collection.get(handle)
+
+
+def close_cursor(qm: Any, descriptor: Any | None, handle: int) -> int:
+    """Close Cursor for the descriptor's cursor ``handle``: its waiting reads end, cancelled; MQ_ERROR_INVALID_HANDLE
+    when there is no such descriptor or cursor."""
+    cursor = find_cursor(descriptor, handle) if descriptor is not None else None
+    if cursor is None:
+        return st.MQ_ERROR_INVALID_HANDLE
+    return qm.close_cursor(cursor)
