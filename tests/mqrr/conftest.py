@@ -73,6 +73,14 @@ class Env(MqqpEnv):
             return fault.status
         raise AssertionError("the call was answered, not faulted")
 
+    async def stub_fault(self, opnum: int, stub: bytes) -> int:
+        """Send a raw stub as ``opnum`` on a new connection; the status of the fault it must get. The connection
+        must still be served afterwards."""
+        client = await self.connect()
+        status = await self.fault(client.call_stub, opnum, stub)
+        assert await self.call(client.get_server_port) == self.server.port
+        return status
+
     async def opened(self, access: int = 1, format_name: str = FORMAT_NAME):
         """A client and a queue context handle from R_OpenQueue."""
         client = await self.connect()
