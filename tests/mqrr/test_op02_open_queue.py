@@ -93,3 +93,12 @@ async def test_open_queue_access_check_with_the_caller_sids_denied_throws_access
     assert await env.fault(c.open, FORMAT_NAME, RECEIVE_ACCESS) == st.MQ_ERROR_ACCESS_DENIED
     assert seen == [(env.queue, ("S-1-5-7",), access.MQSEC_RECEIVE_MESSAGE)]
     assert descriptors(env) == []                   # the descriptor Open Queue made is closed again
+
+
+async def test_open_queue_failure_of_the_open_queue_event_is_thrown(env):
+    c = await env.connect()
+    # the queue manager's own private queues are never remote-readable (MS-MQDMPR Open Queue, MS-MQCN 3.2.3)
+    assert await env.fault(c.open, "DIRECT=OS:qm2qm\\private$\\admin_queue$") == st.MQ_ERROR_ACCESS_DENIED
+    assert await env.fault(c.open, "DIRECT=HTTP://qm2qm/msmq/private$/orders") == \
+        st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
+    assert descriptors(env) == []
