@@ -1,0 +1,137 @@
+"""The remote read both protocols share (qm2qm/remote_read/), below MS-MQQP and MS-MQRR: entry tables, the
+inline rule, release once, cancel, release on close, answer-when-durable (MS-MQDMPR 3.1.7.1.11–17)."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.core import ReadCore
+from qm2qm.remote_read.durable import answer_when_durable
+from qm2qm.remote_read.entries import ReadEntry, ReadEntryTable
+from qm2qm.remote_read.locks import cancel, release, release_descriptor
+from qm2qm.remote_read.packets import take_packet
+from qm2qm.remote_read.reads import answerable_now, read_event, run_read, run_read_now
+from shared_adm import status as st
+from shared_adm.clock import INFINITE, ManualScheduler
+from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.message import Message
+from shared_adm.queue_manager import QueueManager
+
+NAME = "DIRECT=OS:qm2qm\\private$\\shared"
+
+
+@pytest.fixture
+def core():
+    qm = QueueManager(scheduler=ManualScheduler())
+    qm.initialize()
+    qm.create_queue(".\\private$\\shared")
+    return ReadCore(qm=qm)
+
+
+def opened(core):
+    status, descriptor = core.qm.open_queue(NAME, QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE,
+                                            RemoteReadState.OPENED)
+    assert status == st.MQ_OK
+    return descriptor
+
+
+def enqueue(core, descriptor, body=b"m"):
+    message = Message(body=body, destination_queue_format_name=NAME)
+    assert core.qm.enqueue_message(descriptor.queue_reference, message) == st.MQ_OK
+    return message
+
+
+def states(descriptor):
+    return [p.state for p in descriptor.queue_reference.message_position_list]
+
+
+def receive(core, descriptor, request_id=1, timeout=0, read_timeout=None):
+    """(entry, read, finish) of a receive with the caller's ``timeout``, its event raised with ``read_timeout``
+    (the inline path tries with 0)."""
+    entry = ReadEntry(descriptor.handle, request_id, timeout, MQ_ACTION_RECEIVE, descriptor=descriptor)
+    event_timeout = timeout if read_timeout is None else read_timeout
+    read = lambda: read_event(core.qm, descriptor, MQ_ACTION_RECEIVE, event_timeout, None, request_id)  # noqa: E731
+    def finish(result):
+        if result.status != st.MQ_OK:
+            return result.status, None
+        return take_packet(core, entry, result, receive=True)
+    return entry, read, finish
+
+
+def test_entry_table_keys_on_descriptor_and_request_id_and_removes_the_very_entry():
+    table = ReadEntryTable()
+    a, b, c = ReadEntry(1, 7), ReadEntry(1, 7), ReadEntry(2, 7)
+    for e in (a, b, c):
+        table.add(e)
+    assert table.find(1, 7) is a and len(table) == 3 and table.has_descriptor(2)
+    assert table.remove(b) and not table.remove(b) and a in table and b not in table
+    assert table.for_descriptor(1) == [a]
+    table.remove(a)
+    table.remove(c)
+    assert len(table) == 0 and not table.has_descriptor(1)
+
+
+@pytest.mark.parametrize("timeout, cursor, inline", [
+    (0, True, True), (0, False, True), (5000, False, True), (INFINITE, False, True), (5000, True, False)])
+def test_answerable_now_only_when_trying_with_timeout_zero_changes_nothing(timeout, cursor, inline):
+    assert answerable_now(timeout, cursor) is inline
+
+
+def test_a_receive_locks_its_message_until_released_once(core):
+    d = opened(core)
+    enqueue(core, d)
+    entry, read, finish = receive(core, d)
+    status, packet = run_read_now(core, entry, read, finish)
+    assert status == st.MQ_OK and b"m" in packet.buffer
+    assert states(d) == [PositionState.LOCKED] and entry in core.locked and len(core.pending) == 0
+    assert release(core, entry, delete=True) == st.MQ_OK
+    assert release(core, entry, delete=True) == st.MQ_ERROR_INVALID_HANDLE
+    assert states(d) == [] and len(core.locked) == 0
+
+
+def test_run_read_now_leaves_nothing_when_the_read_would_wait(core):
+    d = opened(core)
+    entry, read, finish = receive(core, d, timeout=5000, read_timeout=0)
+    assert run_read_now(core, entry, read, finish) is None
+    assert len(core.pending) == 0 and not d.waiting_message_read_operation_collection
+
+
+async def test_a_waiting_read_is_pending_until_cancelled_with_the_callers_status(core):
+    d = opened(core)
+    entry, read, finish = receive(core, d, request_id=4, timeout=INFINITE)
+    task = asyncio.create_task(run_read(core, entry, read, finish))
+    await asyncio.sleep(0)
+    assert entry in core.pending and entry.waiting is not None
+    assert cancel(core, entry, st.MQ_ERROR_OPERATION_CANCELLED) == st.MQ_OK
+    assert (await task)[0] == st.MQ_ERROR_OPERATION_CANCELLED
+    assert len(core.pending) == 0
+
+
+async def test_release_descriptor_cancels_waiting_reads_and_nacks_locked_messages(core):
+    d = opened(core)
+    enqueue(core, d)
+    locked, read, finish = receive(core, d, request_id=1)
+    run_read_now(core, locked, read, finish)
+    peek = ReadEntry(d.handle, 2, INFINITE, MQ_ACTION_PEEK_CURRENT, descriptor=d)
+    waiting = asyncio.create_task(run_read(
+        core, peek, lambda: core.qm.peek_message(d, INFINITE, tag=2),          # the one message is Locked: waits
+        lambda result: result.status))
+    await asyncio.sleep(0)
+    release_descriptor(core, d.handle, st.MQ_ERROR_OPERATION_CANCELLED)
+    assert await waiting == st.MQ_ERROR_OPERATION_CANCELLED
+    assert states(d) == [PositionState.AVAILABLE] and len(core.locked) == len(core.pending) == 0
+
+
+async def test_answer_when_durable_is_inline_without_a_wait_and_a_coroutine_otherwise():
+    async def done_at_once():
+        return None
+
+    async def waits():
+        await asyncio.sleep(0.001)
+
+    assert answer_when_durable(None, lambda: b"now") == b"now"
+    assert answer_when_durable(done_at_once(), lambda: b"now") == b"now"
+    later = answer_when_durable(waits(), lambda: b"later")
+    assert not isinstance(later, bytes) and await later == b"later"
