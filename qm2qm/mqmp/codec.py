@@ -56,6 +56,11 @@ def encode_response(opnum: int, ndr64: bool, **values: Any) -> bytes:
     return response.getData()
 
 
+def wire_handle(value: Any) -> bytes:
+    """A decoded context-handle field as its 20 wire bytes (impacket gives bytes or the struct)."""
+    return bytes(value if isinstance(value, (bytes, bytearray)) else value["Data"])
+
+
 def is_null(pointer: Any) -> bool:
     """A decoded unique/full pointer that was NULL on the wire."""
     return isinstance(pointer, NDRPOINTERNULL) or pointer["ReferentID"] == 0

@@ -61,6 +61,18 @@ class _EMPTY(NDRSTRUCT):
     def getAlignment(self):
         return 1
 
+    def getData(self, soFar=0):
+        return b""
+
+    def getDataReferents(self, soFar=0):
+        return b""
+
+    def fromString(self, data, offset=0):
+        return 0
+
+    def fromStringReferents(self, data, offset=0):
+        return 0
+
 
 # [switch_is(m_qft)] union { ... }: the discriminant is marshalled again in m_qft's type (unsigned char)
 class QUEUE_FORMAT_UNION(NDRUNION):

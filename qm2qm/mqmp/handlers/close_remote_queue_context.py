@@ -37,5 +37,5 @@ def close_remote_queue_context(service: QmcommService, ctx: CallContext, wire: b
 def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
     """Opnum 3 on the wire: decode, apply 3.1.4.3, encode (no return value)."""
     call = codec.decode_request(3, stub, ctx.ndr64)
-    context = close_remote_queue_context(service, ctx, bytes(call["pphContext"]["Data"]))
+    context = close_remote_queue_context(service, ctx, codec.wire_handle(call["pphContext"]))
     return codec.encode_response(3, ctx.ndr64, pphContext=context)
