@@ -1,0 +1,98 @@
+"""`qm2qm serve` wiring of qmcomm (MS-MQMP 3.1.3, 3.1.4.24): its own listener, the +11 rule, the endpoint mapper,
+the port answers of both interfaces, and --allow-anonymous-read."""
+from __future__ import annotations
+
+import asyncio
+import errno
+
+import pytest
+from impacket.dcerpc.v5 import epm, transport
+
+from qm2qm.app import App, StartupError
+from qm2qm.client import Qm2qmClient
+from qm2qm.config import load_config
+from qm2qm.mqmp.client import QmcommClient
+from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ, QMCOMM2_UUID, QMCOMM_UUID
+from qm2qm.mqqp.constants import QM2QM_UUID
+from tests.product.test_wiring import free_port
+
+
+def config(tmp_path, **values):
+    return load_config(None, {"data_dir": str(tmp_path / "data"), "port": 0, "admin_port": 0, "qmcomm_port": 0,
+                              "epm_port": 0, **values})
+
+
+def ept_map(port: int, interface) -> str:
+    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
+    dce.connect()
+    try:
+        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(interface), "1.0")), protocol="ncacn_ip_tcp",
+                            dce=dce)
+    finally:
+        dce.disconnect()
+
+
+async def test_qmcomm_listens_on_its_own_port_and_the_port_queries_answer_the_bound_ports(tmp_path):
+    app = App(config(tmp_path))
+    await app.start()
+    try:
+        qmcomm_port = app.qmcomm.port
+        assert qmcomm_port not in (0, app.rpc.port)
+        def ask() -> tuple[int, int, int]:
+            with QmcommClient("127.0.0.1", qmcomm_port) as qmcomm, Qm2qmClient("127.0.0.1", app.rpc.port) as qm2qm:
+                return (qmcomm.get_rtqm_server_port(IP_HANDSHAKE), qmcomm.get_rtqm_server_port(IP_READ),
+                        qm2qm.get_qmqm_server_port(IP_HANDSHAKE))
+
+        assert await asyncio.to_thread(ask) == (qmcomm_port, app.rpc.port, qmcomm_port)
+        assert app.info()["qmcomm_port"] == qmcomm_port
+    finally:
+        await app.close()
+
+
+async def test_endpoint_mapper_maps_qmcomm_qmcomm2_and_qm2qm(tmp_path):
+    app = App(config(tmp_path, epm_port=free_port()))
+    await app.start()
+    try:
+        for interface, port in ((QMCOMM_UUID, app.qmcomm.port), (QMCOMM2_UUID, app.qmcomm.port),
+                                (QM2QM_UUID, app.rpc.port)):
+            assert await asyncio.to_thread(ept_map, app.epm.port, interface) == f"ncacn_ip_tcp:127.0.0.1[{port}]"
+    finally:
+        await app.close()
+
+
+class _FakeRpc:
+    busy: set[int] = set()
+    tried: list[int] = []
+
+    def __init__(self, interfaces, host, port, max_connections):
+        self.port = port
+
+    async def start(self):
+        _FakeRpc.tried.append(self.port)
+        if self.port in _FakeRpc.busy:
+            raise OSError(errno.EADDRINUSE, "Address already in use")
+
+
+async def test_busy_default_qmcomm_port_moves_by_11():
+    _FakeRpc.busy, _FakeRpc.tried = {2103, 2114}, []
+    app = App(load_config())
+    server = await app._bind(_FakeRpc, [], 2103, app.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24")
+    assert server.port == 2125 and _FakeRpc.tried == [2103, 2114, 2125]
+
+
+async def test_busy_explicit_qmcomm_port_is_a_startup_error():
+    _FakeRpc.busy, _FakeRpc.tried = {2103}, []
+    app = App(load_config(None, {"qmcomm_port": 2103}))
+    assert not app.config.increments_busy_qmcomm_port
+    with pytest.raises(StartupError, match=r"cannot listen on 127.0.0.1:2103: address already in use"):
+        await app._bind(_FakeRpc, [], 2103, app.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24")
+
+
+async def test_allow_anonymous_read_reaches_the_queue_manager(tmp_path):
+    for value in (False, True):
+        app = App(config(tmp_path, allow_anonymous_read=value))
+        await app.start()
+        try:
+            assert app.qm.allow_anonymous_read is value and app.info()["allow_anonymous_read"] is value
+        finally:
+            await app.close()
