@@ -355,6 +355,15 @@ class AdminClient:
         """POST /v1/handles/{handle}/cursors: hCursor."""
         return self.request("POST", f"/v1/handles/{handle}/cursors", {})
 
+    def permissions(self, pathname: str) -> dict:
+        """GET /v1/queues/{pathname}/permissions."""
+        return self.request("GET", f"/v1/queues/{self.quote(pathname)}/permissions")
+
+    def change_permissions(self, pathname: str, verb: str, principal: str, right: str) -> dict:
+        """POST /v1/queues/{pathname}/permissions: verb is 'grant' or 'revoke'."""
+        return self.request("POST", f"/v1/queues/{self.quote(pathname)}/permissions",
+                            {verb: right, "principal": principal})
+
     def list_handles(self) -> list[dict]:
         """GET /v1/handles."""
         return self.request("GET", "/v1/handles")["handles"]
