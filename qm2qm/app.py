@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import logging
 import signal
 from pathlib import Path
@@ -15,6 +16,8 @@ from qm2qm.config import ADMIN_HOST, PORT_INCREMENT, ServerConfig
 
 log = logging.getLogger("qm2qm.app")
 
+# First connection id of the qmcomm listener (qm2qm's count from 1), so a trace never merges two sessions.
+QMCOMM_CONNECTION_IDS = 1 << 31
 # Seconds a shutdown gives in-flight calls before they are answered with the cancel fault.
 SHUTDOWN_GRACE_S = 0.5
 
@@ -133,6 +136,9 @@ class App:
             interfaces = [wrap_interface(i, self.tracer) for i in interfaces]
         self.qmcomm = await self._bind(server_cls, interfaces, self.config.qmcomm_port,
                                        self.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24")
+        if hasattr(self.qmcomm, "_ids"):
+            # connection ids name trace sessions: keep qmcomm's apart from qm2qm's (both RpcServers count from 1)
+            self.qmcomm._ids = itertools.count(QMCOMM_CONNECTION_IDS)
         self.qmcomm_service.config.qmcomm_port = self.qmcomm.port
 
     def _traced(self, interface: Any) -> Any:

@@ -421,7 +421,9 @@ class RemoteReader:
             port = self.qmcomm_port or self._ept_map(mqmp_idl.MSRPC_UUID_QMCOMM, "qmcomm")
             self.qmcomm = self._qmcomm_client(QmcommClient, port)
             advertised = self._step("R_QMGetRTQMServerPort", self.qmcomm.get_rtqm_server_port, IP_HANDSHAKE)
-            if advertised and advertised != port:            # MS-MQMP 4.2 steps 3–5: rebind to the fixed port
+            # MS-MQMP 4.2 steps 3–5: from a mapper-found endpoint, rebind to the fixed port the server names; a port
+            # the caller gave (e.g. a recording proxy's) is kept.
+            if advertised and advertised != port and not self.qmcomm_port:
                 self.qmcomm.close()
                 self.qmcomm = self._qmcomm_client(QmcommClient, advertised)
             opened = self._step("R_QMOpenRemoteQueue", self.qmcomm.open_remote_queue, self.format_name,

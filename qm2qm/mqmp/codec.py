@@ -170,3 +170,61 @@ def fill_queue_format(qf: Any, name: str) -> None:
     else:
         direct = name.split("=", 1)[1]
         qf["u"]["m_pDirectID"] = (direct.split(";", 1)[0] if suffix else direct) + "\x00"
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Responses and plain views (for clients, the call table and replay)
+# ----------------------------------------------------------------------------------------------------------
+
+def decode_response(opnum: int, stub: bytes, ndr64: bool) -> Any:
+    """The response stub of ``opnum`` → its idl.py NDRCALL; RPC_X_BAD_STUB_DATA if malformed."""
+    call = idl.OPNUMS[opnum][1](isNDR64=ndr64)
+    try:
+        used = call.fromString(bytes(stub))
+    except Exception as exc:    # noqa: BLE001 - impacket's assorted parse errors
+        raise bad(f"{c.OPNUM_NAMES[opnum]} response: {type(exc).__name__}: {exc}") from None
+    if used != len(stub):
+        raise bad(f"{c.OPNUM_NAMES[opnum]} response: {len(stub) - used} trailing bytes")
+    return call
+
+
+def encode_request(call: Any) -> bytes:
+    """A request NDRCALL (built, or decoded and changed) → its stub, in the syntax it was made for."""
+    return call.getData()
+
+
+def request_view(opnum: int, call: Any) -> dict:
+    """The request's parameters as plain JSON values, named as in the IDL (QUEUE_FORMAT as its format name)."""
+    if opnum == c.OPNUM_R_QMOpenRemoteQueue:
+        if is_null(call.fields["pQueueFormat"]):
+            queue = None
+        else:
+            try:
+                queue = format_name(call["pQueueFormat"])
+            except FormatNameError as exc:
+                queue = {"error": str(exc), "m_qft": call["pQueueFormat"]["m_qft"]}
+        return {"pQueueFormat": queue, "dwCallingProcessID": call["dwCallingProcessID"],
+                "dwDesiredAccess": call["dwDesiredAccess"], "dwShareMode": call["dwShareMode"],
+                "pLicGuid": str(uuid.UUID(bytes_le=bytes(call["pLicGuid"]))), "dwMQS": call["dwMQS"]}
+    if opnum == c.OPNUM_R_QMCloseRemoteQueueContext:
+        return {"pphContext": wire_handle(call["pphContext"]).hex()}
+    if opnum == c.OPNUM_R_QMCreateRemoteCursor:
+        return {"ptb1": {"uTransferType": call["ptb1"]["uTransferType"]}, "hQueue": call["hQueue"]}
+    if opnum == c.OPNUM_R_QMGetRTQMServerPort:
+        return {"fIP": call["fIP"]}
+    return {"pQueue": call["pQueue"]}
+
+
+def response_view(opnum: int, call: Any) -> dict:
+    """The response's out-parameters as plain JSON values (HRESULTs unsigned)."""
+    out: dict = {}
+    for name, _ in call.structure:
+        value = call[name]
+        if name == "pphContext":
+            value = wire_handle(value).hex()
+        elif name == "ErrorCode":
+            value &= 0xFFFFFFFF
+        elif not isinstance(value, int):
+            continue            # lplpRemoteQueueName: never answered (opnum 1 always faults)
+        out[name] = value
+    return out

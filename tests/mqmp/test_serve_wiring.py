@@ -96,3 +96,27 @@ async def test_allow_anonymous_read_reaches_the_queue_manager(tmp_path):
             assert app.qm.allow_anonymous_read is value and app.info()["allow_anonymous_read"] is value
         finally:
             await app.close()
+
+
+async def test_a_traced_server_records_qmcomm_and_qm2qm_calls_in_separate_sessions(tmp_path):
+    from qm2qm.client import AdminClient, RemoteReader
+    from qm2qm.pipeline.trace import read_calls
+    app = App(config(tmp_path, trace=str(tmp_path / "trace.jsonl"), allow_anonymous_read=True,
+                     computer_name="qm2qm"))
+    await app.start()
+    try:
+        def run():
+            AdminClient(app.admin_url).create_queue(".\\private$\\t")
+            with RemoteReader("127.0.0.1", "DIRECT=TCP:127.0.0.1\\private$\\t", qmcomm_port=app.qmcomm.port,
+                              qm2qm_port=app.rpc.port) as reader:
+                reader.peek()
+        await asyncio.to_thread(run)
+    finally:
+        await app.close()
+    rows = read_calls(tmp_path / "trace.jsonl").to_pylist()
+    interfaces_by_session = {}
+    for row in rows:
+        interfaces_by_session.setdefault(row["session_seq"], set()).add(row["interface_name"])
+    assert sorted(map(sorted, interfaces_by_session.values())) == [["qm2qm"], ["qmcomm"]]
+    assert {r["op_name"] for r in rows if r["interface_name"] == "qmcomm"} == {
+        "R_QMGetRTQMServerPort", "R_QMOpenRemoteQueue", "R_QMCloseRemoteQueueContext"}
