@@ -64,26 +64,22 @@ def _show_permissions(data: dict) -> None:
         click.echo(f"  {ace['sid']:<16} {','.join(ace['names']) or '-'}  (0x{ace['rights']:X})")
 
 
-@queue.command("grant")
-@click.argument("pathname")
-@click.argument("principal")
-@click.argument("right", type=click.Choice(["receive", "peek", "delete"], case_sensitive=False))
-@admin_options
-def queue_grant(pathname, principal, right, admin_url, as_json) -> None:
-    """Let PRINCIPAL (a SID, Everyone, 'ANONYMOUS LOGON', ...) RIGHT on PATHNAME (MS-MQMQ 2.2.24)."""
-    data = _call_admin(lambda: _admin(admin_url).change_permissions(pathname, "grant", principal, right))
-    _emit(data, as_json, _show_permissions)
+def _change_command(verb: str, doc: str):
+    """`qm2qm queue grant|revoke PATHNAME PRINCIPAL RIGHT` (POST /v1/queues/{q}/permissions)."""
+    @queue.command(verb, help=doc)
+    @click.argument("pathname")
+    @click.argument("principal")
+    @click.argument("right", type=click.Choice(["receive", "peek", "delete"], case_sensitive=False))
+    @admin_options
+    def command(pathname, principal, right, admin_url, as_json) -> None:
+        data = _call_admin(lambda: _admin(admin_url).change_permissions(pathname, verb, principal, right))
+        _emit(data, as_json, _show_permissions)
+    return command
 
 
-@queue.command("revoke")
-@click.argument("pathname")
-@click.argument("principal")
-@click.argument("right", type=click.Choice(["receive", "peek", "delete"], case_sensitive=False))
-@admin_options
-def queue_revoke(pathname, principal, right, admin_url, as_json) -> None:
-    """Take RIGHT on PATHNAME away from PRINCIPAL."""
-    data = _call_admin(lambda: _admin(admin_url).change_permissions(pathname, "revoke", principal, right))
-    _emit(data, as_json, _show_permissions)
+queue_grant = _change_command(
+    "grant", "Let PRINCIPAL (a SID, Everyone, 'ANONYMOUS LOGON', ...) RIGHT on PATHNAME (MS-MQMQ 2.2.24).")
+queue_revoke = _change_command("revoke", "Take RIGHT on PATHNAME away from PRINCIPAL.")
 
 
 @queue.command("permissions")

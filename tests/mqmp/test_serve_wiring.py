@@ -3,10 +3,9 @@ the port answers of both interfaces, and --allow-anonymous-read."""
 from __future__ import annotations
 
 import asyncio
-import errno
 
 import pytest
-from impacket.dcerpc.v5 import epm, transport
+from impacket.dcerpc.v5 import epm
 
 from qm2qm.app import App, StartupError
 from qm2qm.client import Qm2qmClient
@@ -14,6 +13,7 @@ from qm2qm.config import load_config
 from qm2qm.mqmp.client import QmcommClient
 from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ, QMCOMM2_UUID, QMCOMM_UUID
 from qm2qm.mqqp.constants import QM2QM_UUID
+from tests.product.test_serve import _FakeRpc
 from tests.product.test_wiring import free_port
 
 
@@ -23,13 +23,8 @@ def config(tmp_path, **values):
 
 
 def ept_map(port: int, interface) -> str:
-    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
-    dce.connect()
-    try:
-        return epm.hept_map("127.0.0.1", epm.uuidtup_to_bin((str(interface), "1.0")), protocol="ncacn_ip_tcp",
-                            dce=dce)
-    finally:
-        dce.disconnect()
+    from qm2qm.client import ept_map_port
+    return f"ncacn_ip_tcp:127.0.0.1[{ept_map_port('127.0.0.1', port, epm.uuidtup_to_bin((str(interface), '1.0')))}]"
 
 
 async def test_qmcomm_listens_on_its_own_port_and_the_port_queries_answer_the_bound_ports(tmp_path):
@@ -58,19 +53,6 @@ async def test_endpoint_mapper_maps_qmcomm_qmcomm2_and_qm2qm(tmp_path):
             assert await asyncio.to_thread(ept_map, app.epm.port, interface) == f"ncacn_ip_tcp:127.0.0.1[{port}]"
     finally:
         await app.close()
-
-
-class _FakeRpc:
-    busy: set[int] = set()
-    tried: list[int] = []
-
-    def __init__(self, interfaces, host, port, max_connections):
-        self.port = port
-
-    async def start(self):
-        _FakeRpc.tried.append(self.port)
-        if self.port in _FakeRpc.busy:
-            raise OSError(errno.EADDRINUSE, "Address already in use")
 
 
 async def test_busy_default_qmcomm_port_moves_by_11():
