@@ -78,7 +78,7 @@ class Qm2qmClient:
         """Connect over ncacn_ip_tcp and bind the qm2qm interface (NDR or NDR64, MS-MQQP 2.2)."""
         self._dce = bind(self.host, self.port, idl.MSRPC_UUID_QM2QM, ndr64=self.ndr64,
                          connect_timeout=self.connect_timeout, call_timeout=self.call_timeout,
-                         credentials=self.credentials)
+                         credentials=self.credentials, name="qm2qm")
         return self
 
     def close(self) -> None:

@@ -41,8 +41,9 @@ class Credentials:
 
 
 def bind(host: str, port: int, interface: bytes, *, ndr64: bool, connect_timeout: float = 10.0,
-         call_timeout: float | None = None, credentials: Credentials | None = None) -> Any:
-    """Connect over ncacn_ip_tcp and bind ``interface`` (NDR or NDR64); the impacket DCERPC_v5 object."""
+         call_timeout: float | None = None, credentials: Credentials | None = None, name: str = "") -> Any:
+    """Connect over ncacn_ip_tcp and bind ``interface`` (named ``name`` in errors; NDR or NDR64); the impacket
+    DCERPC_v5 object. With credentials, impacket authenticates the bind with NTLM (RPC_C_AUTHN_WINNT)."""
     rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{host}[{port}]")
     rpc.set_connect_timeout(connect_timeout)
     if credentials is not None and credentials.user:
@@ -63,7 +64,7 @@ def bind(host: str, port: int, interface: bytes, *, ndr64: bool, connect_timeout
         dce.bind(interface, transfer_syntax=NDR64_SYNTAX if ndr64 else NDR20_SYNTAX)
     except (DCERPCException, OSError) as exc:
         dce.disconnect()
-        raise RpcCallError(f"cannot bind at {host}:{port}: {exc}") from None
+        raise RpcCallError(f"cannot bind {name or 'the interface'} at {host}:{port}: {exc}") from None
     return dce
 
 
@@ -102,7 +103,7 @@ class QmcommClient:
         self.dce = None
 
     def connect(self) -> "QmcommClient":
-        self.dce = bind(self.host, self.port, idl.MSRPC_UUID_QMCOMM, **self._options)
+        self.dce = bind(self.host, self.port, idl.MSRPC_UUID_QMCOMM, name="qmcomm", **self._options)
         return self
 
     def close(self) -> None:
