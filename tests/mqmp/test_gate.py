@@ -54,3 +54,65 @@ async def test_queue_format_discriminant_disagreeing_with_m_qft_is_bad_stub_data
     req["pLicGuid"] = bytes(16)
     assert await env.run(stub_fault, client.dce, 2, req.getData()) == RPC_X_BAD_STUB_DATA
     assert env.descriptors() == []
+
+
+def _answer(dce, opnum: int, stub: bytes) -> tuple[int, int]:
+    """(PTYPE, fault status or 0) of the answer to one raw request."""
+    import struct
+    dce.call(opnum, stub)
+    rpc = dce.get_rpc_transport()
+    header = rpc.recv(count=16)
+    body = rpc.recv(count=struct.unpack_from("<H", header, 8)[0] - 16)
+    return header[2], (struct.unpack_from("<I", body, 8)[0] if header[2] == 3 else 0)
+
+
+async def test_random_stubs_get_a_clear_answer_and_leave_nothing_open(env):
+    """Bounded fuzz (fixed seed, 60 stubs per opnum): every stub is answered with a response or one of the
+    documented faults; the connection and the queue manager stay usable."""
+    import random
+    rng = random.Random(11)
+    client = await env.qmcomm_client()
+    allowed = {0, RPC_X_BAD_STUB_DATA, 0x6C6, 0x1C00001A, st.MQ_ERROR_ILLEGAL_OPERATION}   # 0x1C00001A: context mismatch
+    valid = {}
+    for opnum in (2, 4):
+        req = idl.R_QMOpenRemoteQueue(isNDR64=env.ndr64) if opnum == 2 else idl.R_QMCreateRemoteCursor(isNDR64=env.ndr64)
+        if opnum == 2:
+            codec.fill_queue_format(req["pQueueFormat"], FORMAT_NAME)
+            req["pLicGuid"] = bytes(16)
+        else:
+            from impacket.dcerpc.v5.ndr import NULL
+            req["ptb1"]["uTransferType"] = 0
+            req["ptb1"]["u"]["tag"] = 0
+            req["ptb1"]["u"]["Send"]["pAdminQueueFormat"] = NULL
+            req["ptb1"]["u"]["Send"]["pResponseQueueFormat"] = NULL
+        valid[opnum] = req.getData()
+
+    def fuzz():
+        seen = set()
+        for opnum in (1, 2, 3, 4, 31):
+            for _ in range(60):
+                base = bytearray(valid.get(opnum, bytes(rng.randrange(0, 64))))
+                for _ in range(rng.randrange(1, 6)):
+                    if base and rng.random() < 0.7:
+                        base[rng.randrange(len(base))] = rng.randrange(256)
+                    else:
+                        base = base[:rng.randrange(len(base) + 1)]
+                ptype, status = _answer(client.dce, opnum, bytes(base))
+                assert ptype in (2, 3) and status in allowed, (opnum, bytes(base).hex(), ptype, hex(status))
+                seen.add(status)
+        return seen
+
+    seen = await env.run(fuzz)
+    assert RPC_X_BAD_STUB_DATA in seen
+    for h in [d.handle for d in env.descriptors()]:
+        env.qm.close_queue(env.qm.descriptor_by_handle(h))
+    assert (await env.run(client.open_remote_queue, FORMAT_NAME)).status == st.MQ_OK
+
+
+async def test_a_bad_stub_does_not_fill_the_log(env, caplog):
+    import logging
+    client = await env.qmcomm_client()
+    with caplog.at_level(logging.DEBUG):
+        for _ in range(3):
+            assert await env.run(stub_fault, client.dce, 2, b"\x01\x00\x00\x00\x03") == RPC_X_BAD_STUB_DATA
+    assert [r for r in caplog.records if r.name.startswith("impacket")] == []
