@@ -333,6 +333,8 @@ class AdminApi:
         r.add_delete("/v1/handles/{handle}", self.close_handle)
         r.add_post("/v1/handles/{handle}/cursors", self.open_cursor)
         r.add_get("/v1/reads", self.list_reads)
+        r.add_get("/v1/queues/{name}/permissions", self.show_permissions)
+        r.add_post("/v1/queues/{name}/permissions", self.change_permissions)
 
     def _queue(self, request: web.Request):
         name = request.match_info["name"]
@@ -416,7 +418,8 @@ class AdminApi:
         raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
 
     async def open_queue(self, request: web.Request) -> web.Response:
-        """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2)."""
+        """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2), without its access check: the
+        admin API is loopback administration (docs/admin-api.md), not a remote reader."""
         queue = self._queue(request)
         body = await _body(request)
         _reject_unknown(body, {"access", "share_mode"})
@@ -428,6 +431,36 @@ class AdminApi:
             raise AdminError(400, "bad_value", f"share_mode: expected one of {', '.join(SHARE)}, got {share!r}")
         desc = self.backend.open_for_remote_read(queue, access, share)
         return _json(self.backend.descriptor_view(desc), status=201)
+
+    async def show_permissions(self, request: web.Request) -> web.Response:
+        """GET /v1/queues/{name}/permissions: the queue's owner and access-allowed ACEs (MS-MQMQ 2.2.24 rights)."""
+        from shared_adm import security
+        return _json(self._permissions_view(security.queue_security(self._queue(request))))
+
+    async def change_permissions(self, request: web.Request) -> web.Response:
+        """POST /v1/queues/{name}/permissions {"grant"|"revoke": right, "principal": SID or name}: change one ACE,
+        durably (the queue's Security attribute, MS-MQDMPR 3.1.1.2)."""
+        from shared_adm import security
+        queue = self._queue(request)
+        body = await _body(request)
+        _reject_unknown(body, {"grant", "revoke", "principal"})
+        if ("grant" in body) == ("revoke" in body):
+            raise AdminError(400, "bad_value", "give exactly one of grant or revoke (receive, peek or delete)")
+        verb = "grant" if "grant" in body else "revoke"
+        try:
+            rights = security.right_mask(_str(body, verb, max_len=16) or "")
+            sid = security.principal_sid(_str(body, "principal", max_len=200) or "")
+        except security.SecurityError as exc:
+            raise AdminError(400, "bad_value", str(exc)) from None
+        current = security.queue_security(queue)
+        getattr(current, verb)(sid, rights)
+        security.set_queue_security(self.qm, queue, current)
+        await self.qm.durable()
+        return _json(self._permissions_view(current))
+
+    def _permissions_view(self, queue_security) -> dict:
+        return {**queue_security.to_json(), "allow_anonymous_read": bool(getattr(self.qm, "allow_anonymous_read",
+                                                                                  False))}
 
     async def list_handles(self, request: web.Request) -> web.Response:
         """GET /v1/handles: every open OpenQueueDescriptor (MS-MQDMPR 3.1.1.16)."""

@@ -1,8 +1,10 @@
-"""Composition of `qm2qm serve`: QueueManager on SqliteStore + RpcServer(qm2qm) + admin API (MS-MQQP 3.1.3)."""
+"""Composition of `qm2qm serve`: QueueManager on SqliteStore + RpcServer(qm2qm) + RpcServer(qmcomm, qmcomm2) + admin
+API (MS-MQQP 3.1.3, MS-MQMP 3.1.3)."""
 from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
 import logging
 import signal
 from pathlib import Path
@@ -14,6 +16,8 @@ from qm2qm.config import ADMIN_HOST, PORT_INCREMENT, ServerConfig
 
 log = logging.getLogger("qm2qm.app")
 
+# First connection id of the qmcomm listener (qm2qm's count from 1), so a trace never merges two sessions.
+QMCOMM_CONNECTION_IDS = 1 << 31
 # Seconds a shutdown gives in-flight calls before they are answered with the cancel fault.
 SHUTDOWN_GRACE_S = 0.5
 
@@ -54,6 +58,8 @@ class App:
         self.service = None
         self.mqrr_service = None        # --mqrr: the MS-MQRR RemoteRead service
         self.rpc = None
+        self.qmcomm = None              # the qmcomm + qmcomm2 listener (MS-MQMP, IP_HANDSHAKE)
+        self.qmcomm_service = None
         self._runner: web.AppRunner | None = None
         self._admin_site: web.TCPSite | None = None
         self.admin_port = 0
@@ -106,6 +112,7 @@ class App:
             self.qm.initialize()
         except StoreError as exc:
             raise StartupError(str(exc)) from None
+        self.qm.allow_anonymous_read = self.config.allow_anonymous_read
         mqqp_config = MqqpConfig(qmcomm_port=self.config.qmcomm_port)
         self.service = build_service(self.qm, mqqp_config)
         interface = service_interface(self.service)
@@ -115,6 +122,8 @@ class App:
         mqqp_config.bound_port = self.rpc.port
         if self.config.mqrr:
             self._start_mqrr()
+        await self._start_qmcomm(RpcServer)
+        mqqp_config.qmcomm_port = self.qmcomm.port       # RemoteQMGetQMQMServerPort(IP_HANDSHAKE): the bound port
         await self._start_endpoint_mapper()
         await self._start_directory()
         await self._start_discovery()
@@ -127,6 +136,21 @@ class App:
         self.mqrr_service = build_mqrr(self.qm, port=self.rpc.port)
         interface = mqrr_interface(self.mqrr_service)
         self.rpc.register(interface)        # not traced: --trace records the qm2qm interface (one tracer per file)
+
+    async def _start_qmcomm(self, server_cls: Callable[..., Any]) -> None:
+        """qmcomm + qmcomm2 on --qmcomm-port (MS-MQMP 3.1.4.24: 2103, +11 while the default is busy)."""
+        from qm2qm.mqmp.handlers._service import QmcommConfig
+        from qm2qm.mqmp.interface import build_interfaces
+        self.qmcomm_service, interfaces = build_interfaces(self.qm, QmcommConfig(qm2qm_port=self.rpc.port))
+        if self.tracer is not None:
+            from qm2qm.pipeline.trace import wrap_interface
+            interfaces = [wrap_interface(i, self.tracer) for i in interfaces]
+        self.qmcomm = await self._bind(server_cls, interfaces, self.config.qmcomm_port,
+                                       self.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24")
+        if hasattr(self.qmcomm, "_ids"):
+            # connection ids name trace sessions: keep qmcomm's apart from qm2qm's (both RpcServers count from 1)
+            self.qmcomm._ids = itertools.count(QMCOMM_CONNECTION_IDS)
+        self.qmcomm_service.config.qmcomm_port = self.qmcomm.port
 
     def _traced(self, interface: Any) -> Any:
         from qm2qm.pipeline.trace import trace_interface
@@ -142,6 +166,7 @@ class App:
         self.endpoints = EndpointRegistry()
         self.rpc.register(build_epm_interface(self.endpoints, server=self.rpc))
         self.endpoints.register_server(self.rpc)
+        self.endpoints.register_server(self.qmcomm)
         if not self.config.epm_port:
             return
         try:
@@ -190,9 +215,13 @@ class App:
                                f"{exc.strerror or exc}") from None
 
     async def _bind_rpc(self, server_cls: Callable[..., Any], interface: Any):
-        port = self.config.port
+        return await self._bind(server_cls, [interface], self.config.port, self.config.increments_busy_port,
+                                "MS-MQQP 3.1.4.8")
+
+    async def _bind(self, server_cls: Callable[..., Any], interfaces: list, port: int, increments: bool,
+                    section: str):
         while True:
-            server = server_cls([interface], host=self.config.host, port=port,
+            server = server_cls(interfaces, host=self.config.host, port=port,
                                 max_connections=self.config.max_connections)
             try:
                 await server.start()
@@ -200,9 +229,9 @@ class App:
             except OSError as exc:
                 if exc.errno != errno.EADDRINUSE:
                     raise StartupError(f"cannot listen on {self.config.host}:{port}: {exc.strerror or exc}") from None
-                # MS-MQQP 3.1.4.8: the default port moves by 11 until a free one is found.
-                if self.config.increments_busy_port and port + PORT_INCREMENT <= 0xFFFF:
-                    log.warning("port %d is busy; trying %d (MS-MQQP 3.1.4.8)", port, port + PORT_INCREMENT)
+                # MS-MQQP 3.1.4.8 / MS-MQMP 3.1.4.24: the default port moves by 11 until a free one is found.
+                if increments and port + PORT_INCREMENT <= 0xFFFF:
+                    log.warning("port %d is busy; trying %d (%s)", port, port + PORT_INCREMENT, section)
                     port += PORT_INCREMENT
                     continue
                 raise StartupError(f"cannot listen on {self.config.host}:{port}: address already in use") from None
@@ -227,7 +256,8 @@ class App:
         return {
             "rpc": {"host": self.config.host, "port": self.rpc.port if self.rpc else None},
             "admin": self.admin_url,
-            "qmcomm_port": self.config.qmcomm_port,
+            "qmcomm_port": self.qmcomm.port if self.qmcomm else self.config.qmcomm_port,
+            "allow_anonymous_read": bool(self.qm.allow_anonymous_read) if self.qm else None,
             "data_dir": self.config.data_dir,
             "computer_name": self.config.computer_name,
             "queue_manager": str(getattr(self.qm, "identifier", "")),
@@ -247,6 +277,9 @@ class App:
         if self.epm is not None:
             epm, self.epm = self.epm, None
             await epm.close()
+        if self.qmcomm is not None:
+            qmcomm, self.qmcomm = self.qmcomm, None
+            await qmcomm.close(grace_s=SHUTDOWN_GRACE_S)
         if self.rpc is not None:
             rpc, self.rpc = self.rpc, None
             await rpc.close(grace_s=SHUTDOWN_GRACE_S)

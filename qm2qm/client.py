@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -11,10 +10,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import DCERPCException, rpc_status_codes
 
+from qm2qm.mqmp.client import Credentials, RpcCallError, bind, call as rpc_call  # noqa: F401 (re-exported)
 from qm2qm.mqqp import idl
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, RR_ACK,
                                   RR_UNKNOWN)
@@ -23,15 +21,6 @@ NDR20_SYNTAX = ("8a885d04-1ceb-11c9-9fe8-08002b104860", "2.0")
 NDR64_SYNTAX = ("71710533-BEBA-4937-8319-B5DBEF9CCC36", "1.0")
 NULL_HANDLE = bytes(20)
 MQ_OK = 0
-_FAULT_CODES = {name: code for code, name in rpc_status_codes.items()}
-
-
-class RpcCallError(Exception):
-    """The call did not complete: a fault PDU (``status`` is its code when known) or a broken connection."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _hresult(value: int) -> int:
@@ -73,7 +62,8 @@ class Qm2qmClient:
     """
 
     def __init__(self, host: str, port: int, *, ndr64: bool = False, connect_timeout: float = 10.0,
-                 call_timeout: float | None = None) -> None:
+                 call_timeout: float | None = None, credentials: Credentials | None = None) -> None:
+        self.credentials = credentials
         self.host = host
         self.port = port
         self.ndr64 = ndr64
@@ -86,25 +76,9 @@ class Qm2qmClient:
 
     def connect(self) -> "Qm2qmClient":
         """Connect over ncacn_ip_tcp and bind the qm2qm interface (NDR or NDR64, MS-MQQP 2.2)."""
-        rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{self.host}[{self.port}]")
-        rpc.set_connect_timeout(self.connect_timeout)
-        dce = rpc.get_dce_rpc()
-        try:
-            dce.connect()
-        except (DCERPCException, OSError) as exc:
-            raise RpcCallError(f"cannot reach {self.host}:{self.port}: {exc}") from None
-        try:
-            sock = rpc.get_socket()
-            sock.settimeout(self.call_timeout)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            dce.bind(idl.MSRPC_UUID_QM2QM, transfer_syntax=NDR64_SYNTAX if self.ndr64 else NDR20_SYNTAX)
-        except DCERPCException as exc:
-            dce.disconnect()
-            raise RpcCallError(f"cannot bind qm2qm at {self.host}:{self.port}: {exc}") from None
-        except OSError as exc:
-            dce.disconnect()
-            raise RpcCallError(f"cannot reach {self.host}:{self.port}: {exc}") from None
-        self._dce = dce
+        self._dce = bind(self.host, self.port, idl.MSRPC_UUID_QM2QM, ndr64=self.ndr64,
+                         connect_timeout=self.connect_timeout, call_timeout=self.call_timeout,
+                         credentials=self.credentials, name="qm2qm")
         return self
 
     def close(self) -> None:
@@ -129,16 +103,7 @@ class Qm2qmClient:
     def _call(self, request: Any) -> Any:
         if self._dce is None:
             self.connect()
-        try:
-            return self._dce.request(request, checkError=False)
-        except DCERPCException as exc:
-            text = str(exc)
-            status = exc.get_error_code()
-            if status is None:
-                status = next((code for name, code in _FAULT_CODES.items() if name in text), None)
-            raise RpcCallError(f"{type(request).__name__} failed: {text}", status) from None
-        except (OSError, EOFError) as exc:
-            raise RpcCallError(f"{type(request).__name__}: connection lost: {exc}") from None
+        return rpc_call(self._dce, request)
 
     # ------------------------------------------------------------------ opnums
 
@@ -355,6 +320,15 @@ class AdminClient:
         """POST /v1/handles/{handle}/cursors: hCursor."""
         return self.request("POST", f"/v1/handles/{handle}/cursors", {})
 
+    def permissions(self, pathname: str) -> dict:
+        """GET /v1/queues/{pathname}/permissions."""
+        return self.request("GET", f"/v1/queues/{self.quote(pathname)}/permissions")
+
+    def change_permissions(self, pathname: str, verb: str, principal: str, right: str) -> dict:
+        """POST /v1/queues/{pathname}/permissions: verb is 'grant' or 'revoke'."""
+        return self.request("POST", f"/v1/queues/{self.quote(pathname)}/permissions",
+                            {verb: right, "principal": principal})
+
     def list_handles(self) -> list[dict]:
         """GET /v1/handles."""
         return self.request("GET", "/v1/handles")["handles"]
@@ -370,3 +344,194 @@ class AdminClient:
 
 __all__ = ["Qm2qmClient", "ReadResult", "RpcCallError", "AdminClient", "AdminError", "MQ_ACTION_RECEIVE",
            "MQ_ACTION_PEEK_CURRENT", "MQ_ACTION_PEEK_NEXT"]
+
+
+# ---------------------------------------------------------------------------------------------- the Windows sequence
+
+def ept_map_port(host: str, epm_port: int, interface: bytes, *, connect_timeout: float = 10.0) -> int:
+    """ept_map (MS-RPCE 2.2.1.2.5) at host:epm_port: the TCP port ``interface`` (impacket uuidtup bytes) listens on."""
+    from impacket.dcerpc.v5 import epm, transport
+    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{host}[{epm_port}]")
+    dce.set_connect_timeout(connect_timeout)
+    dce = dce.get_dce_rpc()
+    try:
+        dce.connect()
+        binding = epm.hept_map(host, interface, protocol="ncacn_ip_tcp", dce=dce)
+    except Exception as exc:     # impacket raises DCERPCException (EPT_S_NOT_REGISTERED), OSError, ...
+        raise RpcCallError(f"endpoint mapper at {host}:{epm_port}: {exc}",
+                           getattr(exc, "error_code", None)) from None
+    finally:
+        try:
+            dce.disconnect()
+        except Exception:
+            pass
+    return int(binding.rsplit("[", 1)[1].rstrip("]"))
+
+
+class RemoteReader:
+    """A remote reader doing what a Windows reader does, end to end, for one queue (MS-MQMP 4.2 with MS-MQQP 4.1):
+
+    endpoint-mapper lookup of qmcomm (or ``qmcomm_port``), R_QMGetRTQMServerPort(IP_HANDSHAKE), R_QMOpenRemoteQueue,
+    R_QMCreateRemoteCursor when ``cursor``, endpoint-mapper lookup of qm2qm (or ``qm2qm_port``, else
+    R_QMGetRTQMServerPort(IP_READ)), RemoteQMOpenQueue, RemoteQmGetVersion; then reads; ``close()`` sends
+    RemoteQMCloseQueue and R_QMCloseRemoteQueueContext.
+
+    The read API (peek / peek_next / receive / purge, ReadResult) names no protocol: the qmcomm + qm2qm path is
+    ``protocol == "mqqp"``; another backend (MS-MQRR) can serve the same calls. Credentials (user, domain,
+    password, auth_level) go to impacket's NTLM for every binding. Blocking; one reader per thread.
+    """
+
+    protocol = "mqqp"
+
+    def __init__(self, host: str, format_name: str, *, access: str = "receive", share_mode: str = "deny-none",
+                 cursor: bool = False, epm_port: int = 135, qmcomm_port: int | None = None,
+                 qm2qm_port: int | None = None, ndr64: bool = False, user: str = "", domain: str = "",
+                 password: str = "", auth_level: int | None = None, connect_timeout: float = 10.0,
+                 call_timeout: float | None = None) -> None:
+        from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
+        if access not in ("receive", "peek"):
+            raise ValueError(f"access: expected receive or peek, got {access!r}")
+        if share_mode not in ("deny-none", "deny-receive"):
+            raise ValueError(f"share_mode: expected deny-none or deny-receive, got {share_mode!r}")
+        self.host, self.format_name = host, format_name
+        self.access = MQ_RECEIVE_ACCESS if access == "receive" else MQ_PEEK_ACCESS
+        self.share_mode = MQ_DENY_RECEIVE_SHARE if share_mode == "deny-receive" else MQ_DENY_NONE
+        self.want_cursor = cursor
+        self.epm_port, self.qmcomm_port, self.qm2qm_port = epm_port, qmcomm_port, qm2qm_port
+        self.ndr64 = ndr64
+        self.credentials = Credentials(user, domain, password, auth_level) if user else None
+        self._timeouts = dict(connect_timeout=connect_timeout, call_timeout=call_timeout)
+        self.qmcomm = None              # QmcommClient
+        self.qm2qm: Qm2qmClient | None = None
+        self.context = NULL_HANDLE      # PCTX_OPENREMOTE_HANDLE_TYPE
+        self.session = NULL_HANDLE      # PCTX_RRSESSION_HANDLE_TYPE
+        self.handle = 0                 # OpenQueueDescriptor.Handle (hRemoteQueue = dwQueue = pdwContext)
+        self.cursor = 0
+        self.version: tuple[int, int, int] | None = None
+        self.steps: list[str] = []      # the calls made, in order (what a capture of this reader shows)
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self) -> "RemoteReader":
+        """The whole opening sequence; RpcCallError (with the HRESULT as ``status``) if any step fails."""
+        from qm2qm.mqmp import idl as mqmp_idl
+        from qm2qm.mqmp.client import QmcommClient
+        from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ
+        try:
+            port = self.qmcomm_port or self._ept_map(mqmp_idl.MSRPC_UUID_QMCOMM, "qmcomm")
+            self.qmcomm = self._qmcomm_client(QmcommClient, port)
+            advertised = self._step("R_QMGetRTQMServerPort", self.qmcomm.get_rtqm_server_port, IP_HANDSHAKE)
+            # MS-MQMP 4.2 steps 3–5: from a mapper-found endpoint, rebind to the fixed port the server names; a port
+            # the caller gave (e.g. a recording proxy's) is kept.
+            if advertised and advertised != port and not self.qmcomm_port:
+                self.qmcomm.close()
+                self.qmcomm = self._qmcomm_client(QmcommClient, advertised)
+            opened = self._step("R_QMOpenRemoteQueue", self.qmcomm.open_remote_queue, self.format_name,
+                                access=self.access, share_mode=self.share_mode)
+            if opened.status != MQ_OK:
+                raise RpcCallError(f"R_QMOpenRemoteQueue({self.format_name}): 0x{opened.status:08X}", opened.status)
+            self.context, self.handle = opened.context, opened.h_queue
+            if self.want_cursor:
+                status, self.cursor = self._step("R_QMCreateRemoteCursor", self.qmcomm.create_remote_cursor,
+                                                 self.handle)
+                if status != MQ_OK:
+                    raise RpcCallError(f"R_QMCreateRemoteCursor: 0x{status:08X}", status)
+            qm2qm_port = self.qm2qm_port or self._qm2qm_port(IP_READ)
+            self.qm2qm = Qm2qmClient(self.host, qm2qm_port, ndr64=self.ndr64, credentials=self.credentials,
+                                     **self._timeouts).connect()
+            status, self.session = self._step("RemoteQMOpenQueue", self.qm2qm.open_queue, opened.h_queue,
+                                              opened.dwp_queue, opened.pdw_context)
+            if status != MQ_OK:
+                raise RpcCallError(f"RemoteQMOpenQueue: 0x{status:08X}", status)
+            self.version = self._step("RemoteQmGetVersion", self.qm2qm.get_version)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        """RemoteQMCloseCursor (if a cursor), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext; then disconnect."""
+        try:
+            if self.qm2qm is not None and self.session != NULL_HANDLE:
+                if self.cursor:
+                    self._quiet("RemoteQMCloseCursor", self.qm2qm.close_cursor, self.handle, self.cursor)
+                self._quiet("RemoteQMCloseQueue", self.qm2qm.close_queue, self.session)
+            if self.qmcomm is not None and self.context != NULL_HANDLE:
+                self._quiet("R_QMCloseRemoteQueueContext", self.qmcomm.close_remote_queue_context, self.context)
+        finally:
+            self.session = self.context = NULL_HANDLE
+            self.cursor = 0
+            for client in (self.qm2qm, self.qmcomm):
+                if client is not None:
+                    client.close()
+            self.qm2qm = self.qmcomm = None
+
+    def __enter__(self) -> "RemoteReader":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ reads (protocol-neutral)
+
+    def peek(self, timeout_ms: int = 0) -> ReadResult:
+        """The message at the cursor (PEEK_CURRENT; the first one without a cursor)."""
+        return self._start(MQ_ACTION_PEEK_CURRENT, timeout_ms)
+
+    def peek_next(self, timeout_ms: int = 0) -> ReadResult:
+        """Move the cursor on and peek (needs ``cursor=True``)."""
+        if not self.cursor:
+            raise ValueError("peek_next needs a cursor: open the reader with cursor=True")
+        return self._start(MQ_ACTION_PEEK_NEXT, timeout_ms)
+
+    def receive(self, timeout_ms: int = 0, *, ack: bool = True) -> ReadResult:
+        """Receive one message: StartReceive then EndReceive(RR_ACK) (or RR_NACK: it stays in the queue)."""
+        result = self._start(MQ_ACTION_RECEIVE, timeout_ms)
+        if result.ok:
+            self._step("RemoteQMEndReceive", self.qm2qm.end_receive, result.context, RR_ACK if ack else 1)
+        return result
+
+    def purge(self) -> int:
+        """Purge the queue (needs receive access); the HRESULT."""
+        return self._step("RemoteQMPurgeQueue", self.qm2qm.purge_queue, self.handle)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _start(self, action: int, timeout_ms: int) -> ReadResult:
+        if self.qm2qm is None:
+            raise RpcCallError("the reader is not open")
+        modern = self.version is None or (self.version[0], self.version[1]) >= (5, 1)
+        name = "RemoteQMStartReceive2" if modern else "RemoteQMStartReceive"
+        start = self.qm2qm.start_receive2 if modern else self.qm2qm.start_receive
+        return self._step(name, start, self.handle, action=action, timeout_ms=timeout_ms, cursor=self.cursor,
+                          dw_queue=self.handle)
+
+    def _qmcomm_client(self, cls, port: int):
+        return cls(self.host, port, ndr64=self.ndr64, credentials=self.credentials, **self._timeouts).connect()
+
+    def _ept_map(self, interface: bytes, name: str) -> int:
+        self.steps.append(f"ept_map({name})")
+        return ept_map_port(self.host, self.epm_port, interface,
+                            connect_timeout=self._timeouts["connect_timeout"])
+
+    def _qm2qm_port(self, ip_read: int) -> int:
+        """Windows after Server 2003 finds qm2qm through the endpoint mapper only (MS-MQQP 2.1 <5>); without one,
+        ask qmcomm (R_QMGetRTQMServerPort(IP_READ))."""
+        try:
+            return self._ept_map(idl.MSRPC_UUID_QM2QM, "qm2qm")
+        except RpcCallError:
+            port = self._step("R_QMGetRTQMServerPort", self.qmcomm.get_rtqm_server_port, ip_read)
+            if not port:
+                raise RpcCallError(f"no qm2qm port: the endpoint mapper at {self.host}:{self.epm_port} did not "
+                                   "answer and R_QMGetRTQMServerPort(IP_READ) returned 0") from None
+            return port
+
+    def _step(self, name: str, fn, *args, **kwargs):
+        self.steps.append(name)
+        return fn(*args, **kwargs)
+
+    def _quiet(self, name: str, fn, *args) -> None:
+        try:
+            self._step(name, fn, *args)
+        except RpcCallError:
+            pass        # closing: the server runs the handle down anyway when the connection goes

@@ -60,6 +60,7 @@ class ServerConfig:
     mqsd_networks: tuple[str, ...] = ()
     mqsd_directory_servers: tuple[str, ...] = ()
     mqrr: bool = False          # register MS-MQRR RemoteRead beside qm2qm (off: Windows falls back to qm2qm)
+    allow_anonymous_read: bool = False
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -71,6 +72,11 @@ class ServerConfig:
     def increments_busy_port(self) -> bool:
         """MS-MQQP 3.1.4.8: only the *default* qm2qm port is moved by +11 when busy; a chosen one must bind or fail."""
         return "port" not in self.explicit and self.port == DEFAULT_QM2QM_PORT
+
+    @property
+    def increments_busy_qmcomm_port(self) -> bool:
+        """MS-MQMP 3.1.4.24: only the *default* qmcomm port (2103) is moved by +11 when busy."""
+        return "qmcomm_port" not in self.explicit and self.qmcomm_port == DEFAULT_QMCOMM_PORT
 
 
 KEYS = tuple(f.name for f in fields(ServerConfig) if f.name != "explicit")
@@ -121,8 +127,12 @@ def _check_value(key: str, value: Any) -> Any:
     if key == "port":
         return _check_port(key, value, allow_zero=True)
     if key == "qmcomm_port":
-        # RemoteQMGetQMQMServerPort must answer a non-zero port for IP_HANDSHAKE (MS-MQQP 3.1.4.8).
-        return _check_port(key, value, allow_zero=False)
+        # The qmcomm listener (MS-MQMP 3.1.4.24); 0 = ephemeral: the port queries answer the one bound.
+        return _check_port(key, value, allow_zero=True)
+    if key == "allow_anonymous_read":
+        if not isinstance(value, bool):
+            raise ConfigError(f"allow_anonymous_read: expected true or false, got {value!r}")
+        return value
     if key == "admin_port":
         return _check_port(key, value, allow_zero=True)
     if key == "computer_name":

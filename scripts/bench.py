@@ -187,7 +187,8 @@ class Server:
     def optional_flags() -> list[str]:
         """Listeners beside qm2qm that the benchmark does not measure, switched off when this build has them."""
         from qm2qm.config import KEYS
-        return ["--epm-port", "0"] if "epm_port" in KEYS else []
+        flags = ["--epm-port", "0"] if "epm_port" in KEYS else []
+        return flags + (["--qmcomm-port", "0"] if "qmcomm_port" in KEYS else [])
 
     def queue(self, name: str, body: bytes, count: int, delivery: str = "express") -> str:
         """Create a queue and fill it with ``count`` copies of ``body``."""
@@ -500,6 +501,80 @@ def bench_mqrr_receive(messages: int, clients: int, delivery: str = "express") -
           f"({elapsed:.2f} s, errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)",
           flush=True)
     return rate, elapsed, errors, left
+# --- the Windows remote-read sequence (MS-MQMP 4.2): open -> receives -> close, vs the admin-API shortcut -----------
+
+def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, via_admin: bool, rounds: int,
+                    receives: int, start_at: float, ready, results) -> None:
+    """One client: ``rounds`` times open the queue, receive+ACK ``receives`` messages, close. ``via_admin`` opens
+    through POST /v1/queues/{q}/open + RemoteQMOpenQueue instead of qmcomm R_QMOpenRemoteQueue + RemoteQMOpenQueue."""
+    from qm2qm.client import AdminClient, Qm2qmClient, RemoteReader
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    admin = AdminClient(admin_url)
+    fmt = "DIRECT=TCP:127.0.0.1\\" + q.split("\\", 1)[1]
+    ready.put(1)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    done = errors = 0
+    for _ in range(rounds):
+        if via_admin:
+            h = int(admin.open_queue(q)["hRemoteQueue"])
+            with Qm2qmClient("127.0.0.1", qm2qm_port) as client:
+                _, session = client.open_queue(h)
+                client.get_version()
+                for _ in range(receives):
+                    read = client.start_receive2(h, action=MQ_ACTION_RECEIVE)
+                    errors += read.hresult != MQ_OK
+                    if read.ok:
+                        client.end_receive(read.context)
+                        done += 1
+                client.close_queue(session)
+        else:
+            with RemoteReader("127.0.0.1", fmt, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port) as reader:
+                for _ in range(receives):
+                    read = reader.receive()
+                    errors += read.hresult != MQ_OK
+                    done += read.ok
+    results.put((done, errors, time.time()))
+
+
+def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5) -> dict:
+    """Messages/s of `open -> receives x receive+ACK -> close` sessions, opened the Windows way (qmcomm) and
+    through the admin API, ``clients`` concurrent processes each."""
+    out = {}
+    for via_admin in (False, True):
+        server = Server(None, *(["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []))
+        try:
+            total = clients * rounds * receives
+            q = server.queue("sequence", bytes(1024), total)
+            info = server.admin.info()
+            ctx = mp.get_context("spawn")
+            ready, results = ctx.Queue(), ctx.Queue()
+            start_at = time.time() + 1.0 + 0.3 * clients
+            procs = [ctx.Process(target=sequence_client,
+                                 args=(server.admin.base_url, int(info["qmcomm_port"]), server.port, q, via_admin,
+                                       rounds, receives, start_at, ready, results)) for _ in range(clients)]
+            for p in procs:
+                p.start()
+            for _ in procs:
+                ready.get(timeout=120)
+            outs = [results.get(timeout=600) for _ in procs]
+            for p in procs:
+                p.join()
+        finally:
+            server.close()
+        done, errors = sum(o[0] for o in outs), sum(o[1] for o in outs)
+        elapsed = max(o[2] for o in outs) - start_at
+        name = "admin-API open" if via_admin else "qmcomm sequence"
+        out[name] = done / elapsed
+        print(f"  {name:<16} open -> {receives} receives -> close, {clients} clients x {rounds} sessions: "
+              f"{done / elapsed:7.0f} msg/s, {clients * rounds / elapsed:6.1f} sessions/s  ({elapsed:.2f} s, "
+              f"{done} received, errors {errors})", flush=True)
+    return out
+
+
+def _config_keys() -> tuple:
+    from qm2qm.config import KEYS
+    return KEYS
 
 
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
@@ -627,7 +702,8 @@ def profile_peek(clients: int, duration: float, processes: int, path: str = "/tm
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["peek", "receive", "mqrr-receive", "large", "wake"], action="append")
+    parser.add_argument("--only", choices=["peek", "receive", "mqrr-receive", "large", "wake", "sequence"],
+                        action="append")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per peek measurement")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
@@ -645,7 +721,7 @@ def main() -> None:
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
     args = parser.parse_args()
-    only = set(args.only or ["peek", "receive", "mqrr-receive", "large", "wake"])
+    only = set(args.only or ["peek", "receive", "mqrr-receive", "large", "wake", "sequence"])
     print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes} "
           f"loadavg={os.getloadavg()[0]:.2f}", flush=True)
     if args.profile:
@@ -663,6 +739,8 @@ def main() -> None:
         bench_large(4 * 1024 * 1024 - 1024, args.large_repeats, args.max_recv_frag)
     if "wake" in only:
         bench_wake(args.receivers, args.wake_per_connection)
+    if "sequence" in only:
+        bench_sequence()
 
 
 if __name__ == "__main__":

@@ -62,6 +62,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self.queue_manager_quota = queue_manager_quota_kb
         self.queue_manager_state = "Stopped"
         self.throttled = False
+        self.allow_anonymous_read = False   # policy of shared_adm.security.check_access (--allow-anonymous-read)
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
         self.transaction_collection: dict[bytes, object] = {}

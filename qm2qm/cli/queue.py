@@ -56,3 +56,36 @@ def queue_show(pathname, admin_url, as_json) -> None:
     """Show one queue's attributes."""
     data = _call_admin(lambda: _admin(admin_url).show_queue(pathname))
     _emit(data, as_json, _kv)
+
+
+def _show_permissions(data: dict) -> None:
+    click.echo(f"owner {data['owner']}  allow_anonymous_read={str(data['allow_anonymous_read']).lower()}")
+    for ace in data["aces"]:
+        click.echo(f"  {ace['sid']:<16} {','.join(ace['names']) or '-'}  (0x{ace['rights']:X})")
+
+
+def _change_command(verb: str, doc: str):
+    """`qm2qm queue grant|revoke PATHNAME PRINCIPAL RIGHT` (POST /v1/queues/{q}/permissions)."""
+    @queue.command(verb, help=doc)
+    @click.argument("pathname")
+    @click.argument("principal")
+    @click.argument("right", type=click.Choice(["receive", "peek", "delete"], case_sensitive=False))
+    @admin_options
+    def command(pathname, principal, right, admin_url, as_json) -> None:
+        data = _call_admin(lambda: _admin(admin_url).change_permissions(pathname, verb, principal, right))
+        _emit(data, as_json, _show_permissions)
+    return command
+
+
+queue_grant = _change_command(
+    "grant", "Let PRINCIPAL (a SID, Everyone, 'ANONYMOUS LOGON', ...) RIGHT on PATHNAME (MS-MQMQ 2.2.24).")
+queue_revoke = _change_command("revoke", "Take RIGHT on PATHNAME away from PRINCIPAL.")
+
+
+@queue.command("permissions")
+@click.argument("pathname")
+@admin_options
+def queue_permissions(pathname, admin_url, as_json) -> None:
+    """Show PATHNAME's owner and who may peek, receive or delete."""
+    data = _call_admin(lambda: _admin(admin_url).permissions(pathname))
+    _emit(data, as_json, _show_permissions)

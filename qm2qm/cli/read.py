@@ -1,4 +1,8 @@
-"""Remote reads over qm2qm (MS-MQQP 3.2.4): peek, receive, lookup, purge, version, port."""
+"""Remote reads (MS-MQMP 4.2 + MS-MQQP 3.2.4): peek, receive, lookup, purge, version, port.
+
+By default a read does the whole Windows sequence (qm2qm.client.RemoteReader: qmcomm R_QMOpenRemoteQueue, qm2qm
+RemoteQMOpenQueue, reads, RemoteQMCloseQueue, R_QMCloseRemoteQueueContext). ``--via-admin`` is the scripting
+shortcut that opens the descriptor through the loopback admin API instead of qmcomm (no access check)."""
 from __future__ import annotations
 
 import base64
@@ -28,6 +32,16 @@ class TimeoutMs(click.ParamType):
         if not 0 <= number <= INFINITE:
             self.fail(f"{number} is outside 0..4294967295", param, ctx)
         return number
+
+
+def read_options(fn):
+    """Options of the commands that open a queue for remote read."""
+    fn = click.option("--via-admin", is_flag=True,
+                      help="Shortcut: open through the admin API instead of qmcomm R_QMOpenRemoteQueue.")(fn)
+    fn = click.option("--epm-port", type=int,
+                      help="Find qmcomm and qm2qm through the endpoint mapper on this port (as Windows does).")(fn)
+    fn = click.option("--qmcomm-port", type=int, help="qmcomm port on the --rpc host [asked from the admin API].")(fn)
+    return rpc_options(fn)
 
 
 def rpc_options(fn):
@@ -106,8 +120,63 @@ def _print_read(d: dict) -> None:
     click.echo(f"  body:     {m['body_text'] if m['body_text'] is not None else '(binary) ' + m['body_base64']}")
 
 
+def _format_name(pathname: str, host: str) -> str:
+    """A format name as given, or DIRECT=TCP:host\\<queue> for a path name (MS-MQMQ 2.1.2)."""
+    if "=" in pathname:
+        return pathname
+    parts = pathname.split("\\")
+    local = pathname if len(parts) < 3 and parts[0].lower() == "private$" or len(parts) == 1 \
+        else "\\".join(parts[1:])
+    return f"DIRECT=TCP:{host}\\{local}"
+
+
+class SequenceSession:
+    """A remote-read session opened the way Windows opens one (qm2qm.client.RemoteReader)."""
+
+    def __init__(self, admin_url: str, rpc_addr: str | None, ndr64: bool, pathname: str, access: str,
+                 cursor: bool, qmcomm_port: int | None, epm_port: int | None) -> None:
+        from qm2qm.client import RemoteReader, RpcCallError
+        from shared_adm.status import status_name
+        if epm_port:
+            host, qm2qm_port = (_rpc_address(rpc_addr, admin_url) if rpc_addr else ("127.0.0.1", None))
+        else:
+            host, qm2qm_port = _rpc_address(rpc_addr, admin_url)
+            if qmcomm_port is None:
+                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
+        self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
+                                   epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
+                                   ndr64=ndr64)
+        try:
+            self.reader.open()
+        except RpcCallError as exc:
+            name = f" ({status_name(exc.status)})" if exc.status else ""
+            _fail(f"{exc}{name}")
+        self.client = self.reader.qm2qm
+        self.handle = self.dw_queue = self.reader.handle
+
+    def open_cursor(self) -> int:
+        """The cursor R_QMCreateRemoteCursor made at open."""
+        return self.reader.cursor
+
+    def close_cursor(self, h_cursor: int) -> None:
+        _remote_call(lambda: self.client.close_cursor(self.handle, h_cursor))
+        self.reader.cursor = 0
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def open_session(pathname: str, access: str, *, cursor: bool, via_admin: bool, rpc_addr, ndr64, admin_url,
+                 qmcomm_port=None, epm_port=None):
+    """The Windows sequence by default; the admin-API shortcut with --via-admin."""
+    if via_admin:
+        return RemoteSession(admin_url, rpc_addr, ndr64, pathname, access)
+    return SequenceSession(admin_url, rpc_addr, ndr64, pathname, access, cursor, qmcomm_port, epm_port)
+
+
 class RemoteSession:
-    """One remote-read session as a supporting server runs it (MS-MQQP 3.2.4.1–3.2.4.9), handles from the admin API."""
+    """One remote-read session as a supporting server runs it (MS-MQQP 3.2.4.1–3.2.4.9), handles from the admin API
+    (the --via-admin shortcut: no qmcomm, no access check)."""
 
     def __init__(self, admin_url: str, rpc_addr: str | None, ndr64: bool, pathname: str, access: str) -> None:
         self.admin = _admin(admin_url)
@@ -127,6 +196,13 @@ class RemoteSession:
             self.session = None
             self.close()
             _fail(f"RemoteQMOpenQueue: {_hr(hr)}")
+
+    def open_cursor(self) -> int:
+        """A cursor opened through the admin API."""
+        return int(_call_admin(lambda: self.admin.open_cursor(self.handle))["hCursor"])
+
+    def close_cursor(self, h_cursor: int) -> None:
+        _remote_call(lambda: self.client.close_cursor(self.handle, h_cursor))
 
     def close(self) -> None:
         """RemoteQMCloseQueue (MS-MQQP 3.2.4.9), or Close Queue through the admin API if no session was opened."""
@@ -152,15 +228,17 @@ def _remote_call(fn: Callable[[], Any]) -> Any:
         _fail(str(exc))
 
 
-def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_addr, ndr64, admin_url, as_json):
+def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_addr, ndr64, admin_url, as_json,
+               via):
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
-    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive" if receive else "peek")
+    rs = open_session(pathname, "receive" if receive else "peek", cursor=use_cursor, rpc_addr=rpc_addr, ndr64=ndr64,
+                      admin_url=admin_url, **via)
     results = []
     failed = False
     try:
         h_cursor = 0
         if use_cursor:
-            h_cursor = int(_call_admin(lambda: rs.admin.open_cursor(rs.handle))["hCursor"])
+            h_cursor = rs.open_cursor()
         start = rs.client.start_receive if legacy or not _remote_call(rs.client.uses_start_receive2) \
             else rs.client.start_receive2
         for i in range(count):
@@ -179,7 +257,7 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
                 failed = True
                 break
         if h_cursor:
-            _remote_call(lambda: rs.client.close_cursor(rs.handle, h_cursor))
+            rs.close_cursor(h_cursor)
     finally:
         rs.close()
     _emit(results if count != 1 else results[0], as_json,
@@ -194,10 +272,16 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
 @click.option("--count", type=int, default=1, show_default=True, help="How many messages to peek.")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
-@rpc_options
-def peek(pathname, timeout, count, use_cursor, legacy, rpc_addr, ndr64, admin_url, as_json) -> None:
-    """Peek PATHNAME over qm2qm: open (admin), RemoteQMOpenQueue, StartReceive(2), CloseQueue."""
-    _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json)
+@read_options
+def peek(pathname, timeout, count, use_cursor, legacy, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url,
+         as_json) -> None:
+    """Peek PATHNAME (a path name or format name): R_QMOpenRemoteQueue, RemoteQMOpenQueue, StartReceive(2), close."""
+    _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json,
+               _via(via_admin, epm_port, qmcomm_port))
+
+
+def _via(via_admin, epm_port, qmcomm_port) -> dict:
+    return {"via_admin": via_admin, "epm_port": epm_port, "qmcomm_port": qmcomm_port}
 
 
 @main.command()
@@ -207,11 +291,12 @@ def peek(pathname, timeout, count, use_cursor, legacy, rpc_addr, ndr64, admin_ur
 @click.option("--cursor", "use_cursor", is_flag=True, help="Receive through a cursor.")
 @click.option("--nack", is_flag=True, help="End with RR_NACK (message stays) instead of RR_ACK.")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
-@rpc_options
-def receive(pathname, timeout, count, use_cursor, nack, legacy, rpc_addr, ndr64, admin_url, as_json) -> None:
-    """Receive from PATHNAME over qm2qm: StartReceive(2) then EndReceive(RR_ACK) (MS-MQQP 3.2.4.3)."""
+@read_options
+def receive(pathname, timeout, count, use_cursor, nack, legacy, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64,
+            admin_url, as_json) -> None:
+    """Receive from PATHNAME: the Windows sequence, StartReceive(2) then EndReceive(RR_ACK) (MS-MQQP 3.2.4.3)."""
     _read_loop(pathname, count, timeout, use_cursor, True, 1 if nack else 2, legacy, rpc_addr, ndr64,
-               admin_url, as_json)
+               admin_url, as_json, _via(via_admin, epm_port, qmcomm_port))
 
 
 LOOKUP_ACTIONS = {
@@ -225,11 +310,13 @@ LOOKUP_ACTIONS = {
 @click.argument("lookup_id", type=int)
 @click.option("--action", type=click.Choice(list(LOOKUP_ACTIONS)), default="peek-current", show_default=True)
 @click.option("--nack", is_flag=True, help="For receive-*: end with RR_NACK instead of RR_ACK.")
-@rpc_options
-def lookup(pathname, lookup_id, action, nack, rpc_addr, ndr64, admin_url, as_json) -> None:
+@read_options
+def lookup(pathname, lookup_id, action, nack, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url,
+           as_json) -> None:
     """Read by lookup id over qm2qm (RemoteQMStartReceiveByLookupId, MS-MQQP 3.1.4.11)."""
     receive = action.startswith("receive")
-    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive" if receive else "peek")
+    rs = open_session(pathname, "receive" if receive else "peek", cursor=False, rpc_addr=rpc_addr, ndr64=ndr64,
+                      admin_url=admin_url, **_via(via_admin, epm_port, qmcomm_port))
     try:
         result = _remote_call(lambda: rs.client.start_receive_by_lookup_id(
             rs.handle, lookup_id, action=LOOKUP_ACTIONS[action], dw_queue=rs.dw_queue))
@@ -246,10 +333,11 @@ def lookup(pathname, lookup_id, action, nack, rpc_addr, ndr64, admin_url, as_jso
 
 @main.command()
 @click.argument("pathname")
-@rpc_options
-def purge(pathname, rpc_addr, ndr64, admin_url, as_json) -> None:
+@read_options
+def purge(pathname, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url, as_json) -> None:
     """Purge PATHNAME over qm2qm (RemoteQMPurgeQueue, MS-MQQP 3.1.4.7)."""
-    rs = RemoteSession(admin_url, rpc_addr, ndr64, pathname, "receive")
+    rs = open_session(pathname, "receive", cursor=False, rpc_addr=rpc_addr, ndr64=ndr64, admin_url=admin_url,
+                      **_via(via_admin, epm_port, qmcomm_port))
     try:
         hr = _remote_call(lambda: rs.client.purge_queue(rs.handle))
     finally:

@@ -18,7 +18,9 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--data-dir", help="Directory of the SQLite store [./qm2qm-data]; ':memory:' for a volatile one.")
 @click.option("--host", help="Address the qm2qm RPC listener binds [127.0.0.1; use 0.0.0.0 for Windows peers].")
 @click.option("--port", type=int, help="qm2qm TCP port [2105; +11 while busy, MS-MQQP 3.1.4.8]; 0 = ephemeral.")
-@click.option("--qmcomm-port", type=int, help="Port RemoteQMGetQMQMServerPort(IP_HANDSHAKE) answers [2103].")
+@click.option("--qmcomm-port", type=int,
+              help="qmcomm/qmcomm2 TCP port [2103; +11 while busy, MS-MQMP 3.1.4.24]; 0 = ephemeral. The port "
+                   "queries (IP_HANDSHAKE) answer the port bound.")
 @click.option("--admin-port", type=int, help=f"Admin API port on 127.0.0.1 [{DEFAULT_ADMIN_PORT}]; 0 = ephemeral.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
@@ -29,8 +31,11 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--mqrr/--no-mqrr", default=None,
               help="Also serve MS-MQRR RemoteRead on --port and register it at the endpoint mapper [off: a "
                    "Windows client then finds it not registered and reads through qmcomm + qm2qm].")
+@click.option("--allow-anonymous-read", is_flag=True, default=None,
+              help="Let ANONYMOUS LOGON peek and receive every queue (unauthenticated remote readers); "
+                   "see docs/windows-clients.md.")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port, mqrr) -> None:
+          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -39,7 +44,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "epm_port": epm_port,
-                                           "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr})
+                                           "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
+                                           "allow_anonymous_read": allow_anonymous_read})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from qm2qm.pipeline import schema
-from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
+from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
 from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, read_frames, tcp_segment
 from qm2qm.pipeline.rpcstream import SEALED, Conversation, Framer, Pdu
 from qm2qm.pipeline.tcp import FIN, RST, SYN, Direction
@@ -166,7 +166,7 @@ def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
             row["connection_id"] = order.index(conn)
             if row["decode_error"] != SEALED:
                 decode_call(row)
-            if row["interface_uuid"] != QM2QM_UUID_STR:
+            if row["interface_uuid"] not in (QM2QM_UUID_STR, QMCOMM_UUID_STR):
                 result.count("unknown_interface_calls")
             if row["decode_error"]:
                 result.count("decode_errors")

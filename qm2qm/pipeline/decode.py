@@ -1,4 +1,5 @@
-"""Decode a call row's qm2qm stubs into the call-table columns (MS-MQQP 3.1.4; lpBuffer as MS-MQMQ 2.2.20)."""
+"""Decode a call row's qm2qm stubs into the call-table columns (MS-MQQP 3.1.4; lpBuffer as MS-MQMQ 2.2.20), and
+the qmcomm calls of the remote-read sequence (MS-MQMP 3.1.4)."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,11 +8,13 @@ import json
 import uuid
 from typing import Any
 
+from qm2qm.mqmp.constants import OPNUM_NAMES as QMCOMM_OPNUM_NAMES, QMCOMM_UUID
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import OPNUM_NAMES, QM2QM_UUID
 from qm2qm.rpc.interface import RpcFault
 
 QM2QM_UUID_STR = str(QM2QM_UUID)
+QMCOMM_UUID_STR = str(QMCOMM_UUID)
 # Methods whose return value is a DWORD, not an HRESULT (MS-MQQP 3.1.4.8); opnum 8 returns void.
 DWORD_RETURN = {7}
 VOID_RETURN = {8}
@@ -61,6 +64,9 @@ def message_json(buffer: bytes) -> str:
 
 def decode_call(row: dict) -> None:
     """Fill the decoded columns of one call row in place; never raises on bad stubs (decode_error says why)."""
+    if row.get("interface_uuid") == QMCOMM_UUID_STR and row.get("opnum") is not None:
+        decode_qmcomm_call(row)
+        return
     if row.get("interface_uuid") != QM2QM_UUID_STR or row.get("opnum") is None:
         return
     opnum = row["opnum"]
@@ -112,3 +118,49 @@ def _derive(row: dict, opnum: int, request: Any, response: Any) -> None:
         row["cursor"] = getattr(request, "hCursor", None)
         row["request_id"] = getattr(request, "dwRequestID", None)
     row["lookup_id"] = getattr(request, "LookupId", None)
+
+
+# ------------------------------------------------------------------------------------------------ qmcomm (MS-MQMP)
+
+
+def decode_qmcomm_call(row: dict) -> None:
+    """The qmcomm opnums qm2qm serves (MS-MQMP 3.1.4.1-3.1.4.4, 3.1.4.24) into the same columns: queue_handle is
+    phQueue / hQueue, cursor phCursor, the context handles PCTX_OPENREMOTE_HANDLE_TYPE. R_QMGetRTQMServerPort's
+    port differs between two servers by construction: it stays in response_fields (ReturnValue, which the diff
+    skips) and return_value is set only for the failure answer 0."""
+    from qm2qm.mqmp import codec as qmcomm_codec
+    opnum = row["opnum"]
+    row["op_name"] = QMCOMM_OPNUM_NAMES.get(opnum)
+    if opnum not in (1, 2, 3, 4, 31):
+        return
+    ndr64 = row.get("transfer_syntax") == "NDR64"
+    errors = []
+    if row.get("request_stub") is not None:
+        try:
+            request = qmcomm_codec.decode_request(opnum, row["request_stub"], ndr64)
+            view = qmcomm_codec.request_view(opnum, request)
+            row["request_fields"] = _dumps(view)
+            if "pphContext" in view:
+                row["context_handle_in"] = bytes.fromhex(view["pphContext"])
+            if "hQueue" in view:
+                row["queue_handle"] = view["hQueue"]
+        except RpcFault as exc:
+            errors.append(f"request: {exc}")
+    if row.get("response_stub") is not None and row.get("status_kind") == "ok":
+        try:
+            view = qmcomm_codec.response_view(opnum, qmcomm_codec.decode_response(opnum, row["response_stub"], ndr64))
+            row["response_fields"] = _dumps(view)
+            if "ErrorCode" in view:
+                row["hresult"] = view["ErrorCode"]
+            if view.get("ReturnValue") == 0:
+                row["return_value"] = 0
+            if "pphContext" in view:
+                row["context_handle_out"] = bytes.fromhex(view["pphContext"])
+            if view.get("phQueue"):
+                row["queue_handle"] = view["phQueue"]
+            if view.get("phCursor"):
+                row["cursor"] = view["phCursor"]
+        except RpcFault as exc:
+            errors.append(f"response: {exc}")
+    if errors:
+        row["decode_error"] = "; ".join(errors)

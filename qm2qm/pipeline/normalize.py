@@ -7,9 +7,11 @@ import json
 from typing import Any, Iterable
 
 # REMOTEREADDESC / request fields holding a queue handle (MS-MQQP 2.2.2.1, 3.1.4.3, 3.1.4.5-3.1.4.7)
-QUEUE_FIELDS = {"hQueue", "pQueue", "dwpContext", "hRemoteQueue", "dwQueue"}
+QUEUE_FIELDS = {"hQueue", "pQueue", "dwpContext", "hRemoteQueue", "dwQueue",
+                "pdwContext", "dwpQueue", "phQueue"}        # MS-MQMP 3.1.4.2 (qmcomm R_QMOpenRemoteQueue)
 CONTEXT_FIELDS = {"pphContext", "phContext"}          # PCTX_* context handles (2.2.1)
-ORDINAL_FIELDS = {"hCursor": "cursor", "dwRequestID": "request", "LookupId": "lookup", "SequentialId": "seq"}
+ORDINAL_FIELDS = {"hCursor": "cursor", "dwRequestID": "request", "LookupId": "lookup", "SequentialId": "seq",
+                  "phCursor": "cursor"}                   # MS-MQMP 3.1.4.4
 TIME_FIELDS = {"dwArriveTime"}
 # Compared through status / message_fields instead
 SKIP_FIELDS = {"ErrorCode", "ReturnValue", "lpBuffer"}

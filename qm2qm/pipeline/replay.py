@@ -1,6 +1,11 @@
 """Replay: re-issue the client side of recorded qm2qm sessions against a live server (MS-MQQP 3.1.4), translating
 context handles, queue handles and cursors from recorded to live values, keeping the recorded order and
-concurrency, and writing what happened as a call table for the diff job (docs/pipeline.md "Replay")."""
+concurrency, and writing what happened as a call table for the diff job (docs/pipeline.md "Replay").
+
+qmcomm sessions of the same recording (the Windows remote-read sequence, MS-MQMP 4.2) are replayed against the
+live qmcomm port (asked from the target, RemoteQMGetQMQMServerPort(IP_HANDSHAKE), unless given); the handles
+R_QMOpenRemoteQueue and R_QMCreateRemoteCursor return are learned, so the qm2qm calls that follow use live values
+without the admin API."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +19,7 @@ from typing import Any, Callable
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import QM2QM_UUID, QM2QM_VERSION
 from qm2qm.pipeline import schema
-from qm2qm.pipeline.decode import QM2QM_UUID_STR, decode_call
+from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
 from qm2qm.pipeline.rpc_client import RpcClient, RpcClientError
 from qm2qm.pipeline.trace import CallWriter
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL
@@ -161,8 +166,36 @@ class Translator:
             desc.hCursor = await self.cursor(recorded_queue, desc.hRemoteQueue, desc.hCursor)
         return obj
 
+    async def qmcomm_request(self, opnum: int, call: Any) -> Any:
+        """A decoded qmcomm request (qm2qm.mqmp.idl) with its recorded handles replaced by live ones."""
+        if opnum == 3:
+            from qm2qm.mqmp.codec import wire_handle
+            call["pphContext"] = self.context(wire_handle(call["pphContext"]))
+        elif opnum == 4:
+            call["hQueue"] = self.queues.get(call["hQueue"], call["hQueue"])
+        return call
+
+    def learn_qmcomm(self, opnum: int, recorded: dict, live_stub: bytes, ndr64: bool) -> None:
+        """R_QMOpenRemoteQueue: recorded → live context handle and descriptor handle (one value in pdwContext,
+        dwpQueue and phQueue, MS-MQMP 3.1.4.2 <28>); R_QMCreateRemoteCursor: recorded → live cursor."""
+        from qm2qm.mqmp import codec as qmcomm_codec
+        try:
+            live = qmcomm_codec.response_view(opnum, qmcomm_codec.decode_response(opnum, live_stub, ndr64))
+        except RpcFault:
+            return
+        if opnum == 2 and live.get("ErrorCode") == 0:
+            if recorded.get("context_handle_out"):
+                self.contexts[bytes(recorded["context_handle_out"])] = bytes.fromhex(live["pphContext"])
+            if recorded.get("queue_handle"):
+                self.queues[int(recorded["queue_handle"])] = live["phQueue"]
+        elif opnum == 4 and live.get("ErrorCode") == 0 and recorded.get("cursor"):
+            self.cursors[(int(recorded["queue_handle"] or 0), int(recorded["cursor"]))] = live["phCursor"]
+
     def learn(self, opnum: int, recorded: dict, live_stub: bytes, ndr64: bool) -> None:
         """Map the recorded [out] context handle to the live one returned for the same call."""
+        if recorded.get("interface_uuid") == QMCOMM_UUID_STR:
+            self.learn_qmcomm(opnum, recorded, live_stub, ndr64)
+            return
         out = recorded.get("context_handle_out")
         if not out or bytes(out) == NULL_HANDLE:
             return
@@ -188,17 +221,21 @@ class _Session:
 
 async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *, admin: Any = None,
                  queue_map: dict[int, str] | None = None, call_timeout: float = DEFAULT_CALL_TIMEOUT_S,
-                 on_progress: Callable[[int], None] | None = None) -> ReplayResult:
+                 on_progress: Callable[[int], None] | None = None, qmcomm_port: int | None = None) -> ReplayResult:
     """Replay ``rows`` (a call table's qm2qm calls) against host:port, writing the live calls to ``out_path``.
 
     Order and concurrency: a call is sent once every recorded call that had been answered before it was sent
     has been answered live; calls that overlapped in the recording overlap in the replay."""
     result = ReplayResult()
-    calls = [r for r in rows if r.get("interface_uuid") == QM2QM_UUID_STR and r.get("request_stub") is not None]
+    calls = [r for r in rows if r.get("interface_uuid") in (QM2QM_UUID_STR, QMCOMM_UUID_STR)
+             and r.get("request_stub") is not None]
     result.skipped = len(rows) - len(calls)
     result.calls = len(calls)
     if not calls:
         raise ReplayError("the recording holds no qm2qm calls to replay")
+    ports = {QM2QM_UUID_STR: port}
+    if any(r["interface_uuid"] == QMCOMM_UUID_STR for r in calls):
+        ports[QMCOMM_UUID_STR] = qmcomm_port or await _live_qmcomm_port(host, port)
     mapping = dict(infer_queue_map(calls))
     mapping.update(queue_map or {})
     translator = Translator(mapping, admin, result)
@@ -235,7 +272,7 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
                 continue
             session = sessions[(row.get("source_file"), row["session_id"])]
             start = asyncio.Event()
-            tasks.append(asyncio.create_task(_one(row, session, host, port, translator, result, call_timeout,
+            tasks.append(asyncio.create_task(_one(row, session, host, ports, translator, result, call_timeout,
                                                   live_rows, done[id(row)], on_progress, start, live_calls)))
             await start.wait()          # the request is on the wire before the next one is considered
         await asyncio.gather(*tasks)
@@ -252,32 +289,57 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     return result
 
 
-async def _client(session: _Session, host: str, port: int, ndr64: bool) -> RpcClient:
+async def _live_qmcomm_port(host: str, port: int) -> int:
+    """The target's qmcomm port, as its RemoteQMGetQMQMServerPort(IP_HANDSHAKE) reports it (MS-MQQP 3.1.4.8)."""
+    from qm2qm.client import Qm2qmClient, RpcCallError
+
+    def ask() -> int:
+        with Qm2qmClient(host, port) as client:
+            return client.get_qmqm_server_port(0)
+    try:
+        answer = await asyncio.to_thread(ask)
+    except RpcCallError as exc:
+        raise ReplayError(f"the recording has qmcomm calls and the qmcomm port of {host}:{port} is unknown: {exc}")
+    if not answer:
+        raise ReplayError(f"the recording has qmcomm calls and {host}:{port} reports no qmcomm port")
+    return answer
+
+
+async def _client(session: _Session, host: str, port: int, ndr64: bool, interface: str = QM2QM_UUID_STR
+                  ) -> RpcClient:
     async with session.connecting:
         if session.client is None:
             client = RpcClient(host, port)
             transfer = NDR64 if ndr64 else NDR20
-            await client.connect((QM2QM_UUID, *QM2QM_VERSION), (transfer[0], transfer[1], 0))
+            if interface == QMCOMM_UUID_STR:
+                from qm2qm.mqmp.constants import QMCOMM_UUID, QMCOMM_VERSION
+                abstract = (QMCOMM_UUID, *QMCOMM_VERSION)
+            else:
+                abstract = (QM2QM_UUID, *QM2QM_VERSION)
+            await client.connect(abstract, (transfer[0], transfer[1], 0))
             session.client = client
         return session.client
 
 
-async def _one(row: dict, session: _Session, host: str, port: int, translator: Translator, result: ReplayResult,
+async def _one(row: dict, session: _Session, host: str, ports: dict, translator: Translator, result: ReplayResult,
                call_timeout: float, live_rows: list, done: asyncio.Event, on_progress: Any,
                start: asyncio.Event, live_calls: dict) -> None:
     opnum = row["opnum"]
     ndr64 = row.get("transfer_syntax") == "NDR64"
+    interface = row["interface_uuid"]
+    port = ports[interface]
     live = schema.empty_call()
     live.update(source="replay", source_file=row.get("source_file"), session_id=row["session_id"],
-                session_seq=row["session_seq"], call_index=row["call_index"], interface_uuid=QM2QM_UUID_STR,
-                interface_version=row.get("interface_version"), interface_name="qm2qm",
+                session_seq=row["session_seq"], call_index=row["call_index"], interface_uuid=interface,
+                interface_version=row.get("interface_version"),
+                interface_name="qmcomm" if interface == QMCOMM_UUID_STR else "qm2qm",
                 transfer_syntax=row.get("transfer_syntax"), opnum=opnum, status_kind=schema.NO_RESPONSE)
     try:
         stub = await _translate(row, opnum, ndr64, translator)
         live.update(request_stub=stub, request_bytes=len(stub))
         if session.broken:
             raise RpcClientError(session.broken)
-        client = await _client(session, host, port, ndr64)
+        client = await _client(session, host, port, ndr64, interface)
         t0 = time.time_ns()
         call_id, pending = await client.start(opnum, stub)
         live.update(connection_id=row["session_seq"], association_group_id=client.association_group_id,
@@ -318,6 +380,15 @@ async def _translate(row: dict, opnum: int, ndr64: bool, translator: Translator)
     """The request stub to send: the recorded one with live handles, or the recorded bytes if they do not decode
     (a deliberately malformed stub is replayed as it was)."""
     stub = bytes(row["request_stub"])
+    if row.get("interface_uuid") == QMCOMM_UUID_STR:
+        from qm2qm.mqmp import codec as qmcomm_codec
+        if opnum not in (2, 3, 4, 31):
+            return stub
+        try:
+            request = qmcomm_codec.decode_request(opnum, stub, ndr64)
+        except RpcFault:
+            return stub
+        return qmcomm_codec.encode_request(await translator.qmcomm_request(opnum, request))
     try:
         request = codec.decode_request(opnum, stub, ndr64)
     except RpcFault:

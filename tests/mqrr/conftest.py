@@ -136,6 +136,7 @@ async def env(syntax):
     scheduler = ManualScheduler()
     qm = QueueManager(scheduler=scheduler)
     qm.initialize()
+    qm.allow_anonymous_read = True      # the wire tests read unauthenticated; test_op02 checks the refusal
     status, queue = qm.create_queue(".\\" + QUEUE_PATH)
     assert status == 0
     mqqp = build_mqqp(qm, MqqpConfig(qmcomm_port=2103))

@@ -5,7 +5,7 @@ import pytest
 
 from qm2qm.mqrr import idl
 from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, PEEK_ACCESS, RECEIVE_ACCESS
-from qm2qm.remote_read import access
+from shared_adm import security as access
 from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 from shared_adm import status as st
 from shared_adm.enums import QueueAccessType, QueueShareMode
@@ -93,6 +93,13 @@ async def test_open_queue_access_check_with_the_caller_sids_denied_throws_access
     assert await env.fault(c.open, FORMAT_NAME, RECEIVE_ACCESS) == st.MQ_ERROR_ACCESS_DENIED
     assert seen == [(env.queue, ("S-1-5-7",), access.MQSEC_RECEIVE_MESSAGE)]
     assert descriptors(env) == []                   # the descriptor Open Queue made is closed again
+
+
+async def test_open_queue_anonymous_caller_refused_without_allow_anonymous_read(env):
+    env.qm.allow_anonymous_read = False             # the default: ANONYMOUS LOGON is not in Everyone
+    c = await env.connect()
+    assert await env.fault(c.open, FORMAT_NAME, RECEIVE_ACCESS) == st.MQ_ERROR_ACCESS_DENIED
+    assert descriptors(env) == []
 
 
 async def test_open_queue_failure_of_the_open_queue_event_is_thrown(env):

@@ -20,7 +20,7 @@ EPT_S_NOT_REGISTERED = 0x16C9A0D6
 
 def config(tmp_path, **values):
     return load_config(None, {"data_dir": str(tmp_path / "data"), "port": 0, "admin_port": 0, "epm_port": 0,
-                              **values})
+                              "qmcomm_port": 0, "allow_anonymous_read": True, **values})
 
 
 def ept_map_remoteread(port: int) -> str:

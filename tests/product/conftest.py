@@ -50,7 +50,8 @@ def server_env() -> dict:
 
 def start_server(data_dir: Path, *extra: str) -> Server:
     cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data_dir), "--port", "0",
-           "--admin-port", "0", "--epm-port", "0", *extra]
+           "--admin-port", "0", "--epm-port", "0", "--qmcomm-port", "0",
+           "--allow-anonymous-read", *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env(),
                             cwd=str(data_dir.parent))
     lines: queue.Queue = queue.Queue()

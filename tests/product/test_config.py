@@ -52,7 +52,8 @@ def test_unknown_key_on_command_line_is_named():
 @pytest.mark.parametrize("text, message", [
     ('port = "2105"\n', r"port: expected an integer port, got '2105'"),
     ('port = 70000\n', r"port: port 70000 is outside 0..65535"),
-    ('qmcomm_port = 0\n', r"qmcomm_port: port 0 is outside 1..65535"),
+    ('qmcomm_port = 70000\n', r"qmcomm_port: port 70000 is outside 0..65535"),
+    ('allow_anonymous_read = "yes"\n', r"allow_anonymous_read: expected true or false, got 'yes'"),
     ('host = "my host"\n', r"host: 'my host' is not an IP address"),
     ('log_level = "loud"\n', r"log_level: expected one of debug, info, warning, error, got 'loud'"),
     ('data_dir = ""\n', r"data_dir: expected a non-empty path string"),

@@ -7,7 +7,7 @@ from qm2qm.mqrr.codec import decode, encode
 from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, PEEK_ACCESS, RECEIVE_ACCESS
 from qm2qm.mqrr.queue_format import format_name
 from qm2qm.mqrr.service import QueueContext, Service
-from qm2qm.remote_read import access
+from shared_adm import security as access
 from qm2qm.rpc.interface import CallContext, RpcFault
 from shared_adm import status as st
 from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState

@@ -1,0 +1,29 @@
+"""R_QMCreateRemoteCursor (MS-MQMP 3.1.4.4, opnum 4): a Cursor on a descriptor found by Handle; ``ptb1`` is parsed
+(Windows sends a zeroed CACTransferBufferV1, <29>) and ignored."""
+from __future__ import annotations
+
+from qm2qm.mqmp import codec
+from qm2qm.mqmp.handlers._service import QmcommService
+from qm2qm.rpc.interface import CallContext
+from shared_adm import status as st
+
+
+def create_remote_cursor(service: QmcommService, h_queue: int) -> tuple[int, int]:
+    """The processing rules of 3.1.4.4; returns (HRESULT, phCursor)."""
+    # Bullets 1–2: the OpenQueueDescriptor with Handle == hQueue in some Queue's collection; none → failure
+    # ([DESIGN] MQ_ERROR_INVALID_HANDLE, the status MS-MQDMPR uses for an unknown handle).
+    descriptor = service.qm.descriptor_by_handle(h_queue)
+    if descriptor is None or descriptor.queue_reference is None or descriptor.multiple:
+        return st.MQ_ERROR_INVALID_HANDLE, 0
+    # Bullets 3–5: Open Cursor (MS-MQDMPR 3.1.7.1.1); phCursor := rCursor.Handle.
+    cursor = service.qm.open_cursor(descriptor)
+    if cursor is None:
+        return st.MQ_ERROR_INVALID_HANDLE, 0
+    return st.MQ_OK, cursor.handle
+
+
+def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
+    """Opnum 4 on the wire: decode (ptb1 included, then dropped), apply 3.1.4.4, encode."""
+    call = codec.decode_request(4, stub, ctx.ndr64)
+    status, cursor = create_remote_cursor(service, call["hQueue"])
+    return codec.encode_response(4, ctx.ndr64, phCursor=cursor, ErrorCode=status)

@@ -1,0 +1,80 @@
+"""R_QMCreateRemoteCursor (MS-MQMP 3.1.4.4), one test per processing rule; ptb1 parsed and ignored (<29>)."""
+from impacket.dcerpc.v5.ndr import NULL
+
+from qm2qm.mqmp import idl
+from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT
+from qm2qm.rpc.faults import RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND
+from shared_adm import status as st
+from tests.mqmp.conftest import FORMAT_NAME, stub_fault
+
+
+async def test_unknown_descriptor_handle_fails(env):
+    client = await env.qmcomm_client()
+    status, cursor = await env.run(client.create_remote_cursor, 0x1234567)
+    assert status == st.MQ_ERROR_INVALID_HANDLE and cursor == 0
+
+
+async def test_open_cursor_on_the_found_descriptor_returns_its_handle(env):
+    client = await env.qmcomm_client()
+    opened = await env.run(client.open_remote_queue, FORMAT_NAME)
+    status, handle = await env.run(client.create_remote_cursor, opened.h_queue)
+    assert status == st.MQ_OK and handle != 0
+    cursor = env.qm.cursor_by_handle(handle)
+    assert cursor is not None and cursor.open_queue_descriptor_reference.handle == opened.h_queue
+
+
+def _receive_buffer_request(h_queue: int, length: int = 8) -> idl.R_QMCreateRemoteCursor:
+    req = idl.R_QMCreateRemoteCursor()
+    tb = req["ptb1"]
+    tb["uTransferType"] = 1
+    tb["u"]["tag"] = 1
+    receive = tb["u"]["Receive"]
+    receive["RequestTimeout"] = 1000
+    receive["Action"] = 0x80000000
+    receive["ulResponseFormatNameLen"] = length
+    for name in ("ppResponseFormatName", "pulResponseFormatNameLenProp", "ppAdminFormatName",
+                 "pulAdminFormatNameLenProp", "ppDestFormatName", "pulDestFormatNameLenProp",
+                 "ppOrderingFormatName", "pulOrderingFormatNameLenProp"):
+        receive[name] = NULL
+    req["hQueue"] = h_queue
+    return req
+
+
+async def test_ptb1_is_parsed_and_ignored(env):
+    client = await env.qmcomm_client()
+    opened = await env.run(client.open_remote_queue, FORMAT_NAME)
+    resp = await env.run(client.dce.request, _receive_buffer_request(opened.h_queue), checkError=False)
+    assert resp["ErrorCode"] == st.MQ_OK and env.qm.cursor_by_handle(resp["phCursor"]) is not None
+
+
+async def test_ptb1_range_violation_is_rpc_x_invalid_bound(env):
+    client = await env.qmcomm_client()
+    opened = await env.run(client.open_remote_queue, FORMAT_NAME)
+    req = _receive_buffer_request(opened.h_queue, length=1025)
+    assert await env.run(stub_fault, client.dce, 4, req) == RPC_X_INVALID_BOUND
+
+
+async def test_truncated_ptb1_is_bad_stub_data(env):
+    client = await env.qmcomm_client()
+    assert await env.run(stub_fault, client.dce, 4, b"\x00" * 40) == RPC_X_BAD_STUB_DATA
+
+
+async def test_cursor_created_through_qmcomm_is_used_by_qm2qm_peek_next(env):
+    for body in (b"body-alpha", b"body-bravo", b"body-charlie"):
+        env.enqueue(body)
+    qmcomm = await env.qmcomm_client()
+    qm2qm = await env.qm2qm_client()
+    opened = await env.run(qmcomm.open_remote_queue, FORMAT_NAME)
+    status, _ = await env.run(qm2qm.open_queue, opened.h_queue)
+    assert status == st.MQ_OK
+    status, cursor = await env.run(qmcomm.create_remote_cursor, opened.h_queue)
+    assert status == st.MQ_OK
+    await env.run(qmcomm.close_remote_queue_context, opened.context)
+    bodies = []
+    for action in (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_PEEK_NEXT):
+        read = await env.run(qm2qm.start_receive2, opened.h_queue, action, cursor=cursor)
+        assert read.status == st.MQ_OK
+        bodies.append(read.buffer)
+    assert [b"body-alpha" in bodies[0], b"body-bravo" in bodies[1], b"body-charlie" in bodies[2]] == [True] * 3
+    assert b"body-alpha" not in bodies[1]
+    assert await env.run(qm2qm.close_cursor, opened.h_queue, cursor) == st.MQ_OK
