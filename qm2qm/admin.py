@@ -16,6 +16,7 @@ from aiohttp import web
 
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm.status import status_name
+from qm2qm.web import register as register_web_view
 
 log = logging.getLogger("qm2qm.admin")
 
@@ -332,6 +333,7 @@ class AdminApi:
         r.add_delete("/v1/handles/{handle}", self.close_handle)
         r.add_post("/v1/handles/{handle}/cursors", self.open_cursor)
         r.add_get("/v1/reads", self.list_reads)
+        register_web_view(self)         # qm2qm/web: the pages at /, their JSON, and /metrics
 
     def _queue(self, request: web.Request):
         name = request.match_info["name"]
