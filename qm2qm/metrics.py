@@ -66,8 +66,16 @@ class OpStats:
         self.operation = op.name if op is not None else "unknown"
         self.latency = Histogram(CALL_BUCKETS)
         self.faults: dict[int, int] = {}
-        self.hresults: dict[int, int] = {}
+        self.hresults: dict[bytes, int] = {}        # the 4 little-endian bytes -> count (see hresult_counts)
         self.reads_hresult = opnum in HRESULT_OPNUMS.get(interface.name, ())
+
+    def hresult_counts(self) -> dict[int, int]:
+        """HRESULT -> count."""
+        out: dict[int, int] = {}
+        for raw, count in list(self.hresults.items()):
+            value = int.from_bytes(raw, "little")
+            out[value] = out.get(value, 0) + count
+        return out
 
     @property
     def labels(self) -> list[str]:
@@ -92,15 +100,22 @@ class RpcMetrics:
         self.connections_closed += 1
 
     def call_done(self, interface: Any, opnum: int, fault: int | None, stub: bytes | None, seconds: float) -> None:
-        stats = self.ops.get((interface.name, opnum))
-        if stats is None:
-            stats = self.ops[(interface.name, opnum)] = OpStats(interface, opnum)
-        stats.latency.observe(seconds)
+        # The hot path (once per call): Histogram.observe inlined; HRESULTs kept as their 4 wire bytes and
+        # decoded only when scraped.
+        try:
+            stats = self.ops[interface.name, opnum]
+        except KeyError:
+            stats = self.ops[interface.name, opnum] = OpStats(interface, opnum)
+        latency = stats.latency
+        latency.counts[bisect_left(CALL_BUCKETS, seconds)] += 1
+        latency.total += 1
+        latency.sum += seconds
         if fault is not None:
             stats.faults[fault] = stats.faults.get(fault, 0) + 1
         elif stats.reads_hresult and len(stub) >= 4:
-            hresult = int.from_bytes(stub[-4:], "little")
-            stats.hresults[hresult] = stats.hresults.get(hresult, 0) + 1
+            counts = stats.hresults
+            key = stub[-4:]
+            counts[key] = counts.get(key, 0) + 1
 
     # -- SqliteStore.on_commit (writer thread; one writer, so plain additions are safe under the GIL) --
 
@@ -151,7 +166,7 @@ class Qm2qmCollector:
             calls.add_metric(op.labels, op.latency.total)
             for status, count in sorted(op.faults.items()):
                 faults.add_metric([*op.labels, f"0x{status:08x}"], count)
-            for hresult, count in sorted(op.hresults.items()):
+            for hresult, count in sorted(op.hresult_counts().items()):
                 hresults.add_metric([*op.labels, f"0x{hresult:08X}", status_name(hresult)], count)
         yield calls
         yield faults
@@ -234,5 +249,5 @@ def build_registry(app: Any) -> CollectorRegistry:
 
 
 def exposition(registry: CollectorRegistry) -> bytes:
-    """The text format (version 0.0.4) of everything in the registry."""
+    """The Prometheus text exposition format of everything in the registry."""
     return generate_latest(registry)
