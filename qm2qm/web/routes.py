@@ -16,6 +16,8 @@ STATIC = Path(__file__).parent / "static"
 PAGES = {"/": "index.html", "/ui/queue": "queue.html", "/ui/handles": "handles.html"}
 ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
 PREVIEW_CHARS = 80
+# PROPVARIANT types of a string body (MS-MQMQ 2.2.19.3 BodyType, 2.2.12): VT_BSTR, VT_LPWSTR.
+UTF16_BODY_TYPES = (8, 31)
 MAX_PREVIEW_MESSAGES = 500
 APP_KEY = web.AppKey("qm2qm_app", object)
 REGISTRY_KEY = web.AppKey("qm2qm_metrics_registry", object)
@@ -49,16 +51,18 @@ def _file(name: str, content_type: str):
     return serve
 
 
-def preview(body: bytes) -> str:
-    """The first characters of a body: as text when it is UTF-8 (UTF-16LE for MSMQ strings), else hex."""
+def preview(body: bytes, body_type: int = 0) -> str:
+    """The first characters of a body: text when it is a UTF-16 string (VT_LPWSTR / VT_BSTR body type, as
+    MSMQ sends strings) or printable UTF-8, else hex."""
     head = body[:PREVIEW_CHARS * 4]
-    for encoding in ("utf-8", "utf-16-le"):
-        try:
-            text = head.decode(encoding)
-        except UnicodeDecodeError:
-            continue
-        if text.isprintable() or all(c.isprintable() or c in "\r\n\t" for c in text):
-            return text[:PREVIEW_CHARS] + ("…" if len(body) > len(head) or len(text) > PREVIEW_CHARS else "")
+    encoding = "utf-16-le" if body_type in UTF16_BODY_TYPES else "utf-8"
+    try:
+        text = head.decode(encoding)
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and all(c.isprintable() or c in "\r\n\t" for c in text):
+        more = len(body) > len(head) or len(text) > PREVIEW_CHARS
+        return text[:PREVIEW_CHARS] + ("…" if more else "")
     return "0x" + body[:PREVIEW_CHARS // 2].hex() + ("…" if len(body) > PREVIEW_CHARS // 2 else "")
 
 
@@ -119,8 +123,9 @@ class WebView:
             raise AdminError(400, "bad_value", f"limit: {text!r} is not an integer 1..{MAX_PREVIEW_MESSAGES}")
         rows = []
         for message, state in backend.messages(queue, int(text)):
-            rows.append({"lookup_id": message.lookup_identifier, "state": state, "priority": message.priority,
-                         "label": message.label, "body_size": len(message.body), "preview": preview(message.body),
+            # a string: lookup identifiers are 64-bit (MS-MQDMPR 3.1.1.12), beyond a JavaScript Number's 2**53
+            rows.append({"lookup_id": str(message.lookup_identifier), "state": state, "priority": message.priority,
+                         "label": message.label, "body_size": len(message.body), "preview": preview(message.body, message.body_type),
                          "arrival_time": message.arrival_time})
         return web.json_response({"queue": backend.pathname(queue), "total": len(queue.message_position_list),
                                   "messages": rows})

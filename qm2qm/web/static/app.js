@@ -75,5 +75,10 @@ const QM = (() => {
     setInterval(tick, REFRESH_MS);
   }
 
-  return { el, getJSON, rate, fill, kv, queueLink, start };
+  // A read's ulTimeout in milliseconds; 0xFFFFFFFF is INFINITE (MS-MQQP 2.2.3 REMOTEREADDESC).
+  function timeout(ms) {
+    return ms === 4294967295 ? "INFINITE" : String(ms);
+  }
+
+  return { el, getJSON, rate, fill, kv, queueLink, start, timeout };
 })();
