@@ -22,10 +22,10 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
                "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage()}
+        fields = record.__dict__
         for key in FIELDS:
-            value = record.__dict__.get(key)
-            if value is not None:
-                out[key] = value
+            if key in fields:
+                out[key] = fields[key]
         if record.exc_info:
             out["exception"] = self.formatException(record.exc_info)
         return json.dumps(out, default=str)

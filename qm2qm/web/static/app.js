@@ -75,7 +75,7 @@ const QM = (() => {
     setInterval(tick, REFRESH_MS);
   }
 
-  // A read's ulTimeout in milliseconds; 0xFFFFFFFF is INFINITE (MS-MQQP 2.2.3 REMOTEREADDESC).
+  // A read's ulTimeout in milliseconds; 0xFFFFFFFF is INFINITE (MS-MQQP 2.2.2.1 REMOTEREADDESC.ulTimeout).
   function timeout(ms) {
     return ms === 4294967295 ? "INFINITE" : String(ms);
   }
