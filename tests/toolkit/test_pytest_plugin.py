@@ -2,7 +2,12 @@
 outside the package, run by pytester in a fresh pytest process that loads the plugin the way a user's would."""
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 pytest_plugins = ["pytester"]
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 USER_TESTS = r'''
 from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RR_ACK
@@ -77,3 +82,11 @@ def test_data_dir_is_a_file(tmp_path):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*StartupError: data directory '*file' is not a directory*"])
+
+
+def test_the_readme_example_runs(pytester):
+    section = README.read_text().split("## Testing against qm2qm", 1)[1]
+    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    assert len(example.strip().splitlines()) <= 10
+    pytester.makepyfile(test_readme=example)
+    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q").assert_outcomes(passed=1)
