@@ -1,4 +1,4 @@
-"""qm2qm.client.Qm2qmClient: every opnum 0–10 against a running server (MS-MQQP 3.1.4, 3.2.4), via the qm2qm pytest plugin."""
+"""qm2qm.client.Qm2qmClient: every opnum 0–10 against a server of the qm2qm pytest plugin (MS-MQQP 3.1.4, 3.2.4)."""
 from __future__ import annotations
 
 import threading
