@@ -269,19 +269,19 @@ class RpcConnection(asyncio.Protocol):
         self.server.statistics.calls_in += 1
         conn = self.conn
         call_id = request.call_id
-        if call_id not in self.calls:
-            self.call_starts[call_id] = (request.interface, request.opnum, perf_counter())
+        start = (request.interface, request.opnum, perf_counter())
         op = request.interface.operations.get(request.opnum)
         if op is None:
-            self._fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True)
+            self._fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True, start=start)
             return
         if self.group is None:
-            self._fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
+            self._fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True, start=start)
             return
         if call_id in self.calls:
             self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
+        self.call_starts[call_id] = start
         server = self.server
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
@@ -364,12 +364,13 @@ class RpcConnection(asyncio.Protocol):
         if observer is not None and start is not None:
             observer.call_done(start[0], start[1], None, stub, perf_counter() - start[2])
 
-    def _fault(self, call_id: int, status: int, did_not_execute: bool = False) -> None:
+    def _fault(self, call_id: int, status: int, did_not_execute: bool = False, start: tuple | None = None) -> None:
         """Send a fault for a call; log it with the call's identifiers (one line per fault) and observe it."""
         self.conn.send_fault(call_id, status, did_not_execute=did_not_execute)
-        start = self.call_starts.pop(call_id, None)
         if start is None:
-            return
+            start = self.call_starts.pop(call_id, None)
+            if start is None:
+                return
         interface, opnum, t0 = start
         self.log(logging.INFO, "fault 0x%08x: %s opnum %d", status, interface.name, opnum, call_id=call_id,
                  fields={"interface": interface.name, "opnum": opnum, "fault": f"0x{status:08x}"})
