@@ -25,6 +25,7 @@ CALL_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
                 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 # interface name -> opnums whose response stub ends with an HRESULT (MS-MQQP 3.1.4; add qmcomm's when it lands).
+MQ_OK_BYTES = bytes(4)
 HRESULT_OPNUMS: dict[str, frozenset[int]] = {
     "qm2qm": frozenset({0, 1, 2, 3, 4, 5, 6, 9, 10}),
 }
@@ -57,7 +58,7 @@ class Histogram:
 
 class OpStats:
     """What one (interface, opnum) did: answered calls, latency, faults by status, HRESULTs by value."""
-    __slots__ = ("interface", "opnum", "operation", "latency", "faults", "hresults", "reads_hresult")
+    __slots__ = ("interface", "opnum", "operation", "latency", "faults", "ok", "hresults", "reads_hresult")
 
     def __init__(self, interface: Any, opnum: int) -> None:
         self.interface = interface.name
@@ -66,12 +67,13 @@ class OpStats:
         self.operation = op.name if op is not None else "unknown"
         self.latency = Histogram(CALL_BUCKETS)
         self.faults: dict[int, int] = {}
-        self.hresults: dict[bytes, int] = {}        # the 4 little-endian bytes -> count (see hresult_counts)
+        self.ok = 0                                 # responses with HRESULT MQ_OK (the common case, counted apart)
+        self.hresults: dict[bytes, int] = {}        # other HRESULTs: the 4 little-endian bytes -> count
         self.reads_hresult = opnum in HRESULT_OPNUMS.get(interface.name, ())
 
     def hresult_counts(self) -> dict[int, int]:
         """HRESULT -> count."""
-        out: dict[int, int] = {}
+        out: dict[int, int] = {0: self.ok} if self.ok else {}
         for raw, count in list(self.hresults.items()):
             value = int.from_bytes(raw, "little")
             out[value] = out.get(value, 0) + count
@@ -112,10 +114,13 @@ class RpcMetrics:
         latency.sum += seconds
         if fault is not None:
             stats.faults[fault] = stats.faults.get(fault, 0) + 1
-        elif stats.reads_hresult and len(stub) >= 4:
-            counts = stats.hresults
-            key = stub[-4:]
-            counts[key] = counts.get(key, 0) + 1
+        elif stats.reads_hresult:
+            if stub.endswith(MQ_OK_BYTES):
+                stats.ok += 1
+            elif len(stub) >= 4:
+                counts = stats.hresults
+                key = stub[-4:]
+                counts[key] = counts.get(key, 0) + 1
 
     # -- SqliteStore.on_commit (writer thread; one writer, so plain additions are safe under the GIL) --
 

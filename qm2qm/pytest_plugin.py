@@ -49,6 +49,7 @@ class ServerHandle:
     app: Any = None
     process: subprocess.Popen | None = None
     runner: Any = field(default=None, repr=False)       # the InProcessServer
+    line: str = ""                                      # the ready line `qm2qm serve` printed (subprocess)
     _info: dict | None = field(default=None, repr=False)
 
     def call(self, fn, *args: Any) -> Any:
@@ -142,13 +143,16 @@ def start_in_process(data_dir: Path, **config: Any) -> tuple[ServerHandle, InPro
     return handle, server
 
 
-def start_subprocess(data_dir: Path, *extra: str) -> ServerHandle:
-    """`python -m qm2qm serve` on ephemeral ports over a fresh store; returns once it printed its ready line."""
+def start_subprocess(data_dir: Path, *extra: str, env: dict | None = None, cwd: Path | None = None) -> ServerHandle:
+    """`python -m qm2qm serve` on ephemeral ports over a fresh store; returns once it printed its ready line
+    (``handle.line``)."""
     cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data_dir), "--port", "0", "--admin-port", "0",
            "--epm-port", "0", *extra]
-    env = dict(os.environ)
-    env.pop("QM2QM_ADMIN", None)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    if env is None:
+        env = dict(os.environ)
+        env.pop("QM2QM_ADMIN", None)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=None if cwd is None else str(cwd))
     lines: queue_module.Queue = queue_module.Queue()
     threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
     try:
@@ -160,7 +164,7 @@ def start_subprocess(data_dir: Path, *extra: str) -> ServerHandle:
     if match is None:
         proc.kill()
         raise RuntimeError(f"qm2qm serve did not start: {line!r}; stderr: {proc.communicate()[1]}")
-    return ServerHandle(match["host"], int(match["port"]), match["admin"], data_dir, process=proc)
+    return ServerHandle(match["host"], int(match["port"]), match["admin"], data_dir, process=proc, line=line)
 
 
 def stop_subprocess(handle: ServerHandle) -> tuple[int, str]:
