@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -59,34 +61,23 @@ def test_admin_and_client_follow_the_override(qm2qm_server, qm2qm_admin, qm2qm_c
 '''
 
 
-def test_plugin_fixtures_from_a_user_test_file(pytester):
-    pytester.makepyfile(test_user=USER_TESTS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=4)
-
-
-def test_overriding_qm2qm_server_switches_every_fixture_to_the_subprocess(pytester):
-    pytester.makepyfile(test_switched=SWITCHED)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=1)
-
-
-def test_a_server_that_cannot_start_fails_the_test_with_the_reason(pytester):
-    pytester.makepyfile(test_broken='''
-from qm2qm.pytest_plugin import start_in_process
-
-def test_data_dir_is_a_file(tmp_path):
-    (tmp_path / "file").write_text("x")
-    start_in_process(tmp_path / "file")
-''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*StartupError: data directory '*file' is not a directory*"])
-
-
-def test_the_readme_example_runs(pytester):
+def readme_example() -> str:
     section = README.read_text().split("## Testing against qm2qm", 1)[1]
-    example = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    assert len(example.strip().splitlines()) <= 10
-    pytester.makepyfile(test_readme=example)
-    pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q").assert_outcomes(passed=1)
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_plugin_fixtures_from_user_test_files(pytester):
+    """One pytest run (the plugin loaded from its entry point) of: the fixtures used directly, a conftest-free
+    module overriding qm2qm_server with the subprocess, and the README's example."""
+    assert len(readme_example().strip().splitlines()) <= 10
+    pytester.makepyfile(test_user=USER_TESTS, test_switched=SWITCHED, test_readme=readme_example())
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=6)
+
+
+def test_a_server_that_cannot_start_raises_the_reason(tmp_path):
+    from qm2qm.app import StartupError
+    from qm2qm.pytest_plugin import start_in_process
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(StartupError, match=r"data directory '.*file' is not a directory"):
+        start_in_process(tmp_path / "file")
