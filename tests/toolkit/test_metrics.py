@@ -159,3 +159,19 @@ def test_metrics_off_keeps_scrape_time_gauges(tmp_path):
     assert ("qm2qm_rpc_connections", frozenset()) in samples
     assert any(k[0] == "qm2qm_queue_messages" and dict(k[1])["queue"].endswith("\\private$\\quiet") for k in samples)
 
+
+
+def test_hresults_are_read_from_ndr64_responses_too(qm2qm_server, qm2qm_queues):
+    q = qm2qm_queues.make(messages=["a"])
+    handle = qm2qm_queues.admin.open_queue(q)["hRemoteQueue"]
+    with qm2qm_server.client(ndr64=True) as client:
+        assert client.open_queue(handle)[0] == st.MQ_OK
+        missing = client.start_receive_by_lookup_id(handle, 0x7FFFFFFF, action=MQ_LOOKUP_PEEK_CURRENT).hresult
+        assert client.start_receive2(handle, action=MQ_ACTION_RECEIVE).ok
+        empty = client.start_receive2(handle, action=MQ_ACTION_RECEIVE, timeout_ms=0).hresult
+    assert missing != st.MQ_OK and empty == st.MQ_ERROR_IO_TIMEOUT
+    samples = scrape(qm2qm_server)
+    by_key = {(dict(k)["opnum"], dict(k)["hresult"]): v for (name, k), v in samples.items()
+              if name == "qm2qm_rpc_hresults_total"}
+    assert by_key == {("2", "0x00000000"): 1, ("10", f"0x{missing:08X}"): 1, ("9", "0x00000000"): 1,
+                      ("9", f"0x{empty:08X}"): 1}
