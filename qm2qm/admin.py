@@ -16,6 +16,7 @@ from aiohttp import web
 
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm.status import status_name
+from qm2qm.web import register as register_web_view
 
 log = logging.getLogger("qm2qm.admin")
 
@@ -335,6 +336,7 @@ class AdminApi:
         r.add_get("/v1/reads", self.list_reads)
         r.add_get("/v1/queues/{name}/permissions", self.show_permissions)
         r.add_post("/v1/queues/{name}/permissions", self.change_permissions)
+        register_web_view(self)         # qm2qm/web: the pages at /, their JSON, and /metrics
 
     def _queue(self, request: web.Request):
         name = request.match_info["name"]

@@ -69,6 +69,7 @@ class App:
         self.mqcn = None                # MS-MQCN server role: consumer of notify_queue$
         self.mqsd = None                # MS-MQSD discovery responder (UDP)
         self.tracer = None              # --trace
+        self.metrics = None             # qm2qm.metrics.RpcMetrics: the RPC observer and commit timer (metrics)
 
     @property
     def rpc_address(self) -> str:
@@ -106,6 +107,11 @@ class App:
         from qm2qm.rpc.server import RpcServer
 
         self.store = _open_store(self.config.data_dir)
+        if self.config.metrics:
+            from qm2qm.metrics import RpcMetrics
+            self.metrics = RpcMetrics()
+            if hasattr(self.store, "on_commit"):
+                self.store.on_commit = self.metrics.commit_done
         self.qm = QueueManager(self.store, scheduler=self.scheduler or AsyncioScheduler(),
                                computer_name=self.config.computer_name)
         try:
@@ -223,6 +229,7 @@ class App:
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
                                 max_connections=self.config.max_connections)
+            server.observer = self.metrics
             try:
                 await server.start()
                 return server
@@ -241,6 +248,8 @@ class App:
 
         api = AdminApi(self.qm, info=self.info, service=self.service, directory=self.directory,
                        mqrr_service=self.mqrr_service)
+        from qm2qm.web import attach_app
+        attach_app(api, self)
         self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
         await self._runner.setup()
         self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)

@@ -29,6 +29,7 @@ DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
 _COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
 
@@ -61,6 +62,8 @@ class ServerConfig:
     mqsd_directory_servers: tuple[str, ...] = ()
     mqrr: bool = False          # register MS-MQRR RemoteRead beside qm2qm (off: Windows falls back to qm2qm)
     allow_anonymous_read: bool = False
+    metrics: bool = True                # per-call RPC counters for /metrics and the web view (the hot-path observer)
+    log_format: str = "text"            # "text" or "json" (one JSON object per line)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -162,6 +165,14 @@ def _check_value(key: str, value: Any) -> Any:
     if key == "mqrr":
         if not isinstance(value, bool):
             raise ConfigError(f"mqrr: expected true or false, got {value!r}")
+        return value
+    if key == "metrics":
+        if not isinstance(value, bool):
+            raise ConfigError(f"metrics: expected true or false, got {value!r}")
+        return value
+    if key == "log_format":
+        if value not in LOG_FORMATS:
+            raise ConfigError(f"log_format: expected one of {', '.join(LOG_FORMATS)}, got {value!r}")
         return value
     if key == "log_level":
         if value not in LOG_LEVELS:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -34,8 +33,10 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--allow-anonymous-read", is_flag=True, default=None,
               help="Let ANONYMOUS LOGON peek and receive every queue (unauthenticated remote readers); "
                    "see docs/windows-clients.md.")
+@click.option("--log-format", type=click.Choice(["text", "json"]), help="Log lines as text or one JSON object [text].")
+@click.option("--metrics/--no-metrics", default=None, help="Per-call RPC counters for /metrics and the web view [on].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read) -> None:
+          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -45,11 +46,12 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
-                                           "allow_anonymous_read": allow_anonymous_read})
+                                           "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,
+                                           "metrics": metrics})
     except ConfigError as exc:
         _fail(str(exc), 2)
-    logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from qm2qm.logfmt import configure
+    configure(config.log_level, config.log_format, sys.stderr)
 
     def ready(app) -> None:
         """Print the ready line once both listeners are bound."""

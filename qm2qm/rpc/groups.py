@@ -34,6 +34,10 @@ class AssociationGroups:
     def __contains__(self, group_id: int) -> bool:
         return group_id in self._groups
 
+    def snapshot(self) -> list[AssociationGroup]:
+        """The live groups (a copy, for monitoring)."""
+        return list(self._groups.values())
+
     def get(self, group_id: int) -> AssociationGroup | None:
         """The live group with this id, or None."""
         return self._groups.get(group_id)

@@ -39,6 +39,10 @@ class HandleTable:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def entries(self) -> list[HandleEntry]:
+        """The live handles in creation order (a snapshot, for monitoring)."""
+        return list(self._entries.values())
+
     def new(self, handle_type: ContextHandleType, obj: Any) -> bytes:
         """Register obj; return its 20-byte wire handle (attributes 0 + random UUID)."""
         if self._run_down:

@@ -13,6 +13,7 @@ import inspect
 import itertools
 import logging
 import uuid
+from time import perf_counter
 from typing import Any, Iterable
 
 from qm2qm.rpc.connection import Connection
@@ -22,6 +23,7 @@ from qm2qm.rpc.handles import NULL_HANDLE, run_down
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE, ContextHandleType, Interface, RpcFault)
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
+from qm2qm.rpc.observer import RpcObserver
 
 # nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
 # failure (client: RPC_S_CALL_FAILED, MS-RPCE 2.2.2.7 table). Both come from qm2qm.rpc.faults.
@@ -137,6 +139,7 @@ class RpcConnection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._header = bytearray()          # partial 16-byte PDU header
         self._body_left = 0                 # bytes still missing from the current PDU
+        self.call_starts: dict[int, tuple[Interface, int, float]] = {}  # call_id -> (interface, opnum, arrival)
 
     # -- asyncio.Protocol --
 
@@ -162,6 +165,8 @@ class RpcConnection(asyncio.Protocol):
         if period is not None:
             self._idle_timer = loop.call_later(period, self._check_idle)
         self.log(logging.INFO, "connection opened")
+        if server.observer is not None:
+            server.observer.connection_opened(self)
 
     def data_received(self, data: bytes) -> None:
         conn = self.conn
@@ -213,6 +218,8 @@ class RpcConnection(asyncio.Protocol):
             self._idle_timer.cancel()
         self.server.connections.pop(self.id, None)
         self.log(logging.INFO, "connection closed%s", f": {exc}" if exc else "")
+        if self.server.observer is not None:
+            self.server.observer.connection_closed(self)
         tasks = []
         for call in self.calls.values():
             if call.task is not None and not call.task.done():
@@ -262,31 +269,33 @@ class RpcConnection(asyncio.Protocol):
         self.server.statistics.calls_in += 1
         conn = self.conn
         call_id = request.call_id
+        start = (request.interface, request.opnum, perf_counter())
         op = request.interface.operations.get(request.opnum)
         if op is None:
-            conn.send_fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True)
+            self._fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True, start=start)
             return
         if self.group is None:
-            conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
+            self._fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True, start=start)
             return
         if call_id in self.calls:
             self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
+        self.call_starts[call_id] = start
         server = self.server
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
             result = op.handler(CallState(self, self.group, request, answer_now), request.stub)
         except RpcFault as fault:
-            conn.send_fault(call_id, self._fault_status(fault, call_id))
+            self._fault(call_id, self._fault_status(fault, call_id))
             return
         except (Exception, asyncio.CancelledError):
             self.log(logging.ERROR, "%s (opnum %d) raised", op.name, request.opnum, call_id=call_id,
                      exc_info=True)
-            conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+            self._fault(call_id, NCA_S_FAULT_UNSPEC)
             return
         if type(result) is bytes:
-            conn.send_response(call_id, result)
+            self._respond(call_id, result)
         elif inspect.isawaitable(result):
             call = _Call()
             self.calls[call_id] = call
@@ -301,6 +310,8 @@ class RpcConnection(asyncio.Protocol):
             return                          # not in flight (or answered inline): ignore (C706 12.6.4.6)
         if call.reason is None or reason == _ORPHAN:
             call.reason = reason
+        if reason == _ORPHAN:
+            self.call_starts.pop(call_id, None)     # never answered: nothing to observe
         self.log(logging.INFO, "call %s", "cancelled" if reason == _CANCEL else "orphaned", call_id=call_id)
         call.cancel()
 
@@ -314,20 +325,20 @@ class RpcConnection(asyncio.Protocol):
             result = await awaitable
         except asyncio.CancelledError:
             if call.reason in (_CANCEL, _SHUTDOWN) and not self._lost:
-                self.conn.send_fault(call_id, NCA_S_FAULT_CANCEL)
+                self._fault(call_id, NCA_S_FAULT_CANCEL)
                 self._flush()
             if call.reason is None:
                 raise                       # not our cancellation: let it propagate
             return
         except RpcFault as fault:
             if call.reason not in (_ORPHAN, _LOST) and not self._lost:
-                self.conn.send_fault(call_id, self._fault_status(fault, call_id))
+                self._fault(call_id, self._fault_status(fault, call_id))
                 self._flush()
             return
         except Exception:
             self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=True)
             if call.reason not in (_ORPHAN, _LOST) and not self._lost:
-                self.conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+                self._fault(call_id, NCA_S_FAULT_UNSPEC)
                 self._flush()
             return
         finally:
@@ -341,10 +352,30 @@ class RpcConnection(asyncio.Protocol):
 
     def _answer(self, call_id: int, name: str, result: Any) -> None:
         if isinstance(result, (bytes, bytearray, memoryview)):
-            self.conn.send_response(call_id, bytes(result))
+            self._respond(call_id, bytes(result))
         else:
             self.log(logging.ERROR, "%s returned %s, not bytes", name, type(result).__name__, call_id=call_id)
-            self.conn.send_fault(call_id, NCA_S_FAULT_UNSPEC)
+            self._fault(call_id, NCA_S_FAULT_UNSPEC)
+
+    def _respond(self, call_id: int, stub: bytes) -> None:
+        self.conn.send_response(call_id, stub)
+        start = self.call_starts.pop(call_id, None)
+        observer = self.server.observer
+        if observer is not None and start is not None:
+            observer.call_done(start[0], start[1], None, stub, perf_counter() - start[2])
+
+    def _fault(self, call_id: int, status: int, did_not_execute: bool = False, start: tuple | None = None) -> None:
+        """Send a fault for a call; log it with the call's identifiers (one line per fault) and observe it."""
+        self.conn.send_fault(call_id, status, did_not_execute=did_not_execute)
+        if start is None:
+            start = self.call_starts.pop(call_id, None)
+            if start is None:
+                return
+        interface, opnum, t0 = start
+        self.log(logging.INFO, "fault 0x%08x: %s opnum %d", status, interface.name, opnum, call_id=call_id,
+                 fields={"interface": interface.name, "opnum": opnum, "fault": f"0x{status:08x}"})
+        if self.server.observer is not None:
+            self.server.observer.call_done(interface, opnum, status, None, perf_counter() - t0)
 
     def _fault_status(self, fault: RpcFault, call_id: int) -> int:
         status = fault.status & 0xFFFFFFFF
@@ -459,12 +490,16 @@ class RpcConnection(asyncio.Protocol):
             fields["call_id"] = call_id
         return fields
 
-    def log(self, level: int, msg: str, *args, call_id: int | None = None, exc_info: bool = False) -> None:
-        """Log on "qm2qm.rpc" with extra fields conn_id, peer, assoc_group (and call_id); no formatting when off."""
+    def log(self, level: int, msg: str, *args, call_id: int | None = None, exc_info: bool = False,
+            fields: dict | None = None) -> None:
+        """Log on "qm2qm.rpc" with extra fields conn_id, peer, assoc_group (and call_id, ``fields``); no
+        formatting when off."""
         logger = self.server.logger
         if logger.isEnabledFor(level):
-            logger.log(level, "[conn %d %s] " + msg, self.id, self.peer, *args, exc_info=exc_info,
-                       extra=self._fields(call_id))
+            extra = self._fields(call_id)
+            if fields:
+                extra.update(fields)
+            logger.log(level, "[conn %d %s] " + msg, self.id, self.peer, *args, exc_info=exc_info, extra=extra)
 
     def log_handle(self, level: int, event: str, wire: bytes, type_name: str, call_id: int,
                    detail: str = "") -> None:
@@ -486,7 +521,8 @@ class RpcServer:
                  idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
                  bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
-                 check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True) -> None:
+                 check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
+                 observer: RpcObserver | None = None) -> None:
         self.host = host
         self.requested_port = port
         self.max_connections = max_connections
@@ -495,6 +531,7 @@ class RpcServer:
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits
         self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
+        self.observer = observer                # per-call and per-connection notifications (qm2qm/rpc/observer.py)
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
         self.groups = AssociationGroups(check_host=check_group_host)
         self.connections: dict[int, RpcConnection] = {}

@@ -176,6 +176,7 @@ class SqliteStore:
         self._closed = False
         self._broken: BaseException | None = None  # the writer thread died of this
         self.commits = 0                            # transactions committed (for benchmarks and tests)
+        self.on_commit = None                       # callable(seconds) after each commit, on the writer thread
         self._writer = threading.Thread(target=self._run_writer, name=f"SqliteStore writer {self.path}",
                                         daemon=True)
         self._writer.start()
@@ -504,7 +505,10 @@ class SqliteStore:
                 self._failed = []
                 if not batches:
                     continue
+            started = time.perf_counter()
             error = self._commit(batches)
+            if error is None and self.on_commit is not None:
+                self.on_commit(time.perf_counter() - started)
             with self._lock:
                 last = batches[-1][0]
                 if error is None:

@@ -3,12 +3,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
 import signal
 import subprocess
-import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from qm2qm.cli import main
+from qm2qm.pytest_plugin import start_subprocess
 
 REPO = Path(__file__).resolve().parents[2]
 READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)"
@@ -49,23 +47,12 @@ def server_env() -> dict:
 
 
 def start_server(data_dir: Path, *extra: str) -> Server:
-    cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", str(data_dir), "--port", "0",
-           "--admin-port", "0", "--epm-port", "0", "--qmcomm-port", "0",
-           "--allow-anonymous-read", *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env(),
-                            cwd=str(data_dir.parent))
-    lines: queue.Queue = queue.Queue()
-    threading.Thread(target=lambda: lines.put(proc.stdout.readline()), daemon=True).start()
+    """`qm2qm serve` of this checkout (the qm2qm pytest plugin's start_subprocess), run from data_dir's parent."""
     try:
-        line = lines.get(timeout=START_GUARD_S).rstrip("\n")
-    except queue.Empty:
-        proc.kill()
-        raise AssertionError("qm2qm serve printed nothing: " + proc.communicate()[1])
-    match = READY.match(line)
-    if match is None:
-        proc.kill()
-        raise AssertionError(f"unexpected first line {line!r}; stderr: {proc.communicate()[1]}")
-    return Server(proc, match["host"], int(match["port"]), match["admin"], line, data_dir)
+        handle = start_subprocess(data_dir, *extra, env=server_env(), cwd=data_dir.parent)
+    except RuntimeError as exc:
+        raise AssertionError(str(exc)) from None
+    return Server(handle.process, handle.host, handle.port, handle.admin_url, handle.line, data_dir)
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,12 @@
-"""qm2qm.client.Qm2qmClient: every opnum 0–10 against a running `qm2qm serve` (MS-MQQP 3.1.4, 3.2.4)."""
+"""qm2qm.client.Qm2qmClient: every opnum 0–10 against a server of the qm2qm pytest plugin (MS-MQQP 3.1.4, 3.2.4)."""
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 
 import pytest
 
-from qm2qm.client import AdminClient, Qm2qmClient, RpcCallError
+from qm2qm.client import Qm2qmClient, RpcCallError
 from qm2qm.mqqp.constants import (IP_HANDSHAKE, IP_READ, IPX_HANDSHAKE, MQ_ACTION_PEEK_CURRENT,
                                   MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, MQ_LOOKUP_PEEK_NEXT,
                                   MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK, RR_NACK)
@@ -17,19 +16,13 @@ NULL = bytes(20)
 
 
 @pytest.fixture
-def setup(server, request):
-    """A fresh queue with three messages, a remote-read handle and a client whose session is open."""
-    admin = AdminClient(server.admin)
-    q = f".\\private$\\client-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}"
-    admin.create_queue(q)
-    for body in ("one", "two", "three"):
-        admin.send(q, body=body)
-    h = admin.open_queue(q)["hRemoteQueue"]
-    client = Qm2qmClient(server.host, server.port).connect()
-    hr, session = client.open_queue(h, lic_guid=uuid.uuid4())
-    assert hr == st.MQ_OK and session != NULL
-    yield admin, q, h, client, session
-    client.close()
+def setup(qm2qm_queues):
+    """A fresh server and queue with three messages, a remote-read handle and a client whose session is open
+    (the qm2qm pytest plugin's fixtures)."""
+    q = qm2qm_queues.make(messages=["one", "two", "three"])
+    read = qm2qm_queues.open_session(q)
+    assert read.session != NULL
+    yield qm2qm_queues.admin, q, read.handle, read.client, read.session
 
 
 def bodies(admin, q):
@@ -99,7 +92,7 @@ def test_cursor_peek_next_and_opnum4_close_cursor(setup):
     assert client.close_cursor(h, c) == st.MQ_ERROR_INVALID_HANDLE
 
 
-def test_opnum5_cancel_receive_answers_the_blocked_read(server, setup):
+def test_opnum5_cancel_receive_answers_the_blocked_read(qm2qm_server, setup):
     admin, q, h, client, _ = setup
     client.purge_queue(h)
     outcome = {}
@@ -107,7 +100,7 @@ def test_opnum5_cancel_receive_answers_the_blocked_read(server, setup):
         r=client.start_receive2(h, action=MQ_ACTION_RECEIVE, timeout_ms=0xFFFFFFFF, request_id=77)))
     thread.start()
     until(lambda: any(r["request_id"] == 77 for r in admin.list_reads()["reads"]))
-    with Qm2qmClient(server.host, server.port) as other:
+    with Qm2qmClient(qm2qm_server.host, qm2qm_server.port) as other:
         assert other.cancel_receive(h, 77) == st.MQ_OK
         assert other.cancel_receive(h, 77) == st.MQ_ERROR_INVALID_HANDLE     # nothing pending any more
     thread.join(30)
@@ -120,10 +113,10 @@ def test_opnum6_purge(setup):
     assert bodies(admin, q) == []
 
 
-def test_opnum7_ports_and_opnum8_version(server):
-    with Qm2qmClient(server.host, server.port) as client:
-        assert client.get_qmqm_server_port(IP_READ) == server.port
-        assert client.get_qmqm_server_port(IP_HANDSHAKE) == AdminClient(server.admin).info()["qmcomm_port"] != 0
+def test_opnum7_ports_and_opnum8_version(qm2qm_server):
+    with Qm2qmClient(qm2qm_server.host, qm2qm_server.port) as client:
+        assert client.get_qmqm_server_port(IP_READ) == qm2qm_server.port
+        assert client.get_qmqm_server_port(IP_HANDSHAKE) == qm2qm_server.info["qmcomm_port"] != 0
         assert client.get_qmqm_server_port(IPX_HANDSHAKE) == 0
         assert client.get_version() == (6, 1, 20348)
         assert client.uses_start_receive2()
@@ -139,7 +132,7 @@ def test_opnum3_close_queue_closes_the_descriptor(setup):
     assert client.start_receive2(h).hresult != st.MQ_OK
 
 
-def test_disconnect_runs_the_read_handle_down_as_nack(server, setup):
+def test_disconnect_runs_the_read_handle_down_as_nack(qm2qm_server, setup):
     admin, q, h, client, _ = setup
     result = client.start_receive2(h, action=MQ_ACTION_RECEIVE)
     assert result.ok and admin.list_messages(q)[0]["state"] == "Locked"
@@ -147,9 +140,9 @@ def test_disconnect_runs_the_read_handle_down_as_nack(server, setup):
     until(lambda: [m["state"] for m in admin.list_messages(q)] == ["Available"] * 3)
 
 
-def test_ndr64_client(server, setup):
+def test_ndr64_client(qm2qm_server, setup):
     admin, q, h, _, _ = setup
-    with Qm2qmClient(server.host, server.port, ndr64=True) as wide:
+    with Qm2qmClient(qm2qm_server.host, qm2qm_server.port, ndr64=True) as wide:
         result = wide.start_receive2(h, action=MQ_ACTION_PEEK_CURRENT)
         assert result.ok and result.message().body == b"one"
 
