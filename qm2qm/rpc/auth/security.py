@@ -1,0 +1,206 @@
+"""Security contexts of a connection on pyspnego: token legs, PDU signing and sealing (MS-RPCE 2.2.2.11–13,
+3.3.1.5.2; MS-NLMP 3.4.6–3.4.7 GSS_WrapEx / GSS_UnwrapEx; MS-SPNG).
+
+The runtime never does NTLM or Kerberos arithmetic itself: pyspnego's acceptor checks the AUTHENTICATE message
+against the user file, and its sign / verify / wrap_iov / unwrap_iov protect each PDU.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Iterator
+
+import spnego
+from spnego.exceptions import SpnegoError
+from spnego.iov import BufferType
+
+from qm2qm.rpc.auth.policy import AuthPolicy
+from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
+                                 RPC_C_AUTHN_LEVEL_PKT_PRIVACY, Principal)
+
+# auth_type values (MS-RPCE 2.2.1.1.7)
+RPC_C_AUTHN_GSS_NEGOTIATE = 0x09
+RPC_C_AUTHN_WINNT = 0x0A
+RPC_C_AUTHN_GSS_KERBEROS = 0x10
+_PROTOCOLS = {RPC_C_AUTHN_GSS_NEGOTIATE: "negotiate", RPC_C_AUTHN_WINNT: "ntlm",
+              RPC_C_AUTHN_GSS_KERBEROS: "kerberos"}
+_OPTIONS = {"negotiate": spnego.NegotiateOptions.use_negotiate, "ntlm": spnego.NegotiateOptions.use_ntlm,
+            "kerberos": spnego.NegotiateOptions.use_gssapi}
+NTLMSSP_SIGNATURE_SIZE = 16                     # MS-NLMP 2.2.2.9.1 NTLMSSP_MESSAGE_SIGNATURE
+_NTLMSSP_EXTENDED_SESSION_SECURITY = 0x00080000  # MS-NLMP 2.2.2.5 flag P
+
+
+class AuthError(Exception):
+    """A security context step or a PDU verifier failed; the message never carries a secret."""
+
+
+def kerberos_available() -> bool:
+    """True when pyspnego can use GSSAPI Kerberos (python-gssapi installed)."""
+    try:
+        import gssapi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class SecurityProvider:
+    """Creates the acceptor side of security contexts for one server (MS-RPCE 3.3.1.5.2)."""
+
+    def __init__(self, policy: AuthPolicy) -> None:
+        self.policy = policy
+        self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
+        if policy.keytab and kerberos_available():
+            self._types.add(RPC_C_AUTHN_GSS_KERBEROS)
+
+    def supports(self, auth_type: int) -> bool:
+        """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
+        return auth_type in self._types
+
+    @contextlib.contextmanager
+    def credentials(self) -> Iterator[None]:
+        """pyspnego reads NTLM_USER_FILE (and KRB5_KTNAME) from the environment when a context starts and when it
+        checks an AUTHENTICATE message; set them for this server around each step (one thread: the event loop)."""
+        wanted = {}
+        if self.policy.users is not None:
+            wanted["NTLM_USER_FILE"] = self.policy.users.path
+        if self.policy.keytab:
+            wanted["KRB5_KTNAME"] = self.policy.keytab
+        saved = {key: os.environ.get(key) for key in wanted}
+        os.environ.update(wanted)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def new_context(self, auth_type: int, auth_level: int, context_id: int, header_sign: bool) -> "SecurityContext":
+        with self.credentials():
+            protocol = _PROTOCOLS[auth_type]
+            mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+
+
+class SecurityContext:
+    """One security context (auth_context_id) of a connection: its legs, caller identity and PDU protection."""
+
+    def __init__(self, provider: SecurityProvider, mech, auth_type: int, auth_level: int, context_id: int,
+                 header_sign: bool) -> None:
+        self.provider = provider
+        self.auth_type = auth_type
+        self.auth_level = auth_level
+        self.context_id = context_id
+        self.header_sign = header_sign      # PFC_SUPPORT_HEADER_SIGN negotiated (MS-RPCE 3.3.1.5.2.2)
+        self.complete = False
+        self.failed = False
+        self.principal: Principal = ANONYMOUS
+        self._mech = mech
+        self._anonymous = False
+
+    @property
+    def protects_pdus(self) -> bool:
+        """Levels integrity and privacy carry a verifier on every request and response (MS-RPCE 3.3.1.5.2.2)."""
+        return self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY
+
+    @property
+    def signature_size(self) -> int:
+        return NTLMSSP_SIGNATURE_SIZE if self.auth_type != RPC_C_AUTHN_GSS_KERBEROS else \
+            self._mech.query_message_sizes().header
+
+    def step(self, token: bytes) -> bytes:
+        """Feed one auth_value from bind / alter_context / rpc_auth3; returns the token to send back (b"" if none).
+        AuthError when the mechanism rejects it (wrong password, malformed token, anonymous when not allowed)."""
+        if self.complete or self.failed:
+            raise AuthError("security context already established" if self.complete else "security context failed")
+        if self.auth_type == RPC_C_AUTHN_WINNT and _is_anonymous_authenticate(token):
+            return self._anonymous_logon()
+        try:
+            with self.provider.credentials():
+                out = self._mech.step(token)
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError) as exc:
+            self.failed = True
+            raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
+        if self._mech.complete:
+            self.complete = True
+            self.principal = self._principal()
+        return out or b""
+
+    def _anonymous_logon(self) -> bytes:
+        # An anonymous AUTHENTICATE has no session key, so it can be honoured only where nothing is signed
+        # (MS-NLMP 3.2.5.1.2); pyspnego does not accept it, so the runtime completes the context itself.
+        if not self.provider.policy.allow_anonymous_ntlm or self.auth_level > RPC_C_AUTHN_LEVEL_PKT:
+            self.failed = True
+            raise AuthError("anonymous NTLM logon refused")
+        self.complete = True
+        self._anonymous = True
+        self.principal = ANONYMOUS
+        return b""
+
+    def _principal(self) -> Principal:
+        name = self._mech.client_principal or ""
+        if "\\" in name:
+            domain, user = name.split("\\", 1)
+        elif "@" in name:
+            user, domain = name.split("@", 1)
+        else:
+            domain, user = "", name
+        users = self.provider.policy.users
+        sid = users.sid_of(domain, user) if users is not None else None
+        return Principal(domain=domain, user=user, sid=sid, authenticated=True)
+
+    # -- PDU protection (MS-RPCE 3.3.1.5.2.2) --
+
+    def _whole_pdu(self) -> bool:
+        """NTLM with extended session security signs header + body + sec_trailer whether or not header signing was
+        negotiated (what Windows, Samba and impacket do); other mechanisms only when it was."""
+        if self.auth_type in (RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE):
+            inner = getattr(self._mech, "_context", self._mech)     # SPNEGO: the negotiated mechanism
+            flags = getattr(inner, "_context_attr", 0)
+            if getattr(inner, "negotiated_protocol", "ntlm") == "ntlm":
+                return bool(flags & _NTLMSSP_EXTENDED_SESSION_SECURITY)
+        return self.header_sign
+
+    def unprotect(self, header: bytes, body: bytes, trailer: bytes, signature: bytes) -> bytes:
+        """Verify (integrity) or unseal and verify (privacy) one fragment; returns the plain body (stub + pad)."""
+        whole = self._whole_pdu()
+        try:
+            with self.provider.credentials():
+                if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+                    iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                           if whole else [(BufferType.data, body)])
+                    iov.append((BufferType.header, signature))
+                    result = self._mech.unwrap_iov(iov)
+                    return next(b.data for b in result.buffers if b.type == BufferType.data)
+                self._mech.verify(header + body + trailer if whole else body, signature)
+                return body
+        except (SpnegoError, ValueError) as exc:
+            raise AuthError(f"verifier does not check out ({type(exc).__name__})") from None
+
+    def protect(self, header: bytes, body: bytes, trailer: bytes) -> tuple[bytes, bytes]:
+        """Sign (integrity) or seal and sign (privacy) one fragment; returns (body to send, signature)."""
+        whole = self._whole_pdu()
+        with self.provider.credentials():
+            if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+                iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                       if whole else [(BufferType.data, body)])
+                iov.append(BufferType.header)
+                result = self._mech.wrap_iov(iov)
+                sealed = next(b.data for b in result.buffers if b.type == BufferType.data)
+                signature = next(b.data for b in result.buffers if b.type == BufferType.header)
+                return sealed, signature
+            return body, self._mech.sign(header + body + trailer if whole else body)
+
+
+def _is_anonymous_authenticate(token: bytes) -> bool:
+    """An NTLM AUTHENTICATE_MESSAGE with empty user name and empty NT / one-zero-byte LM response (MS-NLMP 3.2.5.1.2)."""
+    if len(token) < 52 or token[:8] != b"NTLMSSP\x00" or token[8:12] != b"\x03\x00\x00\x00":
+        return False
+    try:
+        from spnego._ntlm_raw.messages import Authenticate
+        auth = Authenticate.unpack(token)
+    except Exception:
+        return False
+    return not auth.user_name and not auth.nt_challenge_response and \
+        auth.lm_challenge_response in (None, b"", b"\x00")
