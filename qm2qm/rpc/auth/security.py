@@ -14,6 +14,7 @@ import spnego
 from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
+from qm2qm.rpc.auth import ntlm_compat
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
                                  RPC_C_AUTHN_LEVEL_PKT_PRIVACY, Principal)
@@ -48,6 +49,7 @@ class SecurityProvider:
 
     def __init__(self, policy: AuthPolicy) -> None:
         self.policy = policy
+        ntlm_compat.install()
         self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
         if policy.keytab and kerberos_available():
             self._types.add(RPC_C_AUTHN_GSS_KERBEROS)
