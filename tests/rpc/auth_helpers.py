@@ -78,6 +78,7 @@ class Tap:
     def __init__(self, rpc) -> None:
         self.sent: list[bytes] = []
         self.rewrite: Callable[[bytes], bytes] | None = None
+        self.hold = False                   # record without sending (the test sends what it chooses)
         self._send = rpc.send
         rpc.send = self._tapped
 
@@ -86,6 +87,8 @@ class Tap:
         if self.rewrite is not None:
             data = self.rewrite(data)
         self.sent.append(data)
+        if self.hold:
+            return None
         return self._send(data, *args, **kwargs)
 
 

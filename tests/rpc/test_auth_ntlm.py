@@ -219,9 +219,12 @@ async def test_tampered_middle_fragment_fails_the_call_before_any_handler(make_e
     object.__setattr__(echo, "handler", lambda ctx, stub: seen.append(stub) or original(ctx, stub))
     client = await connect(env, level=6, interface=WHOAMI)
     client.dce.set_max_fragment_size(512)
-    count = iter(range(1000))
-    client.tap.rewrite = lambda pdu: flip(30)(pdu) if pdu[2] == 0 and next(count) == 3 else pdu
+    client.tap.hold = True
     await asyncio.to_thread(client.dce.call, OP_ECHO, bytes(20000))
+    fragments = [p for p in client.tap.sent if p[2] == F.PTYPE_REQUEST]
+    assert len(fragments) > 5
+    sock = client.rpc.get_socket()
+    await asyncio.to_thread(sock.sendall, b"".join(fragments[:3]) + flip(30)(fragments[3]))
     assert await asyncio.to_thread(client.expect_fault_and_close) == F.NCA_S_FAULT_SEC_PKG_ERROR
     assert seen == []
 
@@ -279,3 +282,26 @@ async def test_secrets_never_reach_the_log(make_env, caplog):
     good = await connect(env, level=6, interface=WHOAMI)
     await good.call(good.whoami)
     assert "Hunter2-wrong" not in caplog.text and PASSWORD not in caplog.text
+
+
+async def test_anonymous_ntlm_is_anonymous_logon_when_allowed(make_env):
+    env = await make_env(allow_anonymous_ntlm=True)
+    client = await connect(env, level=2, user="", password="", domain="", interface=WHOAMI)
+    assert await client.call(client.whoami) == "2|0|NT AUTHORITY\\ANONYMOUS LOGON|S-1-5-7"
+
+
+@pytest.mark.parametrize("allowed, level", [(False, 2), (True, 5)], ids=["not-allowed", "needs-a-session-key"])
+async def test_anonymous_ntlm_refused_gets_access_denied(make_env, allowed, level):
+    env = await make_env(allow_anonymous_ntlm=allowed)
+    client = await connect(env, level=level, user="", password="", domain="", interface=WHOAMI)
+    await asyncio.to_thread(client.dce.call, 0, b"")
+    assert await asyncio.to_thread(client.expect_fault_and_close) == F.RPC_S_ACCESS_DENIED
+
+
+async def test_anonymous_ntlm_does_not_pass_auth_required(make_env):
+    env = await make_env(mode="required", allow_anonymous_ntlm=True)
+    client = await connect(env, level=2, user="", password="", domain="")
+    descriptor = env.open_descriptor()
+    status = await client.call(client.fault, client.start_receive2, descriptor.handle, MQ_ACTION_RECEIVE,
+                               request_id=1)
+    assert status == MQ_ERROR_ACCESS_DENIED
