@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -13,7 +14,8 @@ from typing import Any
 
 from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import DCERPCException, rpc_status_codes
+from impacket.dcerpc.v5.rpcrt import (RPC_C_AUTHN_LEVEL_PKT_PRIVACY, RPC_C_AUTHN_WINNT, DCERPCException,
+                                      rpc_status_codes)
 
 from qm2qm.mqqp import idl
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, RR_ACK,
@@ -24,6 +26,12 @@ NDR64_SYNTAX = ("71710533-BEBA-4937-8319-B5DBEF9CCC36", "1.0")
 NULL_HANDLE = bytes(20)
 MQ_OK = 0
 _FAULT_CODES = {name: code for code, name in rpc_status_codes.items()}
+
+
+def _status_name(status: int) -> str:
+    """MQ_ERROR_* name of a status (shared_adm.status), or 'status' when it has none."""
+    from shared_adm import status as names
+    return next((n for n in dir(names) if n.startswith("MQ_") and getattr(names, n) == status), "status")
 
 
 class RpcCallError(Exception):
@@ -73,10 +81,20 @@ class Qm2qmClient:
     """
 
     def __init__(self, host: str, port: int, *, ndr64: bool = False, connect_timeout: float = 10.0,
-                 call_timeout: float | None = None) -> None:
+                 call_timeout: float | None = None, user: str | None = None, domain: str = "",
+                 password: str = "", nthash: str = "", auth_level: int = RPC_C_AUTHN_LEVEL_PKT_PRIVACY,
+                 auth_type: int = RPC_C_AUTHN_WINNT) -> None:
+        """``user`` (with ``domain`` and ``password`` or ``nthash``, hex) binds with NTLM at ``auth_level``
+        (MS-RPCE 2.2.1.1.8: 2 connect .. 6 privacy); None binds unauthenticated."""
         self.host = host
         self.port = port
         self.ndr64 = ndr64
+        self.user = user
+        self.domain = domain
+        self._password = password
+        self._nthash = nthash
+        self.auth_level = auth_level
+        self.auth_type = auth_type
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self._dce = None
@@ -89,6 +107,10 @@ class Qm2qmClient:
         rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{self.host}[{self.port}]")
         rpc.set_connect_timeout(self.connect_timeout)
         dce = rpc.get_dce_rpc()
+        if self.user is not None:
+            dce.set_credentials(self.user, self._password, self.domain, nthash=self._nthash)
+            dce.set_auth_type(self.auth_type)
+            dce.set_auth_level(self.auth_level)
         try:
             dce.connect()
         except (DCERPCException, OSError) as exc:
@@ -136,6 +158,10 @@ class Qm2qmClient:
             status = exc.get_error_code()
             if status is None:
                 status = next((code for name, code in _FAULT_CODES.items() if name in text), None)
+            unknown = re.search(r"fault status code: ([0-9a-fA-F]{8})", text)
+            if unknown:                                 # an MQ status impacket does not know (MS-MQMQ 2.4)
+                status = int(unknown[1], 16)
+                text = f"fault {_status_name(status)} (0x{status:08X})"
             raise RpcCallError(f"{type(request).__name__} failed: {text}", status) from None
         except (OSError, EOFError) as exc:
             raise RpcCallError(f"{type(request).__name__}: connection lost: {exc}") from None

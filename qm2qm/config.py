@@ -29,6 +29,7 @@ DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+AUTH_MODES = ("none", "optional", "required")        # qm2qm.rpc.auth.policy.AUTH_MODES
 # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
 _COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
 
@@ -59,6 +60,12 @@ class ServerConfig:
     mqsd_site_id: str | None = None
     mqsd_networks: tuple[str, ...] = ()
     mqsd_directory_servers: tuple[str, ...] = ()
+    # authenticated DCE/RPC (docs/authentication.md; MS-RPCE 3.3.1.5.2)
+    users: str | None = None                # user file the NTLM / SPNEGO acceptor checks callers against
+    auth: str = "optional"                  # none | optional | required
+    min_auth_level: int = 2                 # RPC_C_AUTHN_LEVEL_CONNECT .. PKT_PRIVACY (2..6)
+    allow_anonymous_ntlm: bool = False
+    keytab: str | None = None               # Kerberos keytab (needs python-gssapi)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -148,6 +155,22 @@ def _check_value(key: str, value: Any) -> Any:
         if not all(isinstance(v, str) and _COMPUTER_NAME.fullmatch(v) for v in names):
             raise ConfigError(f"mqsd_directory_servers: expected computer names, got {value!r}")
         return tuple(names)
+    if key in ("users", "keytab"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key}: expected a file path string, got {value!r}")
+        return value
+    if key == "auth":
+        if value not in AUTH_MODES:
+            raise ConfigError(f"auth: expected one of {', '.join(AUTH_MODES)}, got {value!r}")
+        return value
+    if key == "min_auth_level":
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 6:
+            raise ConfigError(f"min_auth_level: expected an integer 2..6 (MS-RPCE 2.2.1.1.8), got {value!r}")
+        return value
+    if key == "allow_anonymous_ntlm":
+        if not isinstance(value, bool):
+            raise ConfigError(f"allow_anonymous_ntlm: expected true or false, got {value!r}")
+        return value
     if key == "log_level":
         if value not in LOG_LEVELS:
             raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
