@@ -50,6 +50,7 @@ class _Call:
     maybe: bool
     cancel_count: int = 0
     security: SecurityContext | None = None
+    signed: bool = False                # the response carries a verifier (the request did, level ≥ 3)
 
 
 @dataclass(slots=True)
@@ -64,6 +65,7 @@ class _Reassembly:
     stub: bytearray
     fragments: int
     security: SecurityContext | None = None
+    signed: bool = False
 
 
 @dataclass(slots=True)
@@ -299,6 +301,9 @@ class Connection:
             raise refuse("no presentation context items", F.BIND_NAK_REASON_NOT_SPECIFIED)
         if any(not item.transfer_syntaxes for item in body.items):
             raise refuse("a context item has no transfer syntax", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if not alter and sum(1 for item in body.items if _btfn_bits(item) is not None) > 1:
+            # Windows naks a bind with two BTFN items, reason 0 (Samba raw_protocol test_no_auth_bind_time_twice)
+            raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
         results = self._negotiate(body.items, alter, refuse)
         client_flags = pdu[3]
         ack_flags = _FIRST_LAST | (client_flags & F.PFC_SUPPORT_HEADER_SIGN)
@@ -389,12 +394,9 @@ class Connection:
         """Per-item results in item order; accepts at most one presentation context per PDU (MS-RPCE 3.3.1.5.6)."""
         results: list[tuple[int, int, SyntaxId | None]] = []
         candidates: list[tuple[int, _PresentationContext]] = []
-        btfn_seen = False
         for index, item in enumerate(items):
-            # alter_context items, and BTFN items after the first, are negotiated like any other (3.3.1.5.3)
-            bits = None if alter or btfn_seen else _btfn_bits(item)
+            bits = None if alter else _btfn_bits(item)     # alter_context items are negotiated like any other
             if bits is not None:
-                btfn_seen = True
                 self._features = bits & _SUPPORTED_BTFN
                 results.append((F.RESULT_NEGOTIATE_ACK, self._features, None))
                 continue
@@ -528,6 +530,7 @@ class Connection:
                                  P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
             object_uuid = uuid.UUID(bytes_le=bytes(buf[stub_start:stub_start + 16]))
             stub_start += 16
+        stub_given = stub is not None
         if stub is None:
             stub = bytes(buf[stub_start:pos + frag_length])
         if not flags & F.PFC_FIRST_FRAG:
@@ -563,11 +566,12 @@ class Connection:
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
         maybe = bool(flags & F.PFC_MAYBE)
         if last:
-            self._calls[call_id] = _Call(context_id, maybe, security=security)
+            signed = stub_given and security is not None and security.verifies_requests
+            self._calls[call_id] = _Call(context_id, maybe, security=security, signed=signed)
             events.append(_call_request(call_id, context_id, opnum, object_uuid, stub, context, security))
             return
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
-                                       bytearray(stub), 1, security)
+                                       bytearray(stub), 1, security, stub_given)
 
     def _unverified_context(self, buf: bytearray, pos: int, call_id: int) -> SecurityContext:
         """The security context of a request without a verifier on an authenticated connection: the bind's, allowed
@@ -617,7 +621,8 @@ class Connection:
         if not last:
             return
         self._reassembly = None
-        self._calls[call_id] = _Call(call.context_id, call.maybe, security=security)
+        self._calls[call_id] = _Call(call.context_id, call.maybe, security=security,
+                                     signed=security is not None and security.verifies_requests and call.signed)
         events.append(_call_request(call_id, call.context_id, call.opnum, call.object_uuid, bytes(call.stub),
                                     call.context, security))
 
@@ -636,7 +641,7 @@ class Connection:
         call = self._calls.pop(call_id, None)
         if call is None or call.maybe or self._state == _CLOSED:
             return
-        if call.security is not None and call.security.protects_pdus:
+        if call.security is not None and (call.security.protects_pdus or call.signed):
             append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag, call.security)
             return
         P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)

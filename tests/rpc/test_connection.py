@@ -226,17 +226,6 @@ def test_btfn_item_in_alter_context_is_an_ordinary_rejected_item():
     assert conn.bind_time_features is None
 
 
-def test_only_the_first_btfn_item_negotiates_later_ones_are_ordinary_rejected_items():
-    """MS-RPCE 3.3.1.5.3: one BindTimeFeatureNegotiationBitmask per bind; a second BTFN item is an ordinary
-    item whose transfer syntax is not supported (Windows, Samba raw_protocol test_no_auth_feature_*)."""
-    conn = new_connection()
-    items = (ContextItem(0, IFACE, (NDR,)), ContextItem(1, IFACE, (BTFN3,)), ContextItem(2, IFACE, (BTFN3,)))
-    both = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
-    assert results(bind(conn, items))[1:] == [(3, both, bytes(20)),
-                                              (2, F.PROPOSED_TRANSFER_SYNTAXES_NOT_SUPPORTED, bytes(20))]
-    assert not conn.closed
-
-
 def test_btfn_is_recognized_by_the_first_transfer_syntax_of_an_item():
     conn = new_connection()
     items = (ContextItem(0, IFACE, (NDR,)), ContextItem(1, IFACE, (BTFN3, NDR)))

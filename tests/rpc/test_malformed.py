@@ -138,6 +138,8 @@ CASES = [
          Nak(F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)),
     Case("bind body shorter than fixed part", False, header(F.PTYPE_BIND, body=bytes(6)),
          Nak(F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)),
+    Case("two BTFN items", False, bind_pdu((ITEM, ContextItem(1, IFACE, (BTFN3,)), ContextItem(2, IFACE, (BTFN3,)))),
+         Nak(F.BIND_NAK_REASON_NOT_SPECIFIED)),
     Case("bind asking for NTLM privacy", False, with_auth(bind_pdu(), 10, 6),
          Nak(F.BIND_NAK_AUTHENTICATION_TYPE_NOT_RECOGNIZED)),
     Case("bind asking for Kerberos connect", False, with_auth(bind_pdu(), 16, 2),

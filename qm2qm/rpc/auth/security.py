@@ -16,7 +16,8 @@ from spnego.iov import BufferType
 
 from qm2qm.rpc.auth import ntlm_compat
 from qm2qm.rpc.auth.policy import AuthPolicy
-from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
+from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
+                                 RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
                                  RPC_C_AUTHN_LEVEL_PKT_PRIVACY, Principal)
 
 # auth_type values (MS-RPCE 2.2.1.1.7)
@@ -105,6 +106,12 @@ class SecurityContext:
     def protects_pdus(self) -> bool:
         """Levels integrity and privacy carry a verifier on every request and response (MS-RPCE 3.3.1.5.2.2)."""
         return self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY
+
+    @property
+    def verifies_requests(self) -> bool:
+        """A request carrying a verifier is checked from level call/packet on: Windows signs at packet level
+        (Samba raw_protocol *_signing_packet) although MS-RPCE 3.3.1.5.2.2's table lists no protection there."""
+        return self.auth_level >= RPC_C_AUTHN_LEVEL_CALL
 
     @property
     def signature_size(self) -> int:

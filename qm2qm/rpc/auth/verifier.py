@@ -15,15 +15,15 @@ def auth_trailer(auth_type: int, auth_level: int, pad: int, context_id: int, tok
 
 def unprotect_fragment(pdu: bytes | bytearray | memoryview, body_start: int, frag_length: int, auth_length: int,
                        trailer: P.SecTrailer, security: SecurityContext) -> bytes:
-    """The plain stub of one authenticated request fragment: verified / unsealed at levels 5 and 6, the auth
-    padding removed. AuthError when the verifier does not check out; P.PduError when the padding cannot fit."""
+    """The plain stub of one authenticated request fragment: verified from level 3 on, unsealed at level 6, the
+    auth padding removed. AuthError when the verifier does not check out; P.PduError when the padding cannot fit."""
     trailer_start = frag_length - auth_length - P.SEC_TRAILER_SIZE
     if trailer_start < body_start:
         raise P.PduError(f"auth_length {auth_length} overlaps the request header")
     body = bytes(pdu[body_start:trailer_start])
     if trailer.auth_pad_length > len(body):
         raise P.PduError(f"auth_pad_length {trailer.auth_pad_length} exceeds the {len(body)}-byte stub")
-    if security.protects_pdus:
+    if security.verifies_requests:
         if auth_length != security.signature_size:
             raise AuthError(f"auth_length {auth_length}, the mechanism signs with {security.signature_size} bytes")
         body = security.unprotect(bytes(pdu[:body_start]), body, bytes(pdu[trailer_start:trailer_start + 8]),
@@ -33,7 +33,7 @@ def unprotect_fragment(pdu: bytes | bytearray | memoryview, body_start: int, fra
 
 def append_protected_response(out: bytearray, call_id: int, context_id: int, stub: bytes, max_xmit_frag: int,
                               security: SecurityContext) -> None:
-    """Response fragments each carrying a verifier (levels 5, 6), stub chunks of a multiple of 16 bytes
+    """Response fragments each carrying a verifier (levels 3–6), stub chunks of a multiple of 16 bytes
     (C706 12.6.4.10; MS-RPCE 2.2.2.11)."""
     sig_size = security.signature_size
     room = max_xmit_frag - P.RESPONSE_HEADER_SIZE - P.SEC_TRAILER_SIZE - sig_size
