@@ -91,4 +91,5 @@ def btfn_bitmask(transfer_syntax_uuid: uuid.UUID) -> int | None:
 # Authentication levels (MS-RPCE 2.2.1.1.8); a bind with a level in CONNECT..PKT_PRIVACY asks for a security context.
 RPC_C_AUTHN_LEVEL_NONE = _rpcrt.RPC_C_AUTHN_LEVEL_NONE
 RPC_C_AUTHN_LEVEL_CONNECT = _rpcrt.RPC_C_AUTHN_LEVEL_CONNECT
+RPC_C_AUTHN_LEVEL_CALL = _rpcrt.RPC_C_AUTHN_LEVEL_CALL
 RPC_C_AUTHN_LEVEL_PKT_PRIVACY = _rpcrt.RPC_C_AUTHN_LEVEL_PKT_PRIVACY
