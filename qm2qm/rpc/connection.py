@@ -493,23 +493,35 @@ class Connection:
         """A request fragment with a sec_trailer: find its security context, verify / unseal it (MS-RPCE 2.2.2.11,
         3.3.1.5.2.2); nothing of a fragment that fails reaches a handler, and the connection is closed."""
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
-        self._check_sequence(flags, call_id)
+        if self._check_sequence(flags, call_id):
+            self._on_next_fragment(b"", flags, call_id, 0, None, events)     # a tail we drop silently
+            return
 
         def deny(why: str, status: int = F.RPC_S_ACCESS_DENIED) -> _Terminate:
             return _Terminate(f"call {call_id}: {why}", P.build_fault(call_id, status, context_id=context_id))
 
         pdu = bytes(buf[pos:pos + frag_length])
         trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
-        if trailer.auth_type == 0:
-            raise deny("auth_type none in a request's sec_trailer")
-        security = self._auth.get(trailer.auth_context_id)
-        if security is None or self._auth_invalid:
-            raise deny(f"no security context {trailer.auth_context_id} on this connection")
-        if not security.complete:
-            raise deny(f"security context {trailer.auth_context_id} is not established")
-        if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
-            raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match security "
-                       f"context {trailer.auth_context_id}", F.NCA_S_FAULT_SEC_PKG_ERROR)
+        call = self._reassembly
+        if call is not None and call.call_id == call_id:
+            # A later fragment is verified with its call's security context; the trailer's type, level and
+            # context id, like p_cont_id and opnum, are not looked at (Samba raw_protocol *_first1_lastSame111).
+            security = call.security
+            if security is None or not call.signed:
+                raise _Terminate(f"call {call_id}: verifier on a fragment of an unverified call",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
+            context_id = call.context_id
+        else:
+            if trailer.auth_type == 0:
+                raise deny("auth_type none in a request's sec_trailer")
+            security = self._auth.get(trailer.auth_context_id)
+            if security is None or self._auth_invalid:
+                raise deny(f"no security context {trailer.auth_context_id} on this connection")
+            if not security.complete:
+                raise deny(f"security context {trailer.auth_context_id} is not established")
+            if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
+                raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match "
+                           f"security context {trailer.auth_context_id}", F.NCA_S_FAULT_SEC_PKG_ERROR)
         body_start = P.REQUEST_HEADER_SIZE + (16 if flags & F.PFC_OBJECT_UUID else 0)
         try:
             stub = unprotect_fragment(pdu, body_start, frag_length, auth_length, trailer, security)
@@ -518,6 +530,9 @@ class Connection:
                                                                      context_id=context_id)) from None
         except AuthError as exc:
             raise deny(str(exc), F.NCA_S_FAULT_SEC_PKG_ERROR) from None
+        if call is not None and call.call_id == call_id and flags & F.PFC_FIRST_FRAG:
+            raise _Terminate(f"call {call_id}: a second first fragment",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=context_id))
         self._on_request(buf, pos, flags, frag_length, call_id, events, stub, security)
 
     def _on_request(self, buf: bytearray, pos: int, flags: int, frag_length: int, call_id: int,
@@ -525,7 +540,13 @@ class Connection:
         """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8); ``stub`` is the verified plain stub
         of an authenticated fragment (None: the bytes after the header)."""
         if security is None and (self._default_auth is not None or self._auth_invalid):
-            self._check_sequence(flags, call_id)
+            if self._check_sequence(flags, call_id):
+                self._on_next_fragment(b"", flags, call_id, 0, None, events)
+                return
+            call = self._reassembly
+            if call is not None and call.call_id == call_id and call.signed:
+                raise _Terminate(f"call {call_id}: fragment without the verifier its first fragment had",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
             security = self._unverified_context(buf, pos, call_id)
         alloc_hint, context_id, opnum = _REQUEST_UNPACK(buf, pos + 16)
         stub_start = pos + P.REQUEST_HEADER_SIZE
@@ -576,20 +597,29 @@ class Connection:
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
                                        bytearray(stub), 1, security, stub_given)
 
-    def _check_sequence(self, flags: int, call_id: int) -> None:
+    def _check_sequence(self, flags: int, call_id: int) -> bool:
         """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the
-        auth values of an out-of-sequence fragment are never looked at)."""
+        auth values of an out-of-sequence fragment are never looked at). True: a tail fragment to drop silently."""
         call = self._reassembly
+        if call is not None and call.call_id == call_id:
+            return False
         if flags & F.PFC_FIRST_FRAG:
             if call is not None:
+                # With PFC_CONC_MPX the new call gets the fault (context 0); without it the unfinished one.
+                faulted, context = (call_id, 0) if self._ack_flags & F.PFC_CONC_MPX else (call.call_id,
+                                                                                         call.context_id)
                 raise _Terminate(f"first fragment of call {call_id} while call {call.call_id} is still being "
-                                 "reassembled", P.build_fault(call.call_id, F.NCA_S_PROTO_ERROR,
-                                                              context_id=call.context_id))
-        elif call is not None and call.call_id != call_id:
-            # Without PFC_CONC_MPX the fault goes to the call being reassembled (Samba, "to get the call_id and
-            # context_id right"), without DID_NOT_EXECUTE.
-            raise _Terminate(f"fragment of call {call_id} while call {call.call_id} is being reassembled",
-                             P.build_fault(call.call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
+                                 "reassembled", P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
+            return False
+        if call is None:
+            if call_id == self._discard_call_id or \
+                    self._current_call_id - OLD_CALL_WINDOW < call_id <= self._current_call_id:
+                return True
+            raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
+        faulted, context = (call_id, 0) if self._ack_flags & F.PFC_CONC_MPX else (call.call_id, call.context_id)
+        raise _Terminate(f"fragment of call {call_id} while call {call.call_id} is being reassembled",
+                         P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
 
     def _unverified_context(self, buf: bytearray, pos: int, call_id: int) -> SecurityContext:
         """The security context of a request without a verifier on an authenticated connection: the bind's, allowed
