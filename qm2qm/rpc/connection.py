@@ -493,7 +493,7 @@ class Connection:
         """A request fragment with a sec_trailer: find its security context, verify / unseal it (MS-RPCE 2.2.2.11,
         3.3.1.5.2.2); nothing of a fragment that fails reaches a handler, and the connection is closed."""
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
-        if self._check_sequence(flags, call_id):
+        if self._check_sequence(flags, call_id, context_id):
             self._on_next_fragment(b"", flags, call_id, 0, None, events)     # a tail we drop silently
             return
 
@@ -517,7 +517,7 @@ class Connection:
             security = self._auth.get(trailer.auth_context_id)
             if security is None or self._auth_invalid:
                 raise deny(f"no security context {trailer.auth_context_id} on this connection")
-            if not security.complete:
+            if not security.complete or security.failed:
                 raise deny(f"security context {trailer.auth_context_id} is not established")
             if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
                 raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match "
@@ -540,7 +540,7 @@ class Connection:
         """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8); ``stub`` is the verified plain stub
         of an authenticated fragment (None: the bytes after the header)."""
         if security is None and (self._default_auth is not None or self._auth_invalid):
-            if self._check_sequence(flags, call_id):
+            if self._check_sequence(flags, call_id, _REQUEST_UNPACK(buf, pos + 16)[1]):
                 self._on_next_fragment(b"", flags, call_id, 0, None, events)
                 return
             call = self._reassembly
@@ -597,7 +597,7 @@ class Connection:
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
                                        bytearray(stub), 1, security, stub_given)
 
-    def _check_sequence(self, flags: int, call_id: int) -> bool:
+    def _check_sequence(self, flags: int, call_id: int, context_id: int = 0) -> bool:
         """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the
         auth values of an out-of-sequence fragment are never looked at). True: a tail fragment to drop silently."""
         call = self._reassembly
@@ -615,8 +615,9 @@ class Connection:
             if call_id == self._discard_call_id or \
                     self._current_call_id - OLD_CALL_WINDOW < call_id <= self._current_call_id:
                 return True
+            mpx = self._ack_flags & F.PFC_CONC_MPX
             raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
-                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR))
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=context_id if mpx else 0))
         faulted, context = (call_id, 0) if self._ack_flags & F.PFC_CONC_MPX else (call.call_id, call.context_id)
         raise _Terminate(f"fragment of call {call_id} while call {call.call_id} is being reassembled",
                          P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
@@ -626,7 +627,8 @@ class Connection:
         at levels connect, call and packet only (MS-RPCE 3.3.1.5.2.2: nothing of the PDU is protected there)."""
         security = self._default_auth
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
-        if security is None or self._auth_invalid or not security.complete or security.protects_pdus:
+        if security is None or self._auth_invalid or not security.complete or security.failed \
+                or security.protects_pdus:
             why = "no established security context" if security is None or not security.complete \
                 else f"level {security.auth_level} requires a verifier"
             raise _Terminate(f"call {call_id}: request without a verifier: {why}",

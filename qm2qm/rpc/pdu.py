@@ -90,6 +90,10 @@ def parse_sec_trailer(pdu: bytes | bytearray | memoryview, frag_length: int, aut
 
 def parse_bind_body(pdu: bytes | bytearray | memoryview, end: int) -> BindBody:
     """Decode a bind / alter_context PDU body between offset 16 and ``end`` (C706 12.6.4.3, p_cont_list_t)."""
+    if end >= HEADER_SIZE + 9 and pdu[HEADER_SIZE + 8] == 0:
+        # an empty p_cont_list (answered with bind_nak 0); Samba's encoder omits its reserved bytes
+        max_xmit, max_recv, group = struct.unpack_from("<HHI", pdu, HEADER_SIZE)
+        return BindBody(max_xmit, max_recv, group, ())
     if end < HEADER_SIZE + _BIND_FIXED.size:
         raise PduError(f"bind body truncated: {end - HEADER_SIZE} bytes, need {_BIND_FIXED.size}")
     max_xmit, max_recv, group, count = _BIND_FIXED.unpack_from(pdu, HEADER_SIZE)

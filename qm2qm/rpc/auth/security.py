@@ -125,6 +125,11 @@ class SecurityContext:
             raise AuthError("security context already established" if self.complete else "security context failed")
         if self.auth_type == RPC_C_AUTHN_WINNT and _is_anonymous_authenticate(token):
             return self._anonymous_logon()
+        if self.auth_type == RPC_C_AUTHN_GSS_NEGOTIATE and _is_anonymous_authenticate(_spnego_inner(token)):
+            self._anonymous_logon()
+            # MS-SPNG 3.2.5.2: the acceptor's last NegTokenResp; no mechListMIC without a session key
+            from spnego._spnego import NegState, NegTokenResp
+            return NegTokenResp(neg_state=NegState.accept_complete).pack()
         try:
             with self.provider.credentials():
                 out = self._mech.step(token)
@@ -200,6 +205,16 @@ class SecurityContext:
                 signature = next(b.data for b in result.buffers if b.type == BufferType.header)
                 return sealed, signature
             return body, self._mech.sign(header + body + trailer if whole else body)
+
+
+def _spnego_inner(token: bytes) -> bytes:
+    """The mechanism token inside a SPNEGO NegTokenResp (b"" when it is not one)."""
+    try:
+        from spnego._spnego import NegTokenResp, unpack_token
+        message = unpack_token(token)
+    except Exception:
+        return b""
+    return (message.response_token or b"") if isinstance(message, NegTokenResp) else b""
 
 
 def _is_anonymous_authenticate(token: bytes) -> bool:
