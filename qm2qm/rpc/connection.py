@@ -290,7 +290,12 @@ class Connection:
         body_end = frag_length
         if auth_length:
             trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
-            self._check_bind_auth(trailer, alter, call_id, refuse)
+            if not (alter and trailer.auth_context_id in self._auth):
+                self._check_bind_auth(trailer, alter, call_id, refuse)
+            elif trailer.auth_type == 0:
+                # before the items are looked at (Samba raw_protocol test_spnego_change_auth_type3)
+                raise _Terminate("alter_context with auth_type none on a security context",
+                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, did_not_execute=True))
             body_end = frag_length - auth_length - P.SEC_TRAILER_SIZE
         try:
             body = P.parse_bind_body(pdu, body_end)
@@ -350,15 +355,15 @@ class Connection:
         verifier (MS-RPCE 3.3.1.5.2, 3.3.1.5.4 security context multiplexing)."""
         security = self._auth.get(trailer.auth_context_id)
         if security is not None:
+            # Samba raw_protocol test_spnego_change_auth_*: auth_type none → access denied, another type → sec
+            # pkg error, another level or a finished context → access denied; all did-not-execute, disconnect.
             if security.auth_type != trailer.auth_type:
-                # Samba dcesrv_alter: a different auth_type for a known context → fault_sec_pkg_error, disconnect
                 raise _Terminate(f"alter_context changes auth_type of context {trailer.auth_context_id} from "
                                  f"{security.auth_type} to {trailer.auth_type}",
-                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR))
+                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
             if security.complete or security.failed or security.auth_level != trailer.auth_level:
-                raise _Terminate(f"alter_context on security context {trailer.auth_context_id} that is "
-                                 f"{'established' if security.complete else 'not continuable'}",
-                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED))
+                raise _Terminate(f"alter_context on security context {trailer.auth_context_id} refused",
+                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, did_not_execute=True))
         else:
             security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
                                                   header_sign)
@@ -370,7 +375,7 @@ class Connection:
         except AuthError as exc:
             if alter:
                 raise _Terminate(f"alter_context security leg failed: {exc}",
-                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR))
+                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
             raise refuse(f"security leg failed: {exc}", F.BIND_NAK_REASON_NOT_SPECIFIED) from None
         return (trailer.auth_type, trailer.auth_level, trailer.auth_context_id, out)
 
