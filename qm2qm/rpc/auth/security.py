@@ -11,6 +11,7 @@ import os
 from typing import Iterator
 
 import spnego
+from spnego import ContextReq
 from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
@@ -137,9 +138,20 @@ class SecurityContext:
             self.failed = True
             raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
         if self._mech.complete:
+            self._check_capabilities()
             self.complete = True
             self.principal = self._principal()
         return out or b""
+
+    def _check_capabilities(self) -> None:
+        """MS-RPCE 3.2.1.4.1.1: a context lacking the capability its level needs (integrity from level 5,
+        confidentiality at 6) is an error of the security provider."""
+        attr = self._mech.context_attr
+        missing = (self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY and not attr & ContextReq.integrity) or \
+            (self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality)
+        if missing:
+            self.failed = True
+            raise AuthError(f"the negotiated context cannot protect level {self.auth_level}")
 
     def _anonymous_logon(self) -> bytes:
         # An anonymous AUTHENTICATE has no session key, so it can be honoured only where nothing is signed
