@@ -290,6 +290,10 @@ class Connection:
         body_end = frag_length
         if auth_length:
             trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if trailer.auth_pad_length > frag_length - auth_length - P.SEC_TRAILER_SIZE - P.REQUEST_HEADER_SIZE:
+                # Windows measures auth_pad_length from offset 24 even here (Samba raw_protocol *_auth_pad_*)
+                raise refuse(f"auth_pad_length {trailer.auth_pad_length} does not fit",
+                             F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
             if not (alter and trailer.auth_context_id in self._auth):
                 self._check_bind_auth(trailer, alter, call_id, refuse)
             elif trailer.auth_type == 0:
@@ -384,9 +388,12 @@ class Connection:
         makes every later request fail (Samba dcesrv_auth3 marks the connection's auth invalid)."""
         try:
             trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if trailer.auth_pad_length > frag_length - auth_length - P.SEC_TRAILER_SIZE - P.HEADER_SIZE - 4:
+                raise P.PduError(f"auth_pad_length {trailer.auth_pad_length} does not fit")
         except P.PduError as exc:
             # Windows answers an undecodable auth3 with nca_s_fault_remote_no_memory (Samba dcesrv_auth_auth3)
-            raise _Terminate(f"rpc_auth3: {exc}", P.build_fault(call_id, F.NCA_S_FAULT_REMOTE_NO_MEMORY)) from None
+            raise _Terminate(f"rpc_auth3: {exc}", P.build_fault(call_id, F.NCA_S_FAULT_REMOTE_NO_MEMORY,
+                                                                did_not_execute=True)) from None
         security = self._auth.get(trailer.auth_context_id)
         if security is None or security.complete or security.failed or security.auth_type != trailer.auth_type \
                 or security.auth_level != trailer.auth_level:
