@@ -505,7 +505,18 @@ class Connection:
         """A request fragment with a sec_trailer: find its security context, verify / unseal it (MS-RPCE 2.2.2.11,
         3.3.1.5.2.2); nothing of a fragment that fails reaches a handler, and the connection is closed."""
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
-        if self._check_sequence(flags, call_id, context_id):
+        stray = None
+        if self._ack_flags & F.PFC_CONC_MPX and not flags & F.PFC_FIRST_FRAG and self._reassembly is None:
+            # multiplexed: a stray later fragment is judged like a new call first (Samba raw_protocol
+            # test_ntlmssp_auth_MPX_middle_*): unknown p_cont_id, then its security context, then the sequence
+            try:
+                self._check_sequence(flags, call_id, context_id)
+            except _Terminate as exc:
+                stray = exc
+            if stray is not None and context_id not in self._contexts:
+                self._out += P.build_fault(call_id, F.NCA_S_UNK_IF, did_not_execute=True)
+                return
+        elif self._check_sequence(flags, call_id, context_id):
             self._on_next_fragment(b"", flags, call_id, 0, None, events)     # a tail we drop silently
             return
 
@@ -533,7 +544,7 @@ class Connection:
                 raise deny(f"security context {trailer.auth_context_id} is not established")
             if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
                 raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match "
-                           f"security context {trailer.auth_context_id}", F.NCA_S_FAULT_SEC_PKG_ERROR)
+                           f"security context {trailer.auth_context_id}")
         body_start = P.REQUEST_HEADER_SIZE + (16 if flags & F.PFC_OBJECT_UUID else 0)
         try:
             stub = unprotect_fragment(pdu, body_start, frag_length, auth_length, trailer, security)
@@ -545,6 +556,8 @@ class Connection:
         if call is not None and call.call_id == call_id and flags & F.PFC_FIRST_FRAG:
             raise _Terminate(f"call {call_id}: a second first fragment",
                              P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=context_id))
+        if stray is not None:
+            raise stray
         self._on_request(buf, pos, flags, frag_length, call_id, events, stub, security)
 
     def _on_request(self, buf: bytearray, pos: int, flags: int, frag_length: int, call_id: int,
