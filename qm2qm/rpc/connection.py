@@ -369,10 +369,15 @@ class Connection:
                 raise _Terminate(f"alter_context on security context {trailer.auth_context_id} refused",
                                  P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, did_not_execute=True))
         else:
+            if len(self._auth) >= self._limits.max_security_contexts:
+                raise _Terminate(f"more than {self._limits.max_security_contexts} security contexts",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
             security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
                                                   header_sign)
             self._auth[trailer.auth_context_id] = security
-            if self._default_auth is None:
+            if not alter:
+                # requests without a verifier run under the bind's context; contexts added by alter_context
+                # only serve requests that name them (Samba raw_protocol test_spnego_multiple_auth_hdr_signing)
                 self._default_auth = security
         try:
             out = security.step(token)
@@ -395,7 +400,11 @@ class Connection:
             raise _Terminate(f"rpc_auth3: {exc}", P.build_fault(call_id, F.NCA_S_FAULT_REMOTE_NO_MEMORY,
                                                                 did_not_execute=True)) from None
         security = self._auth.get(trailer.auth_context_id)
-        if security is None or security.complete or security.failed or security.auth_type != trailer.auth_type \
+        if security is not None and security.complete:
+            # a third leg for an established context (Samba raw_protocol test_spnego_connect_reauth_auth3)
+            raise _Terminate(f"rpc_auth3 for established security context {trailer.auth_context_id}",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if security is None or security.failed or security.auth_type != trailer.auth_type \
                 or security.auth_level != trailer.auth_level:
             self._auth_invalid = True
             return
@@ -564,7 +573,7 @@ class Connection:
                     events: list[Event], stub: bytes | None = None, security: SecurityContext | None = None) -> None:
         """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8); ``stub`` is the verified plain stub
         of an authenticated fragment (None: the bytes after the header)."""
-        if security is None and (self._default_auth is not None or self._auth_invalid):
+        if security is None and (self._auth or self._auth_invalid):
             if self._check_sequence(flags, call_id, _REQUEST_UNPACK(buf, pos + 16)[1]):
                 self._on_next_fragment(b"", flags, call_id, 0, None, events)
                 return
@@ -647,10 +656,13 @@ class Connection:
         raise _Terminate(f"fragment of call {call_id} while call {call.call_id} is being reassembled",
                          P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
 
-    def _unverified_context(self, buf: bytearray, pos: int, call_id: int) -> SecurityContext:
-        """The security context of a request without a verifier on an authenticated connection: the bind's, allowed
-        at levels connect, call and packet only (MS-RPCE 3.3.1.5.2.2: nothing of the PDU is protected there)."""
+    def _unverified_context(self, buf: bytearray, pos: int, call_id: int) -> SecurityContext | None:
+        """The security context of a request without a verifier on a connection with security contexts: the bind's,
+        allowed at levels connect and packet only (MS-RPCE 3.3.1.5.2.2: nothing of the PDU is protected there);
+        None (unauthenticated) when the bind itself was not authenticated."""
         security = self._default_auth
+        if security is None and not self._auth_invalid:
+            return None
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
         if security is None or self._auth_invalid or not security.complete or security.failed \
                 or security.protects_pdus:
