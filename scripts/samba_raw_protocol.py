@@ -93,7 +93,7 @@ def main() -> int:
         port = epm_port()
         server = subprocess.Popen(
             [sys.executable, "-m", "qm2qm", "serve", "--data-dir", ":memory:", "--port", "0", "--admin-port", "0",
-             "--epm-port", str(port), "--users", str(users)],
+             "--epm-port", str(port), "--users", str(users), "--allow-anonymous-ntlm"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(REPO))
         try:
             line = server.stdout.readline()
