@@ -117,6 +117,12 @@ def _check_list(key: str, value: Any) -> list:
     return list(value)
 
 
+def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def _check_value(key: str, value: Any) -> Any:
     if key == "data_dir":
         if not isinstance(value, str) or not value:
@@ -160,9 +166,7 @@ def _check_value(key: str, value: Any) -> Any:
             raise ConfigError(f"{key}: expected a file path string, got {value!r}")
         return value
     if key == "auth":
-        if value not in AUTH_MODES:
-            raise ConfigError(f"auth: expected one of {', '.join(AUTH_MODES)}, got {value!r}")
-        return value
+        return _check_choice(key, value, AUTH_MODES)
     if key == "min_auth_level":
         if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 6:
             raise ConfigError(f"min_auth_level: expected an integer 2..6 (MS-RPCE 2.2.1.1.8), got {value!r}")
@@ -172,9 +176,7 @@ def _check_value(key: str, value: Any) -> Any:
             raise ConfigError(f"allow_anonymous_ntlm: expected true or false, got {value!r}")
         return value
     if key == "log_level":
-        if value not in LOG_LEVELS:
-            raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
-        return value
+        return _check_choice(key, value, LOG_LEVELS)
     raise ConfigError(f"unknown configuration key {key!r} (known: {', '.join(KEYS)})")
 
 

@@ -168,3 +168,13 @@ async def connect(env: Env, **kwargs) -> AuthClient:
 def peer_closed(sock: socket.socket) -> bool:
     sock.settimeout(HANG_GUARD_S)
     return sock.recv(1) == b""
+
+
+def raw_client(env: Env, **kwargs):
+    """A RawAuthClient (pyspnego initiator) for the whoami interface over NDR, as alice unless told otherwise."""
+    import uuid as _uuid
+    from tests.mqqp.conftest import NDR
+    from tests.rpc.raw_auth_client import RawAuthClient
+    kwargs.setdefault("user", f"{DOMAIN}\\{USER}")
+    kwargs.setdefault("password", PASSWORD)
+    return RawAuthClient(env.server.port, (WHOAMI_UUID, 1, 0), (_uuid.UUID(NDR[0]), 2, 0), **kwargs)

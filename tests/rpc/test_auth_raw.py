@@ -14,25 +14,19 @@ from qm2qm.rpc.auth import AuthPolicy, SecurityProvider, UserStore
 from qm2qm.rpc.events import BindRequest, ContextItem
 from qm2qm.rpc.limits import Limits
 from tests.mqqp.conftest import NDR
-from tests.rpc.auth_helpers import DOMAIN, PASSWORD, USER, WHOAMI_UUID, start_env, stop_env
+from tests.rpc.auth_helpers import raw_client
 from tests.rpc.raw_auth_client import RawAuthClient
 from tests.rpc.test_connection import IFACE, new_connection
 
 NDR_SYNTAX = (uuid.UUID(NDR[0]), 2, 0)
-ABSTRACT = (WHOAMI_UUID, 1, 0)
 
 
 @pytest.fixture
-async def env():
-    env = await start_env(NDR)
-    yield env
-    await stop_env(env)
+def env(auth_env):
+    return auth_env
 
 
-def client(env, **kwargs) -> RawAuthClient:
-    kwargs.setdefault("user", f"{DOMAIN}\\{USER}")
-    kwargs.setdefault("password", PASSWORD)
-    return RawAuthClient(env.server.port, ABSTRACT, NDR_SYNTAX, **kwargs)
+client = raw_client
 
 
 def fault(pdu: bytes) -> tuple[int, int, int]:

@@ -4,31 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import uuid
 
 import pytest
 
 from qm2qm.rpc import faults as F
 from qm2qm.rpc import pdu as P
-from tests.mqqp.conftest import NDR
-from tests.rpc.auth_helpers import ALICE_SID, DOMAIN, PASSWORD, USER, WHOAMI_UUID, start_env, stop_env
-from tests.rpc.raw_auth_client import RawAuthClient
-
-NDR_SYNTAX = (uuid.UUID(NDR[0]), 2, 0)
-ABSTRACT = (WHOAMI_UUID, 1, 0)
+from tests.rpc.auth_helpers import ALICE_SID, DOMAIN, USER, raw_client
 
 
 @pytest.fixture
-async def env():
-    env = await start_env(NDR)
-    yield env
-    await stop_env(env)
+def env(auth_env):
+    return auth_env
 
 
-def client(env, **kwargs) -> RawAuthClient:
-    kwargs.setdefault("user", f"{DOMAIN}\\{USER}")
-    kwargs.setdefault("password", PASSWORD)
-    return RawAuthClient(env.server.port, ABSTRACT, NDR_SYNTAX, **kwargs)
+client = raw_client
 
 
 @pytest.mark.parametrize("level", [5, 6])
