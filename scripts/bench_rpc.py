@@ -286,8 +286,9 @@ def micro(stub: bytes, n: int = 100_000) -> tuple[float, float]:
 BENCH_USERS = "BENCH:bench:Bench-pass-1\n"
 
 
-def run_auth_server(port_queue, stop_event) -> None:
-    """The RPC server with the probe interface and a user file, until told to stop."""
+def run_auth_server(port_queue, stop_event, cpu_requests, cpu_answers) -> None:
+    """The RPC server with the probe interface and a user file, until told to stop; answers each CPU request
+    with its process CPU seconds (user + system)."""
     async def main():
         import logging
         from qm2qm.rpc.auth import AuthPolicy, UserStore
@@ -299,7 +300,11 @@ def run_auth_server(port_queue, stop_event) -> None:
         await rpc.start()
         port_queue.put(rpc.port)
         while not stop_event.is_set():
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
+            while not cpu_requests.empty():
+                cpu_requests.get()
+                t = os.times()
+                cpu_answers.put(t.user + t.system)
         await rpc.close()
         users.close()
     asyncio.run(main())
@@ -333,11 +338,16 @@ def run_auth_client(port: int, level: int | None, stub: bytes, start_at: float, 
 def auth_benchmark(clients: int, duration: float, stub: bytes, rounds: int) -> None:
     """calls/s with NTLM privacy (level 6) and without authentication, same clients, interleaved rounds."""
     ctx = mp.get_context("spawn")
-    port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=run_auth_server, args=(port_queue, stop_event))
+    port_queue, stop_event, cpu_requests, cpu_answers = ctx.Queue(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=run_auth_server, args=(port_queue, stop_event, cpu_requests, cpu_answers))
+
+    def server_cpu() -> float:
+        cpu_requests.put(1)
+        return cpu_answers.get(timeout=60)
     server.start()
     port = port_queue.get(timeout=60)
     rates: dict[str, list[float]] = {"none": [], "privacy": []}
+    cpu_per_call: dict[str, list[float]] = {"none": [], "privacy": []}
     try:
         for _ in range(rounds):
             for name, level in (("none", None), ("privacy", 6)):
@@ -347,7 +357,11 @@ def auth_benchmark(clients: int, duration: float, stub: bytes, rounds: int) -> N
                          for _ in range(clients)]
                 for proc in procs:
                     proc.start()
+                while time.time() < start_at:
+                    time.sleep(0.001)
+                cpu0 = server_cpu()
                 total = sum(out.get(timeout=duration + 60) for _ in procs)
+                cpu_per_call[name].append((server_cpu() - cpu0) / max(total, 1) * 1e6)
                 for proc in procs:
                     proc.join(timeout=30)
                 rates[name].append(total / duration)
@@ -355,8 +369,10 @@ def auth_benchmark(clients: int, duration: float, stub: bytes, rounds: int) -> N
         stop_event.set()
         server.join(timeout=30)
     none, privacy = (statistics.median(rates[k]) for k in ("none", "privacy"))
-    print(f"auth: {clients} impacket clients, stub {len(stub)}B, {duration}s x {rounds} rounds (median): "
-          f"none {none:.0f} calls/s, NTLM privacy (level 6) {privacy:.0f} calls/s, ratio {privacy / none:.2f}",
+    cpu_none, cpu_privacy = (statistics.median(cpu_per_call[k]) for k in ("none", "privacy"))
+    print(f"auth: {clients} impacket clients, stub {len(stub)}B, {duration}s x {rounds} rounds (median), "
+          f"loadavg {os.getloadavg()[0]:.1f}: none {none:.0f} calls/s, NTLM privacy (level 6) {privacy:.0f} calls/s, "
+          f"ratio {privacy / none:.2f}; server CPU µs/call: none {cpu_none:.0f}, privacy {cpu_privacy:.0f}",
           flush=True)
 
 

@@ -102,6 +102,7 @@ class SecurityContext:
         self.principal: Principal = ANONYMOUS
         self._mech = mech
         self._anonymous = False
+        self._whole: bool | None = None         # fixed once the context is established
 
     @property
     def protects_pdus(self) -> bool:
@@ -181,6 +182,11 @@ class SecurityContext:
     def _whole_pdu(self) -> bool:
         """NTLM with extended session security signs header + body + sec_trailer whether or not header signing was
         negotiated (what Windows, Samba and impacket do); other mechanisms only when it was."""
+        if self._whole is None:
+            self._whole = self._decide_whole_pdu()
+        return self._whole
+
+    def _decide_whole_pdu(self) -> bool:
         if self.auth_type in (RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE):
             inner = getattr(self._mech, "_context", self._mech)     # SPNEGO: the negotiated mechanism
             flags = getattr(inner, "_context_attr", 0)
@@ -192,31 +198,29 @@ class SecurityContext:
         """Verify (integrity) or unseal and verify (privacy) one fragment; returns the plain body (stub + pad)."""
         whole = self._whole_pdu()
         try:
-            with self.provider.credentials():
-                if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
-                    iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
-                           if whole else [(BufferType.data, body)])
-                    iov.append((BufferType.header, signature))
-                    result = self._mech.unwrap_iov(iov)
-                    return next(b.data for b in result.buffers if b.type == BufferType.data)
-                self._mech.verify(header + body + trailer if whole else body, signature)
-                return body
+            if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+                iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                       if whole else [(BufferType.data, body)])
+                iov.append((BufferType.header, signature))
+                result = self._mech.unwrap_iov(iov)
+                return next(b.data for b in result.buffers if b.type == BufferType.data)
+            self._mech.verify(header + body + trailer if whole else body, signature)
+            return body
         except (SpnegoError, ValueError) as exc:
             raise AuthError(f"verifier does not check out ({type(exc).__name__})") from None
 
     def protect(self, header: bytes, body: bytes, trailer: bytes) -> tuple[bytes, bytes]:
         """Sign (integrity) or seal and sign (privacy) one fragment; returns (body to send, signature)."""
         whole = self._whole_pdu()
-        with self.provider.credentials():
-            if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
-                iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
-                       if whole else [(BufferType.data, body)])
-                iov.append(BufferType.header)
-                result = self._mech.wrap_iov(iov)
-                sealed = next(b.data for b in result.buffers if b.type == BufferType.data)
-                signature = next(b.data for b in result.buffers if b.type == BufferType.header)
-                return sealed, signature
-            return body, self._mech.sign(header + body + trailer if whole else body)
+        if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+            iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                   if whole else [(BufferType.data, body)])
+            iov.append(BufferType.header)
+            result = self._mech.wrap_iov(iov)
+            sealed = next(b.data for b in result.buffers if b.type == BufferType.data)
+            signature = next(b.data for b in result.buffers if b.type == BufferType.header)
+            return sealed, signature
+        return body, self._mech.sign(header + body + trailer if whole else body)
 
 
 def _spnego_inner(token: bytes) -> bytes:
