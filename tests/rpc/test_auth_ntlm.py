@@ -282,6 +282,7 @@ async def test_secrets_never_reach_the_log(make_env, caplog):
     good = await connect(env, level=6, interface=WHOAMI)
     await good.call(good.whoami)
     assert "Hunter2-wrong" not in caplog.text and PASSWORD not in caplog.text
+    assert "TlRMTVNT" not in caplog.text                   # no NTLM token (base64 of "NTLMSS") either
 
 
 async def test_anonymous_ntlm_is_anonymous_logon_when_allowed(make_env):

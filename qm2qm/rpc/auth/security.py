@@ -7,6 +7,7 @@ against the user file, and its sign / verify / wrap_iov / unwrap_iov protect eac
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import Iterator
 
@@ -52,6 +53,9 @@ class SecurityProvider:
     def __init__(self, policy: AuthPolicy) -> None:
         self.policy = policy
         ntlm_compat.install()
+        # pyspnego logs every token in base64 at DEBUG; an NTLMv2 response can be attacked offline, so never
+        spnego_log = logging.getLogger("spnego")
+        spnego_log.setLevel(max(spnego_log.getEffectiveLevel(), logging.INFO))
         self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
         if policy.keytab and kerberos_available():
             self._types.add(RPC_C_AUTHN_GSS_KERBEROS)
