@@ -597,7 +597,8 @@ class Connection:
         if not flags & F.PFC_FIRST_FRAG:
             self._on_next_fragment(stub, flags, call_id, alloc_hint, security, events)
             return
-        self._check_sequence(flags, call_id)
+        if self._reassembly is not None:
+            self._check_sequence(flags, call_id)
         if flags & F.PFC_PENDING_CANCEL:
             raise _Terminate(f"call {call_id}: PFC_PENDING_CANCEL on the first fragment",
                              P.build_fault(call_id, F.RPC_S_NO_CALL_ACTIVE, did_not_execute=True))
@@ -624,8 +625,13 @@ class Connection:
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
         maybe = bool(flags & F.PFC_MAYBE)
         if last:
-            signed = stub_given and security is not None and security.verifies_requests
-            self._calls[call_id] = _Call(context_id, maybe, security=security, signed=signed)
+            if security is None:                    # the common, unauthenticated case
+                self._calls[call_id] = _Call(context_id, maybe)
+                events.append(CallRequest(call_id, context_id, opnum, object_uuid, stub, context.interface,
+                                          context.ndr64))
+                return
+            signed = stub_given and security.verifies_requests
+            self._calls[call_id] = _Call(context_id, maybe, 0, security, signed)
             events.append(_call_request(call_id, context_id, opnum, object_uuid, stub, context, security))
             return
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
@@ -728,7 +734,8 @@ class Connection:
         call = self._calls.pop(call_id, None)
         if call is None or call.maybe or self._state == _CLOSED:
             return
-        if call.security is not None and (call.security.protects_pdus or call.signed):
+        security = call.security
+        if security is not None and (call.signed or security.protects_pdus):
             append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag, call.security)
             return
         P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
