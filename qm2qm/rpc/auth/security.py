@@ -107,6 +107,7 @@ class SecurityContext:
         self._mech = mech
         self._anonymous = False
         self._whole: bool | None = None         # fixed once the context is established
+        self._can_sign = False
 
     @property
     def protects_pdus(self) -> bool:
@@ -146,15 +147,33 @@ class SecurityContext:
             self._check_capabilities()
             self.complete = True
             self.principal = self._principal()
+        elif self._inner_complete_without_integrity():
+            # SPNEGO over NTLM negotiated without signing: there is no key to make a mechListMIC with, so the
+            # exchange ends here (Windows, Samba raw_protocol test_spnego_connect_bind_none); pyspnego would wait
+            # for a MIC and answer with an unkeyed one, which Samba's client rejects.
+            self._check_capabilities()
+            self.complete = True
+            self.principal = self._principal()
+            from spnego._spnego import NegState, NegTokenResp
+            return NegTokenResp(neg_state=NegState.accept_complete).pack()
         return out or b""
 
+    def _inner_complete_without_integrity(self) -> bool:
+        if self.auth_type != RPC_C_AUTHN_GSS_NEGOTIATE:
+            return False
+        try:
+            inner = self._mech._context             # NegotiateProxy: the negotiated mechanism's context
+        except (AttributeError, KeyError, StopIteration):
+            return False
+        return bool(inner.complete) and not inner.context_attr & ContextReq.integrity
+
     def _check_capabilities(self) -> None:
-        """MS-RPCE 3.2.1.4.1.1: a context lacking the capability its level needs (integrity from level 5,
-        confidentiality at 6) is an error of the security provider."""
+        """MS-RPCE 3.2.1.4.1.1: a context lacking the capability its level needs is an error. Windows fails the
+        security leg when privacy lacks confidentiality, but completes an integrity (or packet) context negotiated
+        without signing and fails its first protected request (Samba raw_protocol test_spnego_*_bind_none)."""
         attr = self._mech.context_attr
-        missing = (self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY and not attr & ContextReq.integrity) or \
-            (self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality)
-        if missing:
+        self._can_sign = bool(attr & ContextReq.integrity)
+        if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality:
             self.failed = True
             raise AuthError(f"the negotiated context cannot protect level {self.auth_level}")
 
@@ -200,6 +219,8 @@ class SecurityContext:
 
     def unprotect(self, header: bytes, body: bytes, trailer: bytes, signature: bytes) -> bytes:
         """Verify (integrity) or unseal and verify (privacy) one fragment; returns the plain body (stub + pad)."""
+        if not self._can_sign:
+            raise AuthError("the security context was negotiated without integrity")
         whole = self._whole_pdu()
         try:
             if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
