@@ -549,8 +549,11 @@ class Connection:
             security = self._auth.get(trailer.auth_context_id)
             if security is None or self._auth_invalid:
                 raise deny(f"no security context {trailer.auth_context_id} on this connection")
-            if not security.complete or security.failed:
-                raise deny(f"security context {trailer.auth_context_id} is not established")
+            if not security.complete and not security.failed:
+                raise _Terminate(f"call {call_id}: security context {trailer.auth_context_id} is still being "
+                                 "established", _unfinished_fault(call_id))
+            if security.failed:
+                raise deny(f"security context {trailer.auth_context_id} failed")
             if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
                 raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match "
                            f"security context {trailer.auth_context_id}")
@@ -669,6 +672,9 @@ class Connection:
         security = self._default_auth
         if security is None and not self._auth_invalid:
             return None
+        if security is not None and not security.complete and not security.failed and not self._auth_invalid:
+            raise _Terminate(f"call {call_id}: request before the bind's security context is established",
+                             _unfinished_fault(call_id))
         context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
         if security is None or self._auth_invalid or not security.complete or security.failed \
                 or security.protects_pdus:
@@ -773,6 +779,12 @@ class Connection:
         self._buf = bytearray()
         self._reassembly = None
         self._calls.clear()
+
+
+def _unfinished_fault(call_id: int) -> bytes:
+    """A request on a security context whose legs are not done: nca_s_proto_error, did not execute, p_cont_id 0
+    (Samba raw_protocol test_spnego_unfinished_request; Samba's dcesrv allow_request)."""
+    return P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
 
 
 def _call_request(call_id: int, context_id: int, opnum: int, object_uuid: uuid.UUID | None, stub: bytes,

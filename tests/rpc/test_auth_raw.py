@@ -142,3 +142,16 @@ def test_security_contexts_per_connection_are_limited():
         assert status == F.NCA_S_PROTO_ERROR and flags & F.PFC_DID_NOT_EXECUTE and conn.closed
     finally:
         users.close()
+
+
+async def test_request_before_the_security_legs_are_done_is_a_protocol_error(env):
+    c = await asyncio.to_thread(client, env, auth_type=10, level=5)
+    await asyncio.to_thread(c.sock.sendall, c._with_auth(P.build_bind(1, c.items), c.ctx.step()))
+    assert (await asyncio.to_thread(c.read_pdu))[2] == F.PTYPE_BIND_ACK
+    c.call_id = 1
+    raw = bytearray(P.build_request(2, 0, 0, bytes(16)))
+    raw = c._with_auth(bytes(raw), b"\x01" + bytes(15))
+    await asyncio.to_thread(c.sock.sendall, raw)
+    status, flags, context_id = fault(await asyncio.to_thread(c.read_pdu))
+    assert (status, context_id) == (F.NCA_S_PROTO_ERROR, 0) and flags & F.PFC_DID_NOT_EXECUTE
+    assert await asyncio.to_thread(closed, c)
