@@ -14,8 +14,8 @@ from typing import Any
 
 from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import (RPC_C_AUTHN_LEVEL_PKT_PRIVACY, RPC_C_AUTHN_WINNT, DCERPCException,
-                                      rpc_status_codes)
+from impacket.dcerpc.v5.rpcrt import (RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_LEVEL_PKT_PRIVACY,
+                                      RPC_C_AUTHN_WINNT, DCERPCException, rpc_status_codes)
 
 from qm2qm.mqqp import idl
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, RR_ACK,
@@ -93,7 +93,8 @@ class Qm2qmClient:
         self.domain = domain
         self._password = password
         self._nthash = nthash
-        self.auth_level = auth_level
+        # MS-RPCE 2.2.1.1.8: a client MUST upgrade level call (3) to packet (4)
+        self.auth_level = RPC_C_AUTHN_LEVEL_PKT if auth_level == RPC_C_AUTHN_LEVEL_CALL else auth_level
         self.auth_type = auth_type
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout

@@ -56,6 +56,13 @@ def test_password_prompt_when_not_in_the_environment(secured):
     assert "Password for QM2QM\\alice" in out.stderr and "Secret-123" not in out.output
 
 
+def test_level_call_is_sent_as_packet_and_refused_below_the_minimum(secured):
+    """MS-RPCE 2.2.1.1.8: the client upgrades call (3) to packet (4); the server's minimum here is 5."""
+    out = run(secured, "version", "--user", "QM2QM\\alice", "--auth-level", "3",
+              env={"QM2QM_PASSWORD": "Secret-123"}, expect=1)
+    assert "MQ_ERROR_ACCESS_DENIED" in out.output
+
+
 def test_level_below_the_minimum_is_refused(secured):
     out = run(secured, "version", "--user", "QM2QM\\alice", "--auth-level", "2",
               env={"QM2QM_PASSWORD": "Secret-123"}, expect=1)
