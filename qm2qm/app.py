@@ -70,6 +70,7 @@ class App:
         self.mqsd = None                # MS-MQSD discovery responder (UDP)
         self.tracer = None              # --trace
         self.metrics = None             # qm2qm.metrics.RpcMetrics: the RPC observer and commit timer (metrics)
+        self.auth = None                # AuthPolicy (--users, --auth, ...; docs/authentication.md)
 
     @property
     def rpc_address(self) -> str:
@@ -106,6 +107,7 @@ class App:
         from qm2qm.mqqp.server_config import MqqpConfig
         from qm2qm.rpc.server import RpcServer
 
+        self.auth = self._auth_policy()
         self.store = _open_store(self.config.data_dir)
         if self.config.metrics:
             from qm2qm.metrics import RpcMetrics
@@ -176,7 +178,8 @@ class App:
         if not self.config.epm_port:
             return
         try:
-            self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port)
+            self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port,
+                                                auth=self.auth)
         except EpmListenerError as exc:
             if not self.config.epm_port_is_default:
                 raise StartupError(str(exc)) from None
@@ -228,7 +231,7 @@ class App:
                     section: str):
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
-                                max_connections=self.config.max_connections)
+                                max_connections=self.config.max_connections, auth=self.auth)
             server.observer = self.metrics
             try:
                 await server.start()
@@ -242,6 +245,21 @@ class App:
                     port += PORT_INCREMENT
                     continue
                 raise StartupError(f"cannot listen on {self.config.host}:{port}: address already in use") from None
+
+    def _auth_policy(self):
+        """The authentication policy from --users / --auth / --min-auth-level / --allow-anonymous-ntlm / --keytab."""
+        from qm2qm.rpc.auth import AuthPolicy, UserFileError, UserStore
+        config = self.config
+        if config.auth == "required" and config.users is None and config.keytab is None:
+            raise StartupError("--auth required needs --users (or --keytab): nobody could authenticate")
+        users = None
+        if config.users is not None:
+            try:
+                users = UserStore.load(config.users)
+            except UserFileError as exc:
+                raise StartupError(str(exc)) from None
+        return AuthPolicy(mode=config.auth, min_level=config.min_auth_level,
+                          allow_anonymous_ntlm=config.allow_anonymous_ntlm, users=users, keytab=config.keytab)
 
     async def _bind_admin(self) -> None:
         from qm2qm.admin import AdminApi
@@ -307,6 +325,8 @@ class App:
                 await qm.durable()
             except Exception:
                 log.exception("final commit failed")
+        if self.auth is not None and self.auth.users is not None:
+            self.auth.users.close()
         if self.store is not None:
             store, self.store = self.store, None
             try:

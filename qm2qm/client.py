@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from impacket.dcerpc.v5.ndr import NULL
+from impacket.dcerpc.v5.rpcrt import RPC_C_AUTHN_LEVEL_PKT_PRIVACY, RPC_C_AUTHN_WINNT
 
 from qm2qm.mqmp.client import Credentials, RpcCallError, bind, call as rpc_call  # noqa: F401 (re-exported)
 from qm2qm.mqqp import idl
@@ -62,7 +63,15 @@ class Qm2qmClient:
     """
 
     def __init__(self, host: str, port: int, *, ndr64: bool = False, connect_timeout: float = 10.0,
-                 call_timeout: float | None = None, credentials: Credentials | None = None) -> None:
+                 call_timeout: float | None = None, credentials: Credentials | None = None,
+                 user: str | None = None, domain: str = "", password: str = "", nthash: str = "",
+                 auth_level: int = RPC_C_AUTHN_LEVEL_PKT_PRIVACY, auth_type: int = RPC_C_AUTHN_WINNT) -> None:
+        """``user`` (with ``domain`` and ``password`` or ``nthash``, hex) binds with NTLM at ``auth_level``
+        (MS-RPCE 2.2.1.1.8: 2 connect .. 6 privacy; 3 is sent as 4); None binds unauthenticated. ``credentials``
+        gives the same as one object (qm2qm.mqmp.client.Credentials) and wins when both are given."""
+        if credentials is None and user is not None:
+            credentials = Credentials(user=user, domain=domain, password=password, nthash=nthash,
+                                      auth_level=auth_level, auth_type=auth_type)
         self.credentials = credentials
         self.host = host
         self.port = port
@@ -386,8 +395,8 @@ class RemoteReader:
     def __init__(self, host: str, format_name: str, *, access: str = "receive", share_mode: str = "deny-none",
                  cursor: bool = False, epm_port: int = 135, qmcomm_port: int | None = None,
                  qm2qm_port: int | None = None, ndr64: bool = False, user: str = "", domain: str = "",
-                 password: str = "", auth_level: int | None = None, connect_timeout: float = 10.0,
-                 call_timeout: float | None = None) -> None:
+                 password: str = "", auth_level: int | None = None, nthash: str = "",
+                 connect_timeout: float = 10.0, call_timeout: float | None = None) -> None:
         from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
         if access not in ("receive", "peek"):
             raise ValueError(f"access: expected receive or peek, got {access!r}")
@@ -399,7 +408,8 @@ class RemoteReader:
         self.want_cursor = cursor
         self.epm_port, self.qmcomm_port, self.qm2qm_port = epm_port, qmcomm_port, qm2qm_port
         self.ndr64 = ndr64
-        self.credentials = Credentials(user, domain, password, auth_level) if user else None
+        self.credentials = (Credentials(user=user, domain=domain, password=password, auth_level=auth_level,
+                                        nthash=nthash) if user else None)
         self._timeouts = dict(connect_timeout=connect_timeout, call_timeout=call_timeout)
         self.qmcomm = None              # QmcommClient
         self.qm2qm: Qm2qmClient | None = None

@@ -30,6 +30,7 @@ DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+AUTH_MODES = ("none", "optional", "required")        # qm2qm.rpc.auth.policy.AUTH_MODES
 # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
 _COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
 
@@ -64,6 +65,12 @@ class ServerConfig:
     allow_anonymous_read: bool = False
     metrics: bool = True                # per-call RPC counters for /metrics and the web view (the hot-path observer)
     log_format: str = "text"            # "text" or "json" (one JSON object per line)
+    # authenticated DCE/RPC (docs/authentication.md; MS-RPCE 3.3.1.5.2)
+    users: str | None = None                # user file the NTLM / SPNEGO acceptor checks callers against
+    auth: str = "optional"                  # none | optional | required
+    min_auth_level: int = 2                 # RPC_C_AUTHN_LEVEL_CONNECT .. PKT_PRIVACY (2..6)
+    allow_anonymous_ntlm: bool = False
+    keytab: str | None = None               # Kerberos keytab (needs python-gssapi)
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -120,6 +127,12 @@ def _check_list(key: str, value: Any) -> list:
     return list(value)
 
 
+def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def _check_value(key: str, value: Any) -> Any:
     if key == "data_dir":
         if not isinstance(value, str) or not value:
@@ -174,10 +187,22 @@ def _check_value(key: str, value: Any) -> Any:
         if value not in LOG_FORMATS:
             raise ConfigError(f"log_format: expected one of {', '.join(LOG_FORMATS)}, got {value!r}")
         return value
-    if key == "log_level":
-        if value not in LOG_LEVELS:
-            raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    if key in ("users", "keytab"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"{key}: expected a file path string, got {value!r}")
         return value
+    if key == "auth":
+        return _check_choice(key, value, AUTH_MODES)
+    if key == "min_auth_level":
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= 6:
+            raise ConfigError(f"min_auth_level: expected an integer 2..6 (MS-RPCE 2.2.1.1.8), got {value!r}")
+        return value
+    if key == "allow_anonymous_ntlm":
+        if not isinstance(value, bool):
+            raise ConfigError(f"allow_anonymous_ntlm: expected true or false, got {value!r}")
+        return value
+    if key == "log_level":
+        return _check_choice(key, value, LOG_LEVELS)
     raise ConfigError(f"unknown configuration key {key!r} (known: {', '.join(KEYS)})")
 
 

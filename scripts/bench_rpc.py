@@ -11,6 +11,7 @@ a time, NDR only) runs in its own process with 1 client.
 
     .venv/bin/python scripts/bench_rpc.py                       # 1, 4, 16 clients, 3 s each
     .venv/bin/python scripts/bench_rpc.py --clients 4 --duration 5 --profile   # + cProfile of the RPC server
+    .venv/bin/python scripts/bench_rpc.py --auth --clients 4     # NTLM privacy (level 6) vs no auth, impacket clients
 """
 from __future__ import annotations
 
@@ -280,6 +281,101 @@ def micro(stub: bytes, n: int = 100_000) -> tuple[float, float]:
     return asyncio.run(run())
 
 
+# --- authenticated calls (MS-RPCE 3.3.1.5.2): impacket clients, NTLM at level 6 vs none ---------------------------
+
+BENCH_USERS = "BENCH:bench:Bench-pass-1\n"
+
+
+def run_auth_server(port_queue, stop_event, cpu_requests, cpu_answers) -> None:
+    """The RPC server with the probe interface and a user file, until told to stop; answers each CPU request
+    with its process CPU seconds (user + system)."""
+    async def main():
+        import logging
+        from qm2qm.rpc.auth import AuthPolicy, UserStore
+        from qm2qm.rpc.server import RpcServer
+        from qm2qm.rpc.testing import Probe
+        logging.getLogger("qm2qm.rpc").setLevel(logging.WARNING)
+        users = UserStore.parse(BENCH_USERS)
+        rpc = RpcServer([Probe().interface], idle_timeout_s=None, auth=AuthPolicy(users=users))
+        await rpc.start()
+        port_queue.put(rpc.port)
+        while not stop_event.is_set():
+            await asyncio.sleep(0.02)
+            while not cpu_requests.empty():
+                cpu_requests.get()
+                t = os.times()
+                cpu_answers.put(t.user + t.system)
+        await rpc.close()
+        users.close()
+    asyncio.run(main())
+
+
+def run_auth_client(port: int, level: int | None, stub: bytes, start_at: float, duration: float, out) -> None:
+    """One impacket connection calling the echo opnum in a closed loop; puts the call count."""
+    from impacket.dcerpc.v5 import transport
+    from impacket.uuid import uuidtup_to_bin
+    from qm2qm.rpc.testing import OP_ECHO, PROBE_UUID, PROBE_VERSION
+    dce = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:127.0.0.1[{port}]").get_dce_rpc()
+    if level is not None:
+        dce.set_credentials("bench", "Bench-pass-1", "BENCH")
+        dce.set_auth_level(level)
+    dce.connect()
+    dce.get_rpc_transport().get_socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    dce.bind(uuidtup_to_bin((str(PROBE_UUID), f"{PROBE_VERSION[0]}.{PROBE_VERSION[1]}")))
+    while time.time() < start_at:
+        time.sleep(0.001)
+    calls = 0
+    end = start_at + duration
+    while time.time() < end:
+        dce.call(OP_ECHO, stub)
+        if dce.recv() != stub:
+            raise AssertionError("echo mismatch")
+        calls += 1
+    dce.disconnect()
+    out.put(calls)
+
+
+def auth_benchmark(clients: int, duration: float, stub: bytes, rounds: int) -> None:
+    """calls/s with NTLM privacy (level 6) and without authentication, same clients, interleaved rounds."""
+    ctx = mp.get_context("spawn")
+    port_queue, stop_event, cpu_requests, cpu_answers = ctx.Queue(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=run_auth_server, args=(port_queue, stop_event, cpu_requests, cpu_answers))
+
+    def server_cpu() -> float:
+        cpu_requests.put(1)
+        return cpu_answers.get(timeout=60)
+    server.start()
+    port = port_queue.get(timeout=60)
+    rates: dict[str, list[float]] = {"none": [], "privacy": []}
+    cpu_per_call: dict[str, list[float]] = {"none": [], "privacy": []}
+    try:
+        for _ in range(rounds):
+            for name, level in (("none", None), ("privacy", 6)):
+                out = ctx.Queue()
+                start_at = time.time() + 1.5
+                procs = [ctx.Process(target=run_auth_client, args=(port, level, stub, start_at, duration, out))
+                         for _ in range(clients)]
+                for proc in procs:
+                    proc.start()
+                while time.time() < start_at:
+                    time.sleep(0.001)
+                cpu0 = server_cpu()
+                total = sum(out.get(timeout=duration + 60) for _ in procs)
+                cpu_per_call[name].append((server_cpu() - cpu0) / max(total, 1) * 1e6)
+                for proc in procs:
+                    proc.join(timeout=30)
+                rates[name].append(total / duration)
+    finally:
+        stop_event.set()
+        server.join(timeout=30)
+    none, privacy = (statistics.median(rates[k]) for k in ("none", "privacy"))
+    cpu_none, cpu_privacy = (statistics.median(cpu_per_call[k]) for k in ("none", "privacy"))
+    print(f"auth: {clients} impacket clients, stub {len(stub)}B, {duration}s x {rounds} rounds (median), "
+          f"loadavg {os.getloadavg()[0]:.1f}: none {none:.0f} calls/s, NTLM privacy (level 6) {privacy:.0f} calls/s, "
+          f"ratio {privacy / none:.2f}; server CPU µs/call: none {cpu_none:.0f}, privacy {cpu_privacy:.0f}",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
@@ -289,8 +385,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved echo/rpc rounds (median reported)")
     parser.add_argument("--no-impacket", action="store_true")
     parser.add_argument("--profile", action="store_true", help="cProfile the RPC server at the largest load")
+    parser.add_argument("--auth", action="store_true",
+                        help="only the authentication line: NTLM level 6 vs none, impacket clients")
     args = parser.parse_args()
     stub = bytes(range(256)) * (args.stub_size // 256) + bytes(range(args.stub_size % 256))
+    if args.auth:
+        for clients in args.clients:
+            auth_benchmark(clients, args.duration, stub, args.rounds)
+        return
     print(f"cpus={os.cpu_count()} duration={args.duration}s x {args.rounds} rounds (median) stub={len(stub)}B "
           f"request={len(request_pdu(stub))}B load processes<={args.processes} loadavg={os.getloadavg()[0]:.2f}")
     servers = Servers("both")

@@ -44,8 +44,21 @@ def read_options(fn):
     return rpc_options(fn)
 
 
+def _keep_credential(ctx, param, value):
+    """--user / --auth-level land in ctx.meta (not in each command's signature); _client reads them."""
+    ctx.meta[f"qm2qm.{param.name}"] = value
+    return value
+
+
 def rpc_options(fn):
     """Options of the commands that call the qm2qm interface over RPC."""
+    fn = click.option("--user", "user", expose_value=False, callback=_keep_credential, envvar="QM2QM_USER",
+                      help="Authenticate with NTLM as DOMAIN\\user (env QM2QM_USER); the password comes from "
+                           "QM2QM_PASSWORD (or an NT hash from QM2QM_NTHASH) or a prompt.")(fn)
+    fn = click.option("--auth-level", "auth_level", type=click.IntRange(2, 6), expose_value=False,
+                      callback=_keep_credential,
+                      help="RPC authentication level with --user: 2 connect, 4 packet, 5 integrity, 6 privacy [6]."
+                      )(fn)
     fn = click.option("--ndr64", is_flag=True, help="Negotiate NDR64 instead of NDR (MS-MQQP 2.2).")(fn)
     fn = click.option("--rpc", "rpc_addr", envvar="QM2QM_RPC",
                       help="qm2qm address HOST:PORT (env QM2QM_RPC) [asked from the admin API].")(fn)
@@ -63,11 +76,32 @@ def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _credentials() -> dict:
+    """Qm2qmClient keyword arguments from --user / --auth-level / QM2QM_PASSWORD / QM2QM_NTHASH (or a prompt)."""
+    import os
+    meta = click.get_current_context().meta
+    user = meta.get("qm2qm.user")
+    if not user:
+        if meta.get("qm2qm.auth_level") is not None:
+            raise click.UsageError("--auth-level needs --user")
+        return {}
+    domain, sep, name = user.partition("\\")
+    if not sep:
+        domain, name = "", user
+    nthash = os.environ.get("QM2QM_NTHASH", "")
+    password = os.environ.get("QM2QM_PASSWORD")
+    if password is None and not nthash:
+        password = click.prompt(f"Password for {user}", hide_input=True, err=True)
+    level = meta.get("qm2qm.auth_level")
+    return {"user": name, "domain": domain, "password": password or "", "nthash": nthash,
+            "auth_level": 6 if level is None else level}
+
+
 def _client(rpc_addr, admin_url, ndr64):
     from qm2qm.client import Qm2qmClient, RpcCallError
     host, port = _rpc_address(rpc_addr, admin_url)
     try:
-        return Qm2qmClient(host, port, ndr64=ndr64).connect()
+        return Qm2qmClient(host, port, ndr64=ndr64, **_credentials()).connect()
     except RpcCallError as exc:
         _fail(str(exc))
 
@@ -145,7 +179,7 @@ class SequenceSession:
                 qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
         self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
                                    epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
-                                   ndr64=ndr64)
+                                   ndr64=ndr64, **_credentials())
         try:
             self.reader.open()
         except RpcCallError as exc:

@@ -35,8 +35,20 @@ from qm2qm.config import ConfigError, load_config
                    "see docs/windows-clients.md.")
 @click.option("--log-format", type=click.Choice(["text", "json"]), help="Log lines as text or one JSON object [text].")
 @click.option("--metrics/--no-metrics", default=None, help="Per-call RPC counters for /metrics and the web view [on].")
+@click.option("--users", "users_file", type=click.Path(dir_okay=False),
+              help="User file for NTLM / SPNEGO callers (docs/authentication.md) [none: authenticated binds are "
+                   "refused].")
+@click.option("--auth", "auth_mode", type=click.Choice(["none", "optional", "required"]),
+              help="Authentication policy [optional]; required: unauthenticated qm2qm calls get "
+                   "MQ_ERROR_ACCESS_DENIED (except GetQMQMServerPort).")
+@click.option("--min-auth-level", type=click.IntRange(2, 6),
+              help="Lowest authentication level accepted for qm2qm calls, 2 connect .. 6 privacy [2].")
+@click.option("--allow-anonymous-ntlm", is_flag=True, default=None,
+              help="Accept anonymous NTLM logons (as ANONYMOUS LOGON, levels 2-4 only).")
+@click.option("--keytab", type=click.Path(dir_okay=False), help="Kerberos keytab (needs python-gssapi).")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics) -> None:
+          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
+          users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -47,7 +59,9 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "max_connections": max_connections, "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,
-                                           "metrics": metrics})
+                                           "metrics": metrics, "users": users_file, "auth": auth_mode,
+                                           "min_auth_level": min_auth_level,
+                                           "allow_anonymous_ntlm": allow_anonymous_ntlm, "keytab": keytab})
     except ConfigError as exc:
         _fail(str(exc), 2)
     from qm2qm.logfmt import configure

@@ -3,14 +3,16 @@ session): R_QMGetRTQMServerPort, R_QMOpenRemoteQueue, R_QMCreateRemoteCursor, R_
 from __future__ import annotations
 
 import os
+import re
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from impacket.dcerpc.v5 import transport
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import DCERPCException, RPC_C_AUTHN_WINNT, rpc_status_codes
+from impacket.dcerpc.v5.rpcrt import (RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_WINNT,
+                                      DCERPCException, rpc_status_codes)
 
 from qm2qm.mqmp import codec, idl
 from qm2qm.mqmp.codec import wire_handle
@@ -33,11 +35,19 @@ class RpcCallError(Exception):
 
 @dataclass(frozen=True)
 class Credentials:
-    """What impacket authenticates a binding with (NTLM, MS-RPCE 2.2.1.1.7 RPC_C_AUTHN_WINNT); empty user = none."""
-    user: str = ""
+    """What impacket authenticates a binding with (MS-RPCE 2.2.1.1.7: NTLM = RPC_C_AUTHN_WINNT by default);
+    ``user`` None or empty = an unauthenticated binding. ``nthash`` (hex) replaces the password."""
+    user: str | None = ""
     domain: str = ""
-    password: str = ""
+    password: str = field(default="", repr=False)
     auth_level: int | None = None       # RPC_C_AUTHN_LEVEL_*; impacket's default when None
+    nthash: str = field(default="", repr=False)
+    auth_type: int = RPC_C_AUTHN_WINNT
+
+    @property
+    def effective_level(self) -> int | None:
+        """MS-RPCE 2.2.1.1.8: a client MUST upgrade level call (3) to packet (4)."""
+        return RPC_C_AUTHN_LEVEL_PKT if self.auth_level == RPC_C_AUTHN_LEVEL_CALL else self.auth_level
 
 
 def bind(host: str, port: int, interface: bytes, *, ndr64: bool, connect_timeout: float = 10.0,
@@ -46,13 +56,12 @@ def bind(host: str, port: int, interface: bytes, *, ndr64: bool, connect_timeout
     DCERPC_v5 object. With credentials, impacket authenticates the bind with NTLM (RPC_C_AUTHN_WINNT)."""
     rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{host}[{port}]")
     rpc.set_connect_timeout(connect_timeout)
-    if credentials is not None and credentials.user:
-        rpc.set_credentials(credentials.user, credentials.password, credentials.domain)
     dce = rpc.get_dce_rpc()
     if credentials is not None and credentials.user:
-        dce.set_auth_type(RPC_C_AUTHN_WINNT)
-        if credentials.auth_level is not None:
-            dce.set_auth_level(credentials.auth_level)
+        dce.set_credentials(credentials.user, credentials.password, credentials.domain, nthash=credentials.nthash)
+        dce.set_auth_type(credentials.auth_type)
+        if credentials.effective_level is not None:
+            dce.set_auth_level(credentials.effective_level)
     try:
         dce.connect()
     except (DCERPCException, OSError) as exc:
@@ -68,6 +77,12 @@ def bind(host: str, port: int, interface: bytes, *, ndr64: bool, connect_timeout
     return dce
 
 
+def _status_name(status: int) -> str:
+    """MQ_ERROR_* name of a status (shared_adm.status), or 'status' when it has none."""
+    from shared_adm import status as names
+    return next((n for n in dir(names) if n.startswith("MQ_") and getattr(names, n) == status), "status")
+
+
 def call(dce: Any, request: Any) -> Any:
     """One request; faults and lost connections as RpcCallError."""
     try:
@@ -77,6 +92,10 @@ def call(dce: Any, request: Any) -> Any:
         status = exc.get_error_code()
         if status is None:
             status = next((code for name, code in _FAULT_CODES.items() if name in text), None)
+        unknown = re.search(r"fault status code: ([0-9a-fA-F]{8})", text)
+        if unknown:                                 # an MQ status impacket does not know (MS-MQMQ 2.4)
+            status = int(unknown[1], 16)
+            text = f"fault {_status_name(status)} (0x{status:08X})"
         raise RpcCallError(f"{type(request).__name__} failed: {text}", status) from None
     except (OSError, EOFError) as exc:
         raise RpcCallError(f"{type(request).__name__}: connection lost: {exc}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from impacket.dcerpc.v5.dtypes import DWORD, GUID, HRESULT, LONG, LPDWORD, LPWSTR, PGUID, UCHAR, ULONG, USHORT
 from impacket.dcerpc.v5.ndr import (NDRCALL, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray,
-                                    NDRUniConformantVaryingArray, NDRUniFixedArray)
+                                    NDRUniConformantVaryingArray)
 from impacket.dcerpc.v5.rpcrt import DCERPCException
 from impacket.uuid import uuidtup_to_bin
 

@@ -40,7 +40,8 @@ def service_interface(service: Service) -> Interface:
     operations = {opnum: Operation(opnum, OPNUM_NAMES[opnum], partial(module.serve, service))
                   for opnum, module in HANDLER_MODULES.items()}
     return Interface(uuid=QM2QM_UUID, version=QM2QM_VERSION, name=QM2QM_NAME, operations=operations,
-                     handle_types=(service.rrsession_handle_type, service.remoteread_handle_type))
+                     handle_types=(service.rrsession_handle_type, service.remoteread_handle_type),
+                     unauthenticated_opnums=frozenset({7}), access_denied_status=0xC00E0025)  # MS-MQQP 5; 7: GetQMQMServerPort
 
 
 def build_interface(qm: Any, config: MqqpConfig | Any | None = None) -> Interface:

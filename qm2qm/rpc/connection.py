@@ -18,6 +18,8 @@ from qm2qm.rpc import pdu as P
 from qm2qm.rpc.events import (
     BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated, ContextItem, SyntaxId,
 )
+from qm2qm.rpc.auth.security import AuthError, SecurityContext, SecurityProvider
+from qm2qm.rpc.auth.verifier import append_protected_response, unprotect_fragment
 from qm2qm.rpc.interface import NDR64, Interface
 from qm2qm.rpc.limits import DEFAULT_LIMITS, MAX_BIND_FRAG, OLD_CALL_WINDOW, Limits
 
@@ -27,7 +29,8 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
-_SUPPORTED_BTFN = F.BTFN_KEEP_CONNECTION_ON_ORPHAN      # we never multiplex security contexts (3.3.1.5.4)
+# Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
+_SUPPORTED_BTFN = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
 _AWAIT_BIND, _BOUND, _CLOSED = 0, 1, 2
 
 
@@ -46,6 +49,8 @@ class _Call:
     context_id: int
     maybe: bool
     cancel_count: int = 0
+    security: SecurityContext | None = None
+    signed: bool = False                # the response carries a verifier (the request did, level ≥ 3)
 
 
 @dataclass(slots=True)
@@ -59,6 +64,8 @@ class _Reassembly:
     maybe: bool
     stub: bytearray
     fragments: int
+    security: SecurityContext | None = None
+    signed: bool = False
 
 
 @dataclass(slots=True)
@@ -66,6 +73,8 @@ class _PendingBind:
     """A bind/alter_context whose per-item results are computed and which awaits accept_bind/reject_bind."""
     request: BindRequest
     results: list[tuple[int, int, SyntaxId | None]]
+    flags: int = _FIRST_LAST
+    auth: tuple[int, int, int, bytes] | None = None
 
 
 class _Terminate(Exception):
@@ -81,12 +90,17 @@ class Connection:
     """Server-side DCE/RPC connection state machine (MS-RPCE 3.3.3 state diagram; C706 12.6.4)."""
 
     def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True,
-                 conc_mpx: bool = False) -> None:
+                 conc_mpx: bool = True, security: SecurityProvider | None = None) -> None:
         """``registry``: mapping (uuid, major, minor) → Interface, or a callable taking that tuple and returning an
         Interface or None. ``prefer_ndr64``: the server's Preferred Transfer Syntax (MS-RPCE 3.3.3.1.3).
-        ``conc_mpx``: echo PFC_CONC_MPX when the client offers it (MS-RPCE 3.3.1.5.8; Samba does, Windows by
-        default does not). Calls in flight are independent either way: the core never serializes them."""
+        ``conc_mpx``: echo PFC_CONC_MPX when the client offers it (MS-RPCE 3.3.1.5.8, C706 12.6.3.1; Windows and
+        Samba do). Calls in flight are independent either way: the core never serializes them.
+        ``security``: the security provider for authenticated binds; None refuses them (bind_nak 8)."""
         self._conc_mpx = conc_mpx
+        self._security = security if security is not None and security.policy.accepts_authentication else None
+        self._auth: dict[int, SecurityContext] = {}          # auth_context_id → security context (3.3.1.5.2)
+        self._default_auth: SecurityContext | None = None    # the bind's context: requests without a verifier
+        self._auth_invalid = False                           # an rpc_auth3 named no pending context
         self._ack_flags = _FIRST_LAST
         self._registry = registry
         self._limits = limits
@@ -236,14 +250,14 @@ class Connection:
             raise _Terminate(f"PDU type {ptype} before bind",
                              P.build_bind_nak(call_id, F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED))
         if ptype == F.PTYPE_REQUEST:
-            if auth_length:
-                # No security context was negotiated (we nak authenticated binds): Samba's dcesrv_auth_pkt_pull
-                # fails such a request with access denied, without DID_NOT_EXECUTE, and disconnects.
-                raise _Terminate("request carries an auth trailer on an unauthenticated connection",
-                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED))
             if frag_length < P.REQUEST_HEADER_SIZE:
                 self._bad_request_length(frag_length, call_id)
-            self._on_request(buf, pos, flags, frag_length, call_id, events)
+            if auth_length:
+                self._on_auth_request(buf, pos, flags, frag_length, auth_length, call_id, events)
+            else:
+                self._on_request(buf, pos, flags, frag_length, call_id, events)
+        elif ptype == F.PTYPE_AUTH3 and auth_length and self._security is not None:
+            self._on_auth3(bytes(buf[pos:pos + frag_length]), frag_length, auth_length, call_id)
         elif ptype == F.PTYPE_ALTER_CONTEXT:
             self._on_bind(bytes(buf[pos:pos + frag_length]), True, frag_length, auth_length, call_id, events)
         elif ptype == F.PTYPE_CO_CANCEL:
@@ -263,7 +277,7 @@ class Connection:
 
     def _on_bind(self, pdu: bytes, alter: bool, frag_length: int, auth_length: int, call_id: int,
                  events: list[Event]) -> None:
-        """rpc_bind / rpc_alter_context (C706 12.6.4.3; MS-RPCE 3.3.1.5.3, 3.3.1.5.6)."""
+        """rpc_bind / rpc_alter_context (C706 12.6.4.3; MS-RPCE 3.3.1.5.3, 3.3.1.5.6; 3.3.1.5.2 security legs)."""
         def refuse(why: str, reason: int) -> _Terminate:
             if alter:
                 return _Terminate(f"alter_context refused: {why}",
@@ -272,39 +286,134 @@ class Connection:
 
         if not alter and self._state != _AWAIT_BIND:
             raise refuse("second bind on the connection", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        trailer = None
+        body_end = frag_length
         if auth_length:
-            # No security provider is registered yet: refuse before looking at the items (MS-RPCE 3.3.3.5.3;
-            # Samba raw_protocol _test_auth_type_level_bind_nak: valid level → reason 8, invalid level → 0).
             trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if trailer.auth_pad_length > frag_length - auth_length - P.SEC_TRAILER_SIZE - P.REQUEST_HEADER_SIZE:
+                # Windows measures auth_pad_length from offset 24 even here (Samba raw_protocol *_auth_pad_*)
+                raise refuse(f"auth_pad_length {trailer.auth_pad_length} does not fit",
+                             F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)
+            if not (alter and trailer.auth_context_id in self._auth):
+                self._check_bind_auth(trailer, alter, call_id, refuse)
+            elif trailer.auth_type == 0:
+                # before the items are looked at (Samba raw_protocol test_spnego_change_auth_type3)
+                raise _Terminate("alter_context with auth_type none on a security context",
+                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, did_not_execute=True))
+            body_end = frag_length - auth_length - P.SEC_TRAILER_SIZE
+        try:
+            body = P.parse_bind_body(pdu, body_end)
+        except P.PduError as exc:
+            raise refuse(str(exc), F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED) from None
+        if not body.items:
+            # Windows answers an empty p_cont_list with bind_nak "not specified" (Samba raw_protocol, C706 12.6.4.3)
+            raise refuse("no presentation context items", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if any(not item.transfer_syntaxes for item in body.items):
+            raise refuse("a context item has no transfer syntax", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if not alter and sum(1 for item in body.items if _btfn_bits(item) is not None) > 1:
+            # Windows naks a bind with two BTFN items, reason 0 (Samba raw_protocol test_no_auth_bind_time_twice)
+            raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        results = self._negotiate(body.items, alter, refuse)
+        client_flags = pdu[3]
+        ack_flags = _FIRST_LAST | (client_flags & F.PFC_SUPPORT_HEADER_SIGN)
+        if not alter:
+            if self._conc_mpx and client_flags & F.PFC_CONC_MPX:
+                self._ack_flags = _FIRST_LAST | F.PFC_CONC_MPX
+            ack_flags |= self._ack_flags
+            n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
+            n = min(n, self._limits.max_frag)
+            self._max_xmit_frag = n - n % 8
+        auth = None
+        if trailer is not None:
+            token = pdu[frag_length - auth_length:frag_length]
+            auth = self._security_leg(trailer, token, alter, bool(client_flags & F.PFC_SUPPORT_HEADER_SIGN),
+                                      call_id, refuse)
+        self._state = _BOUND
+        request = BindRequest(call_id=call_id, is_alter_context=alter, max_xmit_frag=body.max_xmit_frag,
+                              max_recv_frag=body.max_recv_frag, assoc_group_id=body.assoc_group_id,
+                              items=body.items, auth_type=None if trailer is None else trailer.auth_type,
+                              auth_level=None if trailer is None else trailer.auth_level)
+        self._pending_binds[call_id] = _PendingBind(request, results, ack_flags, auth)
+        events.append(request)
+
+    def _check_bind_auth(self, trailer: P.SecTrailer, alter: bool, call_id: int, refuse) -> None:
+        """Refuse an auth_type or auth_level we cannot negotiate (MS-RPCE 3.3.3.5.3; Samba dcesrv_auth_bind:
+        an invalid level → reason 0, a valid level with an unknown type → reason 8)."""
+        if self._security is None or not self._security.supports(trailer.auth_type):
             if alter:
                 raise _Terminate(f"alter_context asks for authentication type {trailer.auth_type}",
                                  P.build_fault(call_id, F.RPC_S_UNKNOWN_AUTHN_SERVICE, did_not_execute=True))
             if F.RPC_C_AUTHN_LEVEL_CONNECT <= trailer.auth_level <= F.RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
                 raise refuse(f"authentication type {trailer.auth_type} level {trailer.auth_level} not supported",
                              F.BIND_NAK_AUTHENTICATION_TYPE_NOT_RECOGNIZED)
+        if not F.RPC_C_AUTHN_LEVEL_CONNECT <= trailer.auth_level <= F.RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
             raise refuse(f"invalid authentication level {trailer.auth_level}", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if trailer.auth_level == F.RPC_C_AUTHN_LEVEL_CALL:
+            # Windows naks level call with "invalid checksum" (Samba raw_protocol test_spnego_call_bind); its own
+            # clients upgrade call to packet (MS-RPCE 2.2.1.1.8), so only a hand-made bind asks for it.
+            raise refuse("authentication level call is not negotiated", F.BIND_NAK_INVALID_CHECKSUM)
+
+    def _security_leg(self, trailer: P.SecTrailer, token: bytes, alter: bool, header_sign: bool, call_id: int,
+                      refuse) -> tuple[int, int, int, bytes]:
+        """Start or continue the security context named by auth_context_id; returns the bind_ack / alter_context_resp
+        verifier (MS-RPCE 3.3.1.5.2, 3.3.1.5.4 security context multiplexing)."""
+        security = self._auth.get(trailer.auth_context_id)
+        if security is not None:
+            # Samba raw_protocol test_spnego_change_auth_*: auth_type none → access denied, another type → sec
+            # pkg error, another level or a finished context → access denied; all did-not-execute, disconnect.
+            if security.auth_type != trailer.auth_type:
+                raise _Terminate(f"alter_context changes auth_type of context {trailer.auth_context_id} from "
+                                 f"{security.auth_type} to {trailer.auth_type}",
+                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
+            if security.complete or security.failed or security.auth_level != trailer.auth_level:
+                raise _Terminate(f"alter_context on security context {trailer.auth_context_id} refused",
+                                 P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, did_not_execute=True))
+        else:
+            if len(self._auth) >= self._limits.max_security_contexts:
+                raise _Terminate(f"more than {self._limits.max_security_contexts} security contexts",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
+                                                  header_sign)
+            self._auth[trailer.auth_context_id] = security
+            if not alter:
+                # requests without a verifier run under the bind's context; contexts added by alter_context
+                # only serve requests that name them (Samba raw_protocol test_spnego_multiple_auth_hdr_signing)
+                self._default_auth = security
         try:
-            body = P.parse_bind_body(pdu, frag_length)
+            out = security.step(token)
+        except AuthError as exc:
+            if alter:
+                raise _Terminate(f"alter_context security leg failed: {exc}",
+                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
+            raise refuse(f"security leg failed: {exc}", F.BIND_NAK_REASON_NOT_SPECIFIED) from None
+        return (trailer.auth_type, trailer.auth_level, trailer.auth_context_id, out)
+
+    def _on_auth3(self, pdu: bytes, frag_length: int, auth_length: int, call_id: int) -> None:
+        """rpc_auth3: the third leg, never answered (MS-RPCE 2.2.2.10, 3.3.1.5.2). A leg for no pending context
+        makes every later request fail (Samba dcesrv_auth3 marks the connection's auth invalid)."""
+        try:
+            trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+            if trailer.auth_pad_length > frag_length - auth_length - P.SEC_TRAILER_SIZE - P.HEADER_SIZE - 4:
+                raise P.PduError(f"auth_pad_length {trailer.auth_pad_length} does not fit")
         except P.PduError as exc:
-            raise refuse(str(exc), F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED) from None
-        if any(not item.transfer_syntaxes for item in body.items):
-            raise refuse("a context item has no transfer syntax", F.BIND_NAK_REASON_NOT_SPECIFIED)
-        btfn_items = 0 if alter else sum(1 for item in body.items if _btfn_bits(item) is not None)
-        if btfn_items > 1:
-            raise refuse("more than one bind time feature negotiation item", F.BIND_NAK_REASON_NOT_SPECIFIED)
-        results = self._negotiate(body.items, alter, refuse)
-        if not alter:
-            if self._conc_mpx and pdu[3] & F.PFC_CONC_MPX:
-                self._ack_flags = _FIRST_LAST | F.PFC_CONC_MPX
-            n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
-            n = min(n, self._limits.max_frag)
-            self._max_xmit_frag = n - n % 8
-        self._state = _BOUND
-        request = BindRequest(call_id=call_id, is_alter_context=alter, max_xmit_frag=body.max_xmit_frag,
-                              max_recv_frag=body.max_recv_frag, assoc_group_id=body.assoc_group_id,
-                              items=body.items, auth_type=None, auth_level=None)
-        self._pending_binds[call_id] = _PendingBind(request, results)
-        events.append(request)
+            # Windows answers an undecodable auth3 with nca_s_fault_remote_no_memory (Samba dcesrv_auth_auth3)
+            raise _Terminate(f"rpc_auth3: {exc}", P.build_fault(call_id, F.NCA_S_FAULT_REMOTE_NO_MEMORY,
+                                                                did_not_execute=True)) from None
+        security = self._auth.get(trailer.auth_context_id)
+        if security is not None and security.complete:
+            # a third leg for an established context (Samba raw_protocol test_spnego_connect_reauth_auth3)
+            raise _Terminate(f"rpc_auth3 for established security context {trailer.auth_context_id}",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+        if security is None or security.failed or security.auth_type != trailer.auth_type \
+                or security.auth_level != trailer.auth_level:
+            self._auth_invalid = True
+            return
+        try:
+            out = security.step(pdu[frag_length - auth_length:frag_length])
+        except AuthError:
+            return                          # the context stays failed: its first request is refused
+        if out or not security.complete:
+            security.failed = True          # a three-leg exchange must end with rpc_auth3
 
     def _negotiate(self, items: tuple[ContextItem, ...], alter: bool, refuse) -> list[tuple[int, int, SyntaxId | None]]:
         """Per-item results in item order; accepts at most one presentation context per PDU (MS-RPCE 3.3.1.5.6)."""
@@ -385,7 +494,7 @@ class Connection:
         self._out += P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
                                       max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
                                       assoc_group_id=assoc_group_id, secondary_address=secondary_address,
-                                      results=pending.results, flags=self._ack_flags)
+                                      results=pending.results, flags=pending.flags, auth=pending.auth)
 
     def reject_bind(self, request: BindRequest, reason: int) -> None:
         """Queue a bind_nak with ``reason`` (alter_context: fault nca_s_proto_error) and close (C706 12.6.4.5)."""
@@ -400,9 +509,82 @@ class Connection:
 
     # --- requests -----------------------------------------------------------------------------------------------
 
+    def _on_auth_request(self, buf: bytearray, pos: int, flags: int, frag_length: int, auth_length: int,
+                         call_id: int, events: list[Event]) -> None:
+        """A request fragment with a sec_trailer: find its security context, verify / unseal it (MS-RPCE 2.2.2.11,
+        3.3.1.5.2.2); nothing of a fragment that fails reaches a handler, and the connection is closed."""
+        context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
+        stray = None
+        if self._ack_flags & F.PFC_CONC_MPX and not flags & F.PFC_FIRST_FRAG and self._reassembly is None:
+            # multiplexed: a stray later fragment is judged like a new call first (Samba raw_protocol
+            # test_ntlmssp_auth_MPX_middle_*): unknown p_cont_id, then its security context, then the sequence
+            try:
+                self._check_sequence(flags, call_id, context_id)
+            except _Terminate as exc:
+                stray = exc
+            if stray is not None and context_id not in self._contexts:
+                self._out += P.build_fault(call_id, F.NCA_S_UNK_IF, did_not_execute=True)
+                return
+        elif self._check_sequence(flags, call_id, context_id):
+            self._on_next_fragment(b"", flags, call_id, 0, None, events)     # a tail we drop silently
+            return
+
+        def deny(why: str, status: int = F.RPC_S_ACCESS_DENIED) -> _Terminate:
+            return _Terminate(f"call {call_id}: {why}", P.build_fault(call_id, status, context_id=context_id))
+
+        pdu = bytes(buf[pos:pos + frag_length])
+        trailer = P.parse_sec_trailer(pdu, frag_length, auth_length)
+        call = self._reassembly
+        if call is not None and call.call_id == call_id:
+            # A later fragment is verified with its call's security context; the trailer's type, level and
+            # context id, like p_cont_id and opnum, are not looked at (Samba raw_protocol *_first1_lastSame111).
+            security = call.security
+            if security is None or not call.signed:
+                raise _Terminate(f"call {call_id}: verifier on a fragment of an unverified call",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
+            context_id = call.context_id
+        else:
+            if trailer.auth_type == 0:
+                raise deny("auth_type none in a request's sec_trailer")
+            security = self._auth.get(trailer.auth_context_id)
+            if security is None or self._auth_invalid:
+                raise deny(f"no security context {trailer.auth_context_id} on this connection")
+            if not security.complete and not security.failed:
+                raise _Terminate(f"call {call_id}: security context {trailer.auth_context_id} is still being "
+                                 "established", _unfinished_fault(call_id))
+            if security.failed:
+                raise deny(f"security context {trailer.auth_context_id} failed")
+            if trailer.auth_type != security.auth_type or trailer.auth_level != security.auth_level:
+                raise deny(f"sec_trailer type {trailer.auth_type} level {trailer.auth_level} does not match "
+                           f"security context {trailer.auth_context_id}")
+        body_start = P.REQUEST_HEADER_SIZE + (16 if flags & F.PFC_OBJECT_UUID else 0)
+        try:
+            stub = unprotect_fragment(pdu, body_start, frag_length, auth_length, trailer, security)
+        except P.PduError as exc:
+            raise _Terminate(f"call {call_id}: {exc}", P.build_fault(call_id, F.NCA_S_PROTO_ERROR,
+                                                                     context_id=context_id)) from None
+        except AuthError as exc:
+            raise deny(str(exc), F.NCA_S_FAULT_SEC_PKG_ERROR) from None
+        if call is not None and call.call_id == call_id and flags & F.PFC_FIRST_FRAG:
+            raise _Terminate(f"call {call_id}: a second first fragment",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=context_id))
+        if stray is not None:
+            raise stray
+        self._on_request(buf, pos, flags, frag_length, call_id, events, stub, security)
+
     def _on_request(self, buf: bytearray, pos: int, flags: int, frag_length: int, call_id: int,
-                    events: list[Event]) -> None:
-        """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8)."""
+                    events: list[Event], stub: bytes | None = None, security: SecurityContext | None = None) -> None:
+        """rpc_request fragment (C706 12.6.4.9; MS-RPCE 3.3.3.5.2–3.3.3.5.8); ``stub`` is the verified plain stub
+        of an authenticated fragment (None: the bytes after the header)."""
+        if security is None and (self._auth or self._auth_invalid):
+            if self._check_sequence(flags, call_id, _REQUEST_UNPACK(buf, pos + 16)[1]):
+                self._on_next_fragment(b"", flags, call_id, 0, None, events)
+                return
+            call = self._reassembly
+            if call is not None and call.call_id == call_id and call.signed:
+                raise _Terminate(f"call {call_id}: fragment without the verifier its first fragment had",
+                                 P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
+            security = self._unverified_context(buf, pos, call_id)
         alloc_hint, context_id, opnum = _REQUEST_UNPACK(buf, pos + 16)
         stub_start = pos + P.REQUEST_HEADER_SIZE
         object_uuid = None
@@ -412,14 +594,14 @@ class Connection:
                                  P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
             object_uuid = uuid.UUID(bytes_le=bytes(buf[stub_start:stub_start + 16]))
             stub_start += 16
-        stub_end = pos + frag_length
+        stub_given = stub is not None
+        if stub is None:
+            stub = bytes(buf[stub_start:pos + frag_length])
         if not flags & F.PFC_FIRST_FRAG:
-            self._on_next_fragment(buf, stub_start, stub_end, flags, call_id, alloc_hint, events)
+            self._on_next_fragment(stub, flags, call_id, alloc_hint, security, events)
             return
         if self._reassembly is not None:
-            older = self._reassembly.call_id
-            raise _Terminate(f"first fragment of call {call_id} while call {older} is still being reassembled",
-                             P.build_fault(older, F.NCA_S_PROTO_ERROR))
+            self._check_sequence(flags, call_id)
         if flags & F.PFC_PENDING_CANCEL:
             raise _Terminate(f"call {call_id}: PFC_PENDING_CANCEL on the first fragment",
                              P.build_fault(call_id, F.RPC_S_NO_CALL_ACTIVE, did_not_execute=True))
@@ -446,15 +628,64 @@ class Connection:
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
         maybe = bool(flags & F.PFC_MAYBE)
         if last:
-            self._calls[call_id] = _Call(context_id, maybe)
-            events.append(CallRequest(call_id, context_id, opnum, object_uuid, bytes(buf[stub_start:stub_end]),
-                                      context.interface, context.ndr64))
+            if security is None:                    # the common, unauthenticated case
+                self._calls[call_id] = _Call(context_id, maybe)
+                events.append(CallRequest(call_id, context_id, opnum, object_uuid, stub, context.interface,
+                                          context.ndr64))
+                return
+            signed = stub_given and security.verifies_requests
+            self._calls[call_id] = _Call(context_id, maybe, 0, security, signed)
+            events.append(_call_request(call_id, context_id, opnum, object_uuid, stub, context, security))
             return
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
-                                       bytearray(buf[stub_start:stub_end]), 1)
+                                       bytearray(stub), 1, security, stub_given)
 
-    def _on_next_fragment(self, buf: bytearray, stub_start: int, stub_end: int, flags: int, call_id: int,
-                          alloc_hint: int, events: list[Event]) -> None:
+    def _check_sequence(self, flags: int, call_id: int, context_id: int = 0) -> bool:
+        """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the
+        auth values of an out-of-sequence fragment are never looked at). True: a tail fragment to drop silently."""
+        call = self._reassembly
+        if call is not None and call.call_id == call_id:
+            return False
+        if flags & F.PFC_FIRST_FRAG:
+            if call is not None:
+                # With PFC_CONC_MPX the new call gets the fault (context 0); without it the unfinished one.
+                faulted, context = (call_id, 0) if self._ack_flags & F.PFC_CONC_MPX else (call.call_id,
+                                                                                         call.context_id)
+                raise _Terminate(f"first fragment of call {call_id} while call {call.call_id} is still being "
+                                 "reassembled", P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
+            return False
+        if call is None:
+            if call_id == self._discard_call_id or \
+                    self._current_call_id - OLD_CALL_WINDOW < call_id <= self._current_call_id:
+                return True
+            mpx = self._ack_flags & F.PFC_CONC_MPX
+            raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=context_id if mpx else 0))
+        faulted, context = (call_id, 0) if self._ack_flags & F.PFC_CONC_MPX else (call.call_id, call.context_id)
+        raise _Terminate(f"fragment of call {call_id} while call {call.call_id} is being reassembled",
+                         P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
+
+    def _unverified_context(self, buf: bytearray, pos: int, call_id: int) -> SecurityContext | None:
+        """The security context of a request without a verifier on a connection with security contexts: the bind's,
+        allowed at levels connect and packet only (MS-RPCE 3.3.1.5.2.2: nothing of the PDU is protected there);
+        None (unauthenticated) when the bind itself was not authenticated."""
+        security = self._default_auth
+        if security is None and not self._auth_invalid:
+            return None
+        if security is not None and not security.complete and not security.failed and not self._auth_invalid:
+            raise _Terminate(f"call {call_id}: request before the bind's security context is established",
+                             _unfinished_fault(call_id))
+        context_id = _REQUEST_UNPACK(buf, pos + 16)[1]
+        if security is None or self._auth_invalid or not security.complete or security.failed \
+                or security.protects_pdus:
+            why = "no established security context" if security is None or not security.complete \
+                else f"level {security.auth_level} requires a verifier"
+            raise _Terminate(f"call {call_id}: request without a verifier: {why}",
+                             P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=context_id))
+        return security
+
+    def _on_next_fragment(self, stub: bytes, flags: int, call_id: int, alloc_hint: int,
+                          security: SecurityContext | None, events: list[Event]) -> None:
         """A request fragment without PFC_FIRST_FRAG (C706 12.6.3.7; MS-RPCE 3.3.3.5.6)."""
         last = flags & F.PFC_LAST_FRAG
         call = self._reassembly
@@ -472,29 +703,32 @@ class Connection:
             raise _Terminate(f"fragment of call {call_id} that is not being reassembled",
                              P.build_fault(faulted, F.NCA_S_PROTO_ERROR, context_id=context))
         # p_cont_id and opnum of later fragments are ignored: the first fragment's count (Samba does the same).
+        if security is not call.security:
+            raise _Terminate(f"call {call_id}: fragment under another security context",
+                             P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, context_id=call.context_id))
         call.fragments += 1
         if alloc_hint > self._limits.max_request_size - len(call.stub):
             raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds the remaining request allowance",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
-        if len(call.stub) + (stub_end - stub_start) > self._limits.max_request_size:
+        if len(call.stub) + len(stub) > self._limits.max_request_size:
             raise _Terminate(f"call {call_id}: request exceeds {self._limits.max_request_size} bytes",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
         if call.fragments > self._limits.max_request_fragments:
             raise _Terminate(f"call {call_id}: more than {self._limits.max_request_fragments} fragments",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
-        call.stub += buf[stub_start:stub_end]
+        call.stub += stub
         if not last:
             return
         self._reassembly = None
-        self._calls[call_id] = _Call(call.context_id, call.maybe)
-        events.append(CallRequest(call_id, call.context_id, call.opnum, call.object_uuid, bytes(call.stub),
-                                  call.context.interface, call.context.ndr64))
+        self._calls[call_id] = _Call(call.context_id, call.maybe, security=security,
+                                     signed=security is not None and security.verifies_requests and call.signed)
+        events.append(_call_request(call_id, call.context_id, call.opnum, call.object_uuid, bytes(call.stub),
+                                    call.context, security))
 
     def _on_orphaned(self, call_id: int, events: list[Event]) -> None:
-        """orphaned PDU (C706 12.6.4.8; MS-RPCE 3.3.1.5.10): abandon the call, never answer it."""
+        """orphaned PDU (C706 12.6.4.8; MS-RPCE 3.3.1.5.10): abandon a dispatched call, never answer it. One for a
+        call still being reassembled is ignored: its last fragment is answered (Windows, Samba raw_protocol)."""
         if self._reassembly is not None and self._reassembly.call_id == call_id:
-            self._reassembly = None
-            self._discard_call_id = call_id
             return
         if self._calls.pop(call_id, None) is not None:
             events.append(CallOrphaned(call_id))
@@ -505,6 +739,10 @@ class Connection:
         """Queue the response fragments of a dispatched call; dropped if the call is unknown, orphaned or maybe."""
         call = self._calls.pop(call_id, None)
         if call is None or call.maybe or self._state == _CLOSED:
+            return
+        security = call.security
+        if security is not None and (call.signed or security.protects_pdus):
+            append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag, call.security)
             return
         P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
 
@@ -541,6 +779,21 @@ class Connection:
         self._buf = bytearray()
         self._reassembly = None
         self._calls.clear()
+
+
+def _unfinished_fault(call_id: int) -> bytes:
+    """A request on a security context whose legs are not done: nca_s_proto_error, did not execute, p_cont_id 0
+    (Samba raw_protocol test_spnego_unfinished_request; Samba's dcesrv allow_request)."""
+    return P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
+
+
+def _call_request(call_id: int, context_id: int, opnum: int, object_uuid: uuid.UUID | None, stub: bytes,
+                  context: _PresentationContext, security: SecurityContext | None) -> CallRequest:
+    """The CallRequest event, with the caller's identity and level when the call is authenticated."""
+    if security is None:
+        return CallRequest(call_id, context_id, opnum, object_uuid, stub, context.interface, context.ndr64)
+    return CallRequest(call_id, context_id, opnum, object_uuid, stub, context.interface, context.ndr64,
+                       security.principal, security.auth_level)
 
 
 def _btfn_bits(item: ContextItem) -> int | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from qm2qm.rpc.interface import Interface
+from qm2qm.rpc.interface import ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE, Interface, Principal
 
 SyntaxId = tuple[uuid.UUID, int, int]          # (uuid, major, minor) as on the wire (20 bytes)
 
@@ -40,6 +40,8 @@ class CallRequest:
     stub: bytes
     interface: Interface
     ndr64: bool
+    principal: Principal = ANONYMOUS                # the security context's caller (MS-RPCE 3.3.3.4.3)
+    auth_level: int = RPC_C_AUTHN_LEVEL_NONE
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,6 +67,7 @@ NCA_S_FAULT_CANCEL = _rpcrt.MSRPC_STATUS_CODE_NCA_S_FAULT_CANCEL              # 
 NCA_S_FAULT_UNSPEC = _rpcrt.MSRPC_STATUS_CODE_NCA_S_FAULT_UNSPEC              # 0x1C000012
 NCA_S_FAULT_CONTEXT_MISMATCH = _rpcrt.MSRPC_STATUS_CODE_NCA_S_FAULT_CONTEXT_MISMATCH  # 0x1C00001A
 NCA_S_FAULT_REMOTE_NO_MEMORY = _rpcrt.MSRPC_STATUS_CODE_NCA_S_FAULT_REMOTE_NO_MEMORY  # 0x1C00001B
+NCA_S_FAULT_SEC_PKG_ERROR = 0x00000721                                       # verifier / security leg failed
 
 # Status codes a server MUST NOT send in a fault (MS-RPCE 3.3.3.5.1); send_fault maps them to nca_s_fault_unspec.
 FORBIDDEN_FAULT_STATUSES = frozenset({
@@ -90,4 +91,5 @@ def btfn_bitmask(transfer_syntax_uuid: uuid.UUID) -> int | None:
 # Authentication levels (MS-RPCE 2.2.1.1.8); a bind with a level in CONNECT..PKT_PRIVACY asks for a security context.
 RPC_C_AUTHN_LEVEL_NONE = _rpcrt.RPC_C_AUTHN_LEVEL_NONE
 RPC_C_AUTHN_LEVEL_CONNECT = _rpcrt.RPC_C_AUTHN_LEVEL_CONNECT
+RPC_C_AUTHN_LEVEL_CALL = _rpcrt.RPC_C_AUTHN_LEVEL_CALL
 RPC_C_AUTHN_LEVEL_PKT_PRIVACY = _rpcrt.RPC_C_AUTHN_LEVEL_PKT_PRIVACY

@@ -36,6 +36,10 @@ MAX_PRESENTATION_CONTEXTS = 4000
 OLD_CALL_WINDOW = 150
 
 
+# Security contexts per connection: Windows refuses the 2050th (Samba raw_protocol test_multiple_auth_limit).
+MAX_SECURITY_CONTEXTS = 2049
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """Per-connection limits; override in tests or from configuration."""
@@ -45,6 +49,7 @@ class Limits:
     max_request_fragments: int = MAX_REQUEST_FRAGMENTS
     max_calls_in_flight: int = MAX_CALLS_IN_FLIGHT
     max_presentation_contexts: int = MAX_PRESENTATION_CONTEXTS
+    max_security_contexts: int = MAX_SECURITY_CONTEXTS
 
 
 DEFAULT_LIMITS = Limits()

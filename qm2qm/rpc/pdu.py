@@ -90,11 +90,13 @@ def parse_sec_trailer(pdu: bytes | bytearray | memoryview, frag_length: int, aut
 
 def parse_bind_body(pdu: bytes | bytearray | memoryview, end: int) -> BindBody:
     """Decode a bind / alter_context PDU body between offset 16 and ``end`` (C706 12.6.4.3, p_cont_list_t)."""
+    if end >= HEADER_SIZE + 9 and pdu[HEADER_SIZE + 8] == 0:
+        # an empty p_cont_list (answered with bind_nak 0); Samba's encoder omits its reserved bytes
+        max_xmit, max_recv, group = struct.unpack_from("<HHI", pdu, HEADER_SIZE)
+        return BindBody(max_xmit, max_recv, group, ())
     if end < HEADER_SIZE + _BIND_FIXED.size:
         raise PduError(f"bind body truncated: {end - HEADER_SIZE} bytes, need {_BIND_FIXED.size}")
     max_xmit, max_recv, group, count = _BIND_FIXED.unpack_from(pdu, HEADER_SIZE)
-    if count == 0:
-        raise PduError("bind with no presentation context items")
     items = []
     pos = HEADER_SIZE + _BIND_FIXED.size
     for index in range(count):
@@ -113,11 +115,13 @@ def parse_bind_body(pdu: bytes | bytearray | memoryview, end: int) -> BindBody:
 
 def build_bind_ack(call_id: int, *, alter_context: bool, max_xmit_frag: int, max_recv_frag: int,
                    assoc_group_id: int, secondary_address: str,
-                   results: Sequence[tuple[int, int, SyntaxId | None]], flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG
-                   ) -> bytes:
+                   results: Sequence[tuple[int, int, SyntaxId | None]], flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG,
+                   auth: tuple[int, int, int, bytes] | None = None) -> bytes:
     """rpc_bind_ack / rpc_alter_context_resp (C706 12.6.4.4): port_any_t secondary address, 4-aligned result list.
 
-    An empty ``secondary_address`` is sent as length 0 with no bytes (alter_context_resp, as Windows/Samba)."""
+    An empty ``secondary_address`` is sent as length 0 with no bytes (alter_context_resp, as Windows/Samba).
+    ``auth`` = (auth_type, auth_level, auth_context_id, token) appends the sec_trailer and auth_value
+    (MS-RPCE 2.2.2.11), the body padded to 4 before it."""
     addr = secondary_address.encode("ascii") + b"\x00" if secondary_address else b""
     body = bytearray(struct.pack("<HHIH", max_xmit_frag, max_recv_frag, assoc_group_id, len(addr)))
     body += addr
@@ -127,7 +131,13 @@ def build_bind_ack(call_id: int, *, alter_context: bool, max_xmit_frag: int, max
         body += _RESULT.pack(result, reason)
         body += encode_syntax(syntax)
     ptype = PTYPE_ALTER_CONTEXT_RESP if alter_context else PTYPE_BIND_ACK
-    return pack_header(ptype, flags, HEADER_SIZE + len(body), call_id) + bytes(body)
+    auth_length = 0
+    if auth is not None:
+        auth_type, auth_level, context_id, token = auth
+        pad = -(HEADER_SIZE + len(body)) % 4
+        body += bytes(pad) + SEC_TRAILER.pack(auth_type, auth_level, pad, 0, context_id) + token
+        auth_length = len(token)
+    return pack_header(ptype, flags, HEADER_SIZE + len(body), call_id, auth_length) + bytes(body)
 
 
 def build_bind_nak(call_id: int, reason: int) -> bytes:

@@ -16,12 +16,14 @@ import uuid
 from time import perf_counter
 from typing import Any, Iterable
 
+from qm2qm.rpc.auth.policy import AuthPolicy
+from qm2qm.rpc.auth.security import RPC_C_AUTHN_GSS_NEGOTIATE, RPC_C_AUTHN_WINNT, SecurityProvider
 from qm2qm.rpc.connection import Connection
 from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
 from qm2qm.rpc.handles import NULL_HANDLE, run_down
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
-from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE, ContextHandleType, Interface, RpcFault)
+from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 from qm2qm.rpc.observer import RpcObserver
 
@@ -89,9 +91,8 @@ class CallState:
         self.interface = request.interface
         self.connection_id = connection.id
         self.association_group_id = group.id
-        # the security context's identity once authentication exists (issue 10); until then every call is anonymous
-        self.principal = ANONYMOUS
-        self.auth_level = RPC_C_AUTHN_LEVEL_NONE
+        self.principal = request.principal          # from the call's security context (ANONYMOUS if none)
+        self.auth_level = request.auth_level
         self._connection = connection
         self._group = group
 
@@ -283,6 +284,15 @@ class RpcConnection(asyncio.Protocol):
             return
         self.call_starts[call_id] = start
         server = self.server
+        interface = request.interface
+        if interface.unauthenticated_opnums is not None and request.opnum not in interface.unauthenticated_opnums \
+                and not server.auth.call_allowed(request.principal.authenticated, request.auth_level):
+            # MS-MQQP 5 / MS-RPCE 3.3.1.5.2: refused before the handler runs
+            self.log(logging.INFO, "%s (opnum %d) refused to %s at level %d (auth %s, min level %d)", op.name,
+                     request.opnum, request.principal.name, request.auth_level, server.auth.mode,
+                     server.auth.min_level, call_id=call_id)
+            conn.send_fault(call_id, interface.access_denied_status)
+            return
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
             result = op.handler(CallState(self, self.group, request, answer_now), request.stub)
@@ -522,8 +532,12 @@ class RpcServer:
                  bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
-                 observer: RpcObserver | None = None) -> None:
+                 observer: RpcObserver | None = None, auth: AuthPolicy | None = None) -> None:
+        """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
+        bind is refused with bind_nak 8 and every call is unauthenticated)."""
         self.host = host
+        self.auth = auth if auth is not None else AuthPolicy()
+        self.security = SecurityProvider(self.auth)
         self.requested_port = port
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
@@ -544,7 +558,11 @@ class RpcServer:
         for interface in interfaces:
             self.register(interface)
         if mgmt:                                    # every endpoint answers mgmt, as on Windows (MS-RPCE 2.2.1.3)
-            ensure_mgmt_interface(self)
+            names = {}
+            if self.auth.accepts_authentication and self.auth.users is not None:
+                names = {RPC_C_AUTHN_WINNT: self.auth.server_principal,
+                         RPC_C_AUTHN_GSS_NEGOTIATE: self.auth.server_principal}
+            ensure_mgmt_interface(self, principal_names=names)
 
     def register(self, interface: Interface) -> None:
         """Serve another interface (new binds see it at once)."""
@@ -612,8 +630,8 @@ class RpcServer:
 
     def _new_connection(self) -> Connection:
         if self.limits is None:
-            return Connection(self.registry)
-        return Connection(self.registry, limits=self.limits)
+            return Connection(self.registry, security=self.security)
+        return Connection(self.registry, limits=self.limits, security=self.security)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

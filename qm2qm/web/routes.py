@@ -1,7 +1,6 @@
 """Routes of the web view and of `/metrics`, added to the admin aiohttp app (qm2qm/admin.py) by ``register``."""
 from __future__ import annotations
 
-import base64
 import time
 from pathlib import Path
 from types import SimpleNamespace

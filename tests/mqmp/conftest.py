@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 

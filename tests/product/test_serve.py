@@ -231,7 +231,7 @@ class _FakeRpc:
     busy: set[int] = set()
     tried: list[int] = []
 
-    def __init__(self, interfaces, host, port, max_connections):
+    def __init__(self, interfaces, host, port, max_connections, **kwargs):
         self.port = port
 
     async def start(self):

@@ -242,3 +242,13 @@ async def bound(connect):
 
 
 NDR64_SYNTAX = NDR64
+
+
+@pytest.fixture
+async def auth_env():
+    """A qm2qm + whoami server authenticating against tests/rpc/auth_helpers.USERS_TEXT (NDR)."""
+    from tests.mqqp.conftest import NDR
+    from tests.rpc.auth_helpers import start_env, stop_env
+    env = await start_env(NDR)
+    yield env
+    await stop_env(env)

@@ -82,9 +82,9 @@ def test_windows_64bit_bind_prefers_ndr64_and_answers_btfn():
     conn = new_connection()
     items = (ContextItem(0, IFACE, (NDR,)), ContextItem(1, IFACE, (N64,)), ContextItem(2, IFACE, (BTFN3,)))
     ack = bind(conn, items)
-    assert results(ack) == [(2, 2, bytes(20)), (0, 0, P.encode_syntax(N64)), (3, F.BTFN_KEEP_CONNECTION_ON_ORPHAN,
+    assert results(ack) == [(2, 2, bytes(20)), (0, 0, P.encode_syntax(N64)), (3, F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN,
                                                                               bytes(20))]
-    assert conn.bind_time_features == F.BTFN_KEEP_CONNECTION_ON_ORPHAN
+    assert conn.bind_time_features == F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
     assert list(conn.context_ids()) == [1]
     events = conn.receive_data(P.build_request(2, 1, 4, b"x"))
     assert events[0].ndr64 is True and events[0].context_id == 1
@@ -229,7 +229,7 @@ def test_btfn_item_in_alter_context_is_an_ordinary_rejected_item():
 def test_btfn_is_recognized_by_the_first_transfer_syntax_of_an_item():
     conn = new_connection()
     items = (ContextItem(0, IFACE, (NDR,)), ContextItem(1, IFACE, (BTFN3, NDR)))
-    assert results(bind(conn, items))[1] == (3, F.BTFN_KEEP_CONNECTION_ON_ORPHAN, bytes(20))
+    assert results(bind(conn, items))[1] == (3, F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN, bytes(20))
 
 
 def test_reject_alter_context_sends_fault_and_closes():
@@ -369,15 +369,18 @@ def test_orphaned_call_response_is_dropped_and_connection_kept():
     assert isinstance(conn.receive_data(P.build_request(7, 0, 1, b""))[0], CallRequest)
 
 
-def test_orphaned_during_reassembly_drops_the_partial_call_and_its_tail():
+def test_orphaned_during_reassembly_is_ignored_and_the_last_fragment_still_answered():
+    """C706 12.6.4.8 as Windows reads it (Samba raw_protocol test_orphaned_*): a call whose first fragment
+    arrived is not abandoned by an orphaned PDU; its last fragment completes it."""
     conn = new_connection()
     bind(conn)
     frags = P.fragment_request(8, 0, 1, bytes(9000), 2048)
     assert conn.receive_data(frags[0]) == []
     assert conn.receive_data(P.build_header_only(F.PTYPE_ORPHANED, 8)) == []
-    assert conn.receive_data(b"".join(frags[1:])) == []
-    assert conn.data_to_send() == b"" and not conn.closed
-    assert conn.receive_data(P.build_request(9, 0, 1, b"next"))[0].stub == b"next"
+    [call] = conn.receive_data(b"".join(frags[1:]))
+    assert (call.call_id, len(call.stub)) == (8, 9000) and not conn.closed
+    conn.send_response(8, b"done")
+    assert conn.data_to_send()[2] == F.PTYPE_RESPONSE
 
 
 def test_server_may_send_shutdown():

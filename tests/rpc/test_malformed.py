@@ -130,7 +130,7 @@ CASES = [
          Fault(5, F.NCA_S_PROTO_ERROR, True, True)),
     Case("unknown PTYPE", True, header(99, call_id=5), Fault(5, F.NCA_S_PROTO_ERROR, True, True)),
     # bind bodies
-    Case("bind with zero items", False, raw_bind(0, b""), Nak(F.BIND_NAK_PROTOCOL_VERSION_NOT_SUPPORTED)),
+    Case("bind with zero items", False, raw_bind(0, b""), Nak(F.BIND_NAK_REASON_NOT_SPECIFIED)),
     Case("bind item without transfer syntax", False,
          raw_bind(1, struct.pack("<HBx", 0, 0) + P.encode_syntax(IFACE)),
          Nak(F.BIND_NAK_REASON_NOT_SPECIFIED)),

@@ -1,0 +1,271 @@
+"""Security contexts of a connection on pyspnego: token legs, PDU signing and sealing (MS-RPCE 2.2.2.11–13,
+3.3.1.5.2; MS-NLMP 3.4.6–3.4.7 GSS_WrapEx / GSS_UnwrapEx; MS-SPNG).
+
+The runtime never does NTLM or Kerberos arithmetic itself: pyspnego's acceptor checks the AUTHENTICATE message
+against the user file, and its sign / verify / wrap_iov / unwrap_iov protect each PDU.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from typing import Iterator
+
+import spnego
+from spnego import ContextReq
+from spnego.exceptions import SpnegoError
+from spnego.iov import BufferType
+
+from qm2qm.rpc.auth import ntlm_compat
+from qm2qm.rpc.auth.policy import AuthPolicy
+from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
+                                 RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
+                                 RPC_C_AUTHN_LEVEL_PKT_PRIVACY, Principal)
+
+# auth_type values (MS-RPCE 2.2.1.1.7)
+RPC_C_AUTHN_GSS_NEGOTIATE = 0x09
+RPC_C_AUTHN_WINNT = 0x0A
+RPC_C_AUTHN_GSS_KERBEROS = 0x10
+_PROTOCOLS = {RPC_C_AUTHN_GSS_NEGOTIATE: "negotiate", RPC_C_AUTHN_WINNT: "ntlm",
+              RPC_C_AUTHN_GSS_KERBEROS: "kerberos"}
+_OPTIONS = {"negotiate": spnego.NegotiateOptions.use_negotiate, "ntlm": spnego.NegotiateOptions.use_ntlm,
+            "kerberos": spnego.NegotiateOptions.use_gssapi}
+NTLMSSP_SIGNATURE_SIZE = 16                     # MS-NLMP 2.2.2.9.1 NTLMSSP_MESSAGE_SIGNATURE
+_NTLMSSP_EXTENDED_SESSION_SECURITY = 0x00080000  # MS-NLMP 2.2.2.5 flag P
+
+
+class AuthError(Exception):
+    """A security context step or a PDU verifier failed; the message never carries a secret."""
+
+
+def kerberos_available() -> bool:
+    """True when pyspnego can use GSSAPI Kerberos (python-gssapi installed)."""
+    try:
+        import gssapi  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class SecurityProvider:
+    """Creates the acceptor side of security contexts for one server (MS-RPCE 3.3.1.5.2)."""
+
+    def __init__(self, policy: AuthPolicy) -> None:
+        self.policy = policy
+        ntlm_compat.install()
+        # pyspnego logs every token in base64 at DEBUG; an NTLMv2 response can be attacked offline, so never
+        spnego_log = logging.getLogger("spnego")
+        spnego_log.setLevel(max(spnego_log.getEffectiveLevel(), logging.INFO))
+        self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
+        if policy.keytab and kerberos_available():
+            self._types.add(RPC_C_AUTHN_GSS_KERBEROS)
+
+    def supports(self, auth_type: int) -> bool:
+        """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
+        return auth_type in self._types
+
+    @contextlib.contextmanager
+    def credentials(self) -> Iterator[None]:
+        """pyspnego reads NTLM_USER_FILE (and KRB5_KTNAME) from the environment when a context starts and when it
+        checks an AUTHENTICATE message; set them for this server around each step (one thread: the event loop)."""
+        wanted = {}
+        if self.policy.users is not None:
+            wanted["NTLM_USER_FILE"] = self.policy.users.path
+        if self.policy.keytab:
+            wanted["KRB5_KTNAME"] = self.policy.keytab
+        saved = {key: os.environ.get(key) for key in wanted}
+        os.environ.update(wanted)
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def new_context(self, auth_type: int, auth_level: int, context_id: int, header_sign: bool) -> "SecurityContext":
+        with self.credentials():
+            protocol = _PROTOCOLS[auth_type]
+            mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+
+
+class SecurityContext:
+    """One security context (auth_context_id) of a connection: its legs, caller identity and PDU protection."""
+
+    def __init__(self, provider: SecurityProvider, mech, auth_type: int, auth_level: int, context_id: int,
+                 header_sign: bool) -> None:
+        self.provider = provider
+        self.auth_type = auth_type
+        self.auth_level = auth_level
+        self.context_id = context_id
+        self.header_sign = header_sign      # PFC_SUPPORT_HEADER_SIGN negotiated (MS-RPCE 3.3.1.5.2.2)
+        self.complete = False
+        self.failed = False
+        self.principal: Principal = ANONYMOUS
+        self._mech = mech
+        self._anonymous = False
+        self._whole: bool | None = None         # fixed once the context is established
+        self._can_sign = False
+
+    @property
+    def protects_pdus(self) -> bool:
+        """Levels integrity and privacy carry a verifier on every request and response (MS-RPCE 3.3.1.5.2.2)."""
+        return self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY
+
+    @property
+    def verifies_requests(self) -> bool:
+        """A request carrying a verifier is checked from level call/packet on: Windows signs at packet level
+        (Samba raw_protocol *_signing_packet) although MS-RPCE 3.3.1.5.2.2's table lists no protection there."""
+        return self.auth_level >= RPC_C_AUTHN_LEVEL_CALL
+
+    @property
+    def signature_size(self) -> int:
+        return NTLMSSP_SIGNATURE_SIZE if self.auth_type != RPC_C_AUTHN_GSS_KERBEROS else \
+            self._mech.query_message_sizes().header
+
+    def step(self, token: bytes) -> bytes:
+        """Feed one auth_value from bind / alter_context / rpc_auth3; returns the token to send back (b"" if none).
+        AuthError when the mechanism rejects it (wrong password, malformed token, anonymous when not allowed)."""
+        if self.complete or self.failed:
+            raise AuthError("security context already established" if self.complete else "security context failed")
+        if self.auth_type == RPC_C_AUTHN_WINNT and _is_anonymous_authenticate(token):
+            return self._anonymous_logon()
+        if self.auth_type == RPC_C_AUTHN_GSS_NEGOTIATE and _is_anonymous_authenticate(_spnego_inner(token)):
+            self._anonymous_logon()
+            # MS-SPNG 3.2.5.2: the acceptor's last NegTokenResp; no mechListMIC without a session key
+            from spnego._spnego import NegState, NegTokenResp
+            return NegTokenResp(neg_state=NegState.accept_complete).pack()
+        try:
+            with self.provider.credentials():
+                out = self._mech.step(token)
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError) as exc:
+            self.failed = True
+            raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
+        if self._mech.complete:
+            self._check_capabilities()
+            self.complete = True
+            self.principal = self._principal()
+        elif self._inner_complete_without_integrity():
+            # SPNEGO over NTLM negotiated without signing: there is no key to make a mechListMIC with, so the
+            # exchange ends here (Windows, Samba raw_protocol test_spnego_connect_bind_none); pyspnego would wait
+            # for a MIC and answer with an unkeyed one, which Samba's client rejects.
+            self._check_capabilities()
+            self.complete = True
+            self.principal = self._principal()
+            from spnego._spnego import NegState, NegTokenResp
+            return NegTokenResp(neg_state=NegState.accept_complete).pack()
+        return out or b""
+
+    def _inner_complete_without_integrity(self) -> bool:
+        if self.auth_type != RPC_C_AUTHN_GSS_NEGOTIATE:
+            return False
+        try:
+            inner = self._mech._context             # NegotiateProxy: the negotiated mechanism's context
+        except (AttributeError, KeyError, StopIteration):
+            return False
+        return bool(inner.complete) and not inner.context_attr & ContextReq.integrity
+
+    def _check_capabilities(self) -> None:
+        """MS-RPCE 3.2.1.4.1.1: a context lacking the capability its level needs is an error. Windows fails the
+        security leg when privacy lacks confidentiality, but completes an integrity (or packet) context negotiated
+        without signing and fails its first protected request (Samba raw_protocol test_spnego_*_bind_none)."""
+        attr = self._mech.context_attr
+        self._can_sign = bool(attr & ContextReq.integrity)
+        if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality:
+            self.failed = True
+            raise AuthError(f"the negotiated context cannot protect level {self.auth_level}")
+
+    def _anonymous_logon(self) -> bytes:
+        # An anonymous AUTHENTICATE has no session key, so it can be honoured only where nothing is signed
+        # (MS-NLMP 3.2.5.1.2); pyspnego does not accept it, so the runtime completes the context itself.
+        if not self.provider.policy.allow_anonymous_ntlm or self.auth_level > RPC_C_AUTHN_LEVEL_PKT:
+            self.failed = True
+            raise AuthError("anonymous NTLM logon refused")
+        self.complete = True
+        self._anonymous = True
+        self.principal = ANONYMOUS
+        return b""
+
+    def _principal(self) -> Principal:
+        name = self._mech.client_principal or ""
+        if "\\" in name:
+            domain, user = name.split("\\", 1)
+        elif "@" in name:
+            user, domain = name.split("@", 1)
+        else:
+            domain, user = "", name
+        users = self.provider.policy.users
+        sid = users.sid_of(domain, user) if users is not None else None
+        return Principal(domain=domain, user=user, sid=sid, authenticated=True)
+
+    # -- PDU protection (MS-RPCE 3.3.1.5.2.2) --
+
+    def _whole_pdu(self) -> bool:
+        """NTLM with extended session security signs header + body + sec_trailer whether or not header signing was
+        negotiated (what Windows, Samba and impacket do); other mechanisms only when it was."""
+        if self._whole is None:
+            self._whole = self._decide_whole_pdu()
+        return self._whole
+
+    def _decide_whole_pdu(self) -> bool:
+        if self.auth_type in (RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE):
+            inner = getattr(self._mech, "_context", self._mech)     # SPNEGO: the negotiated mechanism
+            flags = getattr(inner, "_context_attr", 0)
+            if getattr(inner, "negotiated_protocol", "ntlm") == "ntlm":
+                return bool(flags & _NTLMSSP_EXTENDED_SESSION_SECURITY)
+        return self.header_sign
+
+    def unprotect(self, header: bytes, body: bytes, trailer: bytes, signature: bytes) -> bytes:
+        """Verify (integrity) or unseal and verify (privacy) one fragment; returns the plain body (stub + pad)."""
+        if not self._can_sign:
+            raise AuthError("the security context was negotiated without integrity")
+        whole = self._whole_pdu()
+        try:
+            if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+                iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                       if whole else [(BufferType.data, body)])
+                iov.append((BufferType.header, signature))
+                result = self._mech.unwrap_iov(iov)
+                return next(b.data for b in result.buffers if b.type == BufferType.data)
+            self._mech.verify(header + body + trailer if whole else body, signature)
+            return body
+        except (SpnegoError, ValueError) as exc:
+            raise AuthError(f"verifier does not check out ({type(exc).__name__})") from None
+
+    def protect(self, header: bytes, body: bytes, trailer: bytes) -> tuple[bytes, bytes]:
+        """Sign (integrity) or seal and sign (privacy) one fragment; returns (body to send, signature)."""
+        whole = self._whole_pdu()
+        if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+            iov = ([(BufferType.sign_only, header), (BufferType.data, body), (BufferType.sign_only, trailer)]
+                   if whole else [(BufferType.data, body)])
+            iov.append(BufferType.header)
+            result = self._mech.wrap_iov(iov)
+            sealed = next(b.data for b in result.buffers if b.type == BufferType.data)
+            signature = next(b.data for b in result.buffers if b.type == BufferType.header)
+            return sealed, signature
+        return body, self._mech.sign(header + body + trailer if whole else body)
+
+
+def _spnego_inner(token: bytes) -> bytes:
+    """The mechanism token inside a SPNEGO NegTokenResp (b"" when it is not one)."""
+    try:
+        from spnego._spnego import NegTokenResp, unpack_token
+        message = unpack_token(token)
+    except Exception:
+        return b""
+    return (message.response_token or b"") if isinstance(message, NegTokenResp) else b""
+
+
+def _is_anonymous_authenticate(token: bytes) -> bool:
+    """An NTLM AUTHENTICATE_MESSAGE with empty user name and empty NT / one-zero-byte LM response (MS-NLMP 3.2.5.1.2)."""
+    if len(token) < 52 or token[:8] != b"NTLMSSP\x00" or token[8:12] != b"\x03\x00\x00\x00":
+        return False
+    try:
+        from spnego._ntlm_raw.messages import Authenticate
+        auth = Authenticate.unpack(token)
+    except Exception:
+        return False
+    return not auth.user_name and not auth.nt_challenge_response and \
+        auth.lm_challenge_response in (None, b"", b"\x00")
