@@ -89,22 +89,3 @@ async def test_endpoint_mapper_resolves_qmcomm_and_qm2qm_on_a_running_server(tmp
         assert steps[:2] == ["ept_map(qmcomm)", "R_QMGetRTQMServerPort"] and "ept_map(qm2qm)" in steps
     finally:
         await app.close()
-
-
-async def test_credentials_reach_impacket_as_an_ntlm_bind(env):
-    """Until the server authenticates (another branch) it refuses the NTLM bind; the reader says where."""
-    def run():
-        reader = _reader(env, user="alice", domain="QM2QM", password="secret", auth_level=6)
-        try:
-            reader.open()
-        except RpcCallError as exc:
-            return reader, str(exc)
-        reader.close()
-        return reader, None
-
-    reader, error = await env.run(run)
-    assert reader.credentials is not None and reader.credentials.auth_level == 6
-    if error is not None:                   # today: bind refused, nothing opened
-        assert "cannot bind qmcomm" in error and env.descriptors() == []
-    else:                                   # once the server authenticates NTLM
-        assert reader.steps[:2] == OPEN_STEPS[:2]
