@@ -218,6 +218,7 @@ class App:
             "qmcomm_port": self.config.qmcomm_port,
             "data_dir": self.config.data_dir,
             "computer_name": self.config.computer_name,
+            "event_loop": _event_loop_name(),
             "queue_manager": str(getattr(self.qm, "identifier", "")),
             "version": list(self.service.config.version) if self.service else None,
         }
@@ -260,6 +261,15 @@ class App:
             finally:
                 store.close()
             log.info("store flushed and closed")
+
+
+def _event_loop_name() -> str:
+    """'uvloop' or 'asyncio': the loop this server runs on (None outside a loop)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return "none"
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
 
 
 async def serve(config: ServerConfig, *, on_ready: Callable[[App], None],

@@ -29,6 +29,8 @@ DEFAULT_MAX_CONNECTIONS = 1024
 DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
+# The event loop `qm2qm serve` runs on; "auto" = uvloop when it is installed, else asyncio's own.
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
 _COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
 
@@ -59,6 +61,7 @@ class ServerConfig:
     mqsd_site_id: str | None = None
     mqsd_networks: tuple[str, ...] = ()
     mqsd_directory_servers: tuple[str, ...] = ()
+    loop: str = "auto"
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -148,6 +151,10 @@ def _check_value(key: str, value: Any) -> Any:
         if not all(isinstance(v, str) and _COMPUTER_NAME.fullmatch(v) for v in names):
             raise ConfigError(f"mqsd_directory_servers: expected computer names, got {value!r}")
         return tuple(names)
+    if key == "loop":
+        if value not in EVENT_LOOPS:
+            raise ConfigError(f"loop: expected one of {', '.join(EVENT_LOOPS)}, got {value!r}")
+        return value
     if key == "log_level":
         if value not in LOG_LEVELS:
             raise ConfigError(f"log_level: expected one of {', '.join(LOG_LEVELS)}, got {value!r}")

@@ -1,7 +1,6 @@
 """`qm2qm serve` and `qm2qm info`: run the queue manager, and ask a running one about itself."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 
@@ -26,17 +25,21 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
 @click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
+@click.option("--loop", "event_loop", type=click.Choice(["auto", "asyncio", "uvloop"]),
+              help="Event loop [auto: uvloop when installed, else asyncio].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port) -> None:
+          max_connections, epm_port, trace, mqsd_port, event_loop) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
+    from qm2qm.eventloop import EventLoopError, run as run_on_loop
 
     try:
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "epm_port": epm_port,
-                                           "trace": trace, "mqsd_port": mqsd_port})
+                                           "trace": trace, "mqsd_port": mqsd_port,
+                                           "loop": event_loop})
     except ConfigError as exc:
         _fail(str(exc), 2)
     logging.basicConfig(level=config.log_level.upper(), stream=sys.stderr,
@@ -48,8 +51,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         sys.stdout.flush()
 
     try:
-        asyncio.run(run(config, on_ready=ready))
-    except StartupError as exc:
+        run_on_loop(run(config, on_ready=ready), config.loop)
+    except (StartupError, EventLoopError) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
         _fail("interrupted", 130)
