@@ -85,7 +85,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         if self.queue_manager_state != "Stopped":
             raise RuntimeError("QueueManager.initialize() called twice")
         self.queue_manager_state = "Initializing"
-        snapshot = self.store.load()
+        # Streamed when the store can: a million stored messages never sit in one list (peak memory at start-up).
+        snapshot = getattr(self.store, "load_stream", self.store.load)()
         if snapshot.queue_manager_identifier:
             self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
         elif self.identifier is None:
@@ -95,8 +96,13 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         for stored in snapshot.queues:
             self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
         highest = snapshot.sequential_id
-        for stored in sorted(snapshot.messages, key=lambda m: m.lookup_identifier):
-            queue = self.queue_collection.get(uuid.UUID(stored.queue_identifier))
+        queues_by_key: dict[str, Queue | None] = {}
+        # Any order will do: positions go into lists sorted by LookupIdentifier, TTBR timers into a heap.
+        for stored in snapshot.messages:
+            key = stored.queue_identifier
+            queue = queues_by_key.get(key, self)
+            if queue is self:
+                queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
             highest = max(highest, stored.lookup_identifier & LOW_7_BYTES)
             if queue is None or stored.state == PositionState.PURGE_PENDING.value:
                 self.store.delete_message(stored.queue_identifier, stored.lookup_identifier)

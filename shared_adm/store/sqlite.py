@@ -582,7 +582,20 @@ class SqliteStore:
 
     def load(self) -> Snapshot:
         """Everything stored, after committing what is pending (3.1.3); states exactly as stored."""
+        snapshot = self.load_stream()
+        snapshot.messages = list(snapshot.messages)
+        return snapshot
+
+    def load_stream(self) -> Snapshot:
+        """load() with the messages as a one-shot iterator in (queue, LookupIdentifier) order: a store of
+        millions of messages starts without holding them all at once. Until the iterator is exhausted (or
+        closed) it holds the read transaction: recorded mutations wait to commit."""
         self.flush()
+        stream = self._stream()
+        identifier, sequential, queues = next(stream)
+        return Snapshot(identifier, sequential, queues, stream)
+
+    def _stream(self):
         # Millions of new objects and no garbage: the cyclic collector would rescan the growing heap
         # again and again (measured: 1M messages load in about half the time with it paused).
         collecting = gc.isenabled()
@@ -591,54 +604,58 @@ class SqliteStore:
             with self._db_lock:
                 if self._conn is None:
                     raise StoreError(f"{self.path}: the store is closed")
-                return self._read(self._conn)
-        except sqlite3.Error as exc:
-            raise self._fail(f"cannot read: {self._describe(exc)}") from None
+                conn = self._conn
+                try:
+                    conn.execute("BEGIN")
+                    try:
+                        yield self._read_head(conn)
+                        yield from self._read_messages(conn)
+                    finally:
+                        conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    raise self._fail(f"cannot read: {self._describe(exc)}") from None
         finally:
             if collecting:
                 gc.enable()
 
-    def _read(self, conn: sqlite3.Connection) -> Snapshot:
-        conn.execute("BEGIN")
-        try:
-            meta = dict(conn.execute("SELECT key, value FROM meta"))
-            identifier = meta.get("queue_manager_identifier")
-            if identifier is not None and type(identifier) is not str:
-                raise self._fail(f"corrupt queue manager identifier {identifier!r:.60}")
-            sequential = meta.get("sequential_id", -_BIAS)
-            if type(sequential) is not int:
-                raise self._fail(f"corrupt sequential id {sequential!r:.60}")
-            queues = []
-            for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
-                try:
-                    if type(queue_id) is not str or type(text) is not str:
-                        raise RecordError("a column holds a value of the wrong type")
-                    attributes = decode_value(json.loads(text))
-                    if type(attributes) is not dict:
-                        raise RecordError("queue attributes are not a dict")
-                except RecursionError:
-                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: nested too deeply") from None
-                except (RecordError, ValueError, TypeError) as exc:
-                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: {exc}") from None
-                queues.append(StoredQueue(queue_id, attributes))
-            messages = []
-            append = messages.append
-            names = _STATE_NAMES
-            interned: dict[str, str] = {}
-            rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
-                                " FROM messages ORDER BY queue_identifier, lookup_identifier")
-            for queue_id, lookup, state, attributes, body in rows:
+    def _read_head(self, conn: sqlite3.Connection) -> tuple[str | None, int, list[StoredQueue]]:
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        identifier = meta.get("queue_manager_identifier")
+        if identifier is not None and type(identifier) is not str:
+            raise self._fail(f"corrupt queue manager identifier {identifier!r:.60}")
+        sequential = meta.get("sequential_id", -_BIAS)
+        if type(sequential) is not int:
+            raise self._fail(f"corrupt sequential id {sequential!r:.60}")
+        queues = []
+        for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
+            try:
+                if type(queue_id) is not str or type(text) is not str:
+                    raise RecordError("a column holds a value of the wrong type")
+                attributes = decode_value(json.loads(text))
+                if type(attributes) is not dict:
+                    raise RecordError("queue attributes are not a dict")
+            except RecursionError:
+                raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: nested too deeply") from None
+            except (RecordError, ValueError, TypeError) as exc:
+                raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: {exc}") from None
+            queues.append(StoredQueue(queue_id, attributes))
+        return identifier, sequential + _BIAS, queues
+
+    def _read_messages(self, conn: sqlite3.Connection):
+        names = _STATE_NAMES
+        interned: dict[str, str] = {}
+        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
+                            " FROM messages ORDER BY queue_identifier, lookup_identifier")
+        while batch := rows.fetchmany(1024):
+            for queue_id, lookup, state, attributes, body in batch:
                 try:
                     if type(queue_id) is not str or type(lookup) is not int or type(attributes) is not str:
                         raise RecordError("a column holds a value of the wrong type")
                     queue_id = interned.setdefault(queue_id, queue_id)
                     lookup += _BIAS
-                    append(StoredMessage(queue_id, lookup, names[state],
-                                         decode_message(attributes, body, lookup)))
+                    stored = StoredMessage(queue_id, lookup, names[state], decode_message(attributes, body, lookup))
                 except (RecordError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
-        finally:
-            conn.execute("COMMIT")
-        return Snapshot(identifier, sequential + _BIAS, queues, messages)
+                yield stored
