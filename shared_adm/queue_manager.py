@@ -107,15 +107,21 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             if queue is None or stored.state == PositionState.PURGE_PENDING.value:
                 self.store.delete_message(stored.queue_identifier, stored.lookup_identifier)
                 continue
-            message = stored.message
-            message.lookup_identifier = stored.lookup_identifier
-            position = new_position(queue, message, PositionState.AVAILABLE)
+            packed = getattr(stored, "packed", None)       # load_stream's rows come packed: no Message built
+            message = None
+            if packed is None or stored.expires:
+                message = stored.message
+                message.lookup_identifier = stored.lookup_identifier
+                position = new_position(queue, message, PositionState.AVAILABLE)
+            else:
+                position = MessagePosition(queue, stored.lookup_identifier, PositionState.AVAILABLE, packed)
             queue.message_position_list.insert(position)
             self._add_bytes(queue, position, +1)
             if stored.state != PositionState.AVAILABLE.value:
                 self.store.set_message_state(stored.queue_identifier, stored.lookup_identifier,
                                              PositionState.AVAILABLE.value)
-            self._start_ttbr_timer(queue, message)
+            if message is not None:
+                self._start_ttbr_timer(queue, message)
         self.sequential_id = highest
         self._create_system_queues()
         self.queue_manager_state = "Ready"

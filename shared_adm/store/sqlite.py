@@ -29,7 +29,9 @@ from pathlib import Path
 
 from shared_adm.message import Message
 from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
-from shared_adm.store.record import RecordError, decode_message, decode_value, encode_message, encode_value
+from shared_adm.compact import pack_fields
+from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
+                                     message_from_fields)
 
 __all__ = ["SqliteStore", "SCHEMA_VERSION", "DB_FILE_NAME"]
 
@@ -107,6 +109,30 @@ class _Batch:
     queues: dict[str, _QueueOp] = field(default_factory=dict)
     # (queue, lookup) -> ["put", state, attrs, body] | ["state", state] | ["delete"]
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
+
+
+class _LoadedMessage(StoredMessage):
+    """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
+    = the row's) made without a Message; ``message`` is built only when asked for (TTBR, tools)."""
+    __slots__ = ("_fields", "packed", "expires")
+
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> None:
+        self.queue_identifier = queue_identifier
+        self.lookup_identifier = lookup_identifier
+        self.state = state
+        self._fields = fields
+        if fields.get("lookup_identifier") != lookup_identifier:
+            fields = {**fields, "lookup_identifier": lookup_identifier}
+        self.packed = pack_fields(fields)
+        self.expires = "time_to_be_received" in fields      # a non-default TTBR: a timer to start (3.1.7.1.9)
+
+    @property
+    def message(self) -> Message:
+        return message_from_fields(self._fields)
+
+    def plain(self) -> StoredMessage:
+        """The same as a plain StoredMessage (what load() returns)."""
+        return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
 
 
 class _Waiter:
@@ -583,13 +609,14 @@ class SqliteStore:
     def load(self) -> Snapshot:
         """Everything stored, after committing what is pending (3.1.3); states exactly as stored."""
         snapshot = self.load_stream()
-        snapshot.messages = list(snapshot.messages)
+        snapshot.messages = [stored.plain() for stored in snapshot.messages]
         return snapshot
 
     def load_stream(self) -> Snapshot:
         """load() with the messages as a one-shot iterator in (queue, LookupIdentifier) order: a store of
-        millions of messages starts without holding them all at once. Until the iterator is exhausted (or
-        closed) it holds the read transaction: recorded mutations wait to commit."""
+        millions of messages starts without holding them all at once. Each also carries ``packed``, its compact
+        form, and ``expires`` (a TTBR is set), so QueueManager.initialize need not build a Message per row.
+        Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
         self.flush()
         stream = self._stream()
         identifier, sequential, queues = next(stream)
@@ -653,7 +680,8 @@ class SqliteStore:
                         raise RecordError("a column holds a value of the wrong type")
                     queue_id = interned.setdefault(queue_id, queue_id)
                     lookup += _BIAS
-                    stored = StoredMessage(queue_id, lookup, names[state], decode_message(attributes, body, lookup))
+                    stored = _LoadedMessage(queue_id, lookup, names[state],
+                                            decode_message_fields(attributes, body, lookup))
                 except (RecordError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
