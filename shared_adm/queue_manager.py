@@ -95,36 +95,50 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             self.store.set_queue_manager_identifier(str(self.identifier))
         for stored in snapshot.queues:
             self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
-        highest = snapshot.sequential_id
+        self.sequential_id = self._load_messages(snapshot.messages, snapshot.sequential_id)
+        self._create_system_queues()
+        self.queue_manager_state = "Ready"
+
+    def _load_messages(self, messages, highest: int) -> int:
+        """3.1.3: link every stored message as Available (PurgePending ones and orphans are deleted); returns the
+        highest sequential id seen. Any order will do: positions sit in lists sorted by LookupIdentifier and TTBR
+        timers in a heap; a run of one queue's rows goes into its list in one bulk insert."""
         queues_by_key: dict[str, Queue | None] = {}
-        # Any order will do: positions go into lists sorted by LookupIdentifier, TTBR timers into a heap.
-        for stored in snapshot.messages:
+        run: list[MessagePosition] = []
+        run_queue = None
+        available = PositionState.AVAILABLE
+        for stored in messages:
             key = stored.queue_identifier
             queue = queues_by_key.get(key, self)
             if queue is self:
                 queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
-            highest = max(highest, stored.lookup_identifier & LOW_7_BYTES)
+            lookup = stored.lookup_identifier
+            if lookup & LOW_7_BYTES > highest:
+                highest = lookup & LOW_7_BYTES
             if queue is None or stored.state == PositionState.PURGE_PENDING.value:
-                self.store.delete_message(stored.queue_identifier, stored.lookup_identifier)
+                self.store.delete_message(key, lookup)
                 continue
             packed = getattr(stored, "packed", None)       # load_stream's rows come packed: no Message built
             message = None
             if packed is None or stored.expires:
                 message = stored.message
-                message.lookup_identifier = stored.lookup_identifier
-                position = new_position(queue, message, PositionState.AVAILABLE)
+                message.lookup_identifier = lookup
+                position = new_position(queue, message, available)
             else:
-                position = MessagePosition(queue, stored.lookup_identifier, PositionState.AVAILABLE, packed)
-            queue.message_position_list.insert(position)
+                position = MessagePosition(queue, lookup, available, packed)
+            if queue is not run_queue:
+                if run:
+                    run_queue.message_position_list.insert_many(run)
+                run, run_queue = [], queue
+            run.append(position)
             self._add_bytes(queue, position, +1)
-            if stored.state != PositionState.AVAILABLE.value:
-                self.store.set_message_state(stored.queue_identifier, stored.lookup_identifier,
-                                             PositionState.AVAILABLE.value)
+            if stored.state != available.value:
+                self.store.set_message_state(key, lookup, available.value)
             if message is not None:
                 self._start_ttbr_timer(queue, message)
-        self.sequential_id = highest
-        self._create_system_queues()
-        self.queue_manager_state = "Ready"
+        if run:
+            run_queue.message_position_list.insert_many(run)
+        return highest
 
     def _create_system_queues(self) -> None:
         by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}
