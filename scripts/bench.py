@@ -146,8 +146,15 @@ class Reassembler:
 
 def cpu_seconds(pid: int) -> float:
     """user + system CPU time of a process so far (Linux /proc/<pid>/stat)."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far (Linux /proc/<pid>/stat)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def hresult(stub: bytes) -> int:
@@ -237,7 +244,7 @@ class ConnSpec:
     ack: bool = False
 
 
-def closed_loop_clients(port: int, specs: list[ConnSpec], start_at: float, duration: float, ready, results) -> None:
+def closed_loop_clients(port: int, specs: list[ConnSpec], go, duration: float, ready, results) -> None:
     """Drive ``specs`` (one connection each) until ``start_at + duration``; the same code drives echo and qm2qm,
     so the client's cost is the same for both."""
     sel = selectors.DefaultSelector()
@@ -257,6 +264,7 @@ def closed_loop_clients(port: int, specs: list[ConnSpec], start_at: float, durat
         sock.setblocking(False)
         sel.register(sock, selectors.EVENT_READ, [sock, bytearray(), spec.requests, 0, spec.ack])
     ready.put(1)
+    start_at = go.get(timeout=600)          # every process set up: a common start
     while time.time() < start_at:
         time.sleep(0.001)
     calls = messages = errors = 0
@@ -320,28 +328,73 @@ def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
     """Closed-loop load from up to ``processes`` processes; calls/s, messages/s, errors, server CPU µs per call."""
     ctx = mp.get_context("spawn")
     n = min(len(specs), processes)
-    ready, results = ctx.Queue(), ctx.Queue()
-    start_at = time.time() + 1.0 + 0.2 * n + 0.002 * sum(len(s.handles) for s in specs)
-    procs = [ctx.Process(target=closed_loop_clients, args=(port, specs[i::n], start_at, duration, ready, results))
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=closed_loop_clients, args=(port, specs[i::n], go, duration, ready, results))
              for i in range(n)]
     for p in procs:
         p.start()
     for _ in procs:
-        ready.get(timeout=300)
-    if time.time() > start_at:
-        raise SystemExit("the load setup took longer than its head start; the measurement would be skewed")
+        ready.get(timeout=600)
+    start_at = time.time() + 0.3
+    for _ in procs:
+        go.put(start_at)
     while time.time() < start_at:
         time.sleep(0.001)
-    cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
+    cpu0 = cpu_split(server_pid) if server_pid else (0.0, 0.0)
+    spy = _start_py_spy(server_pid, duration)
     outs = [results.get(timeout=duration + 300) for _ in procs]
-    cpu = cpu_seconds(server_pid) - cpu0 if server_pid else float("nan")
+    _report_py_spy(spy)
+    cpu1 = cpu_split(server_pid) if server_pid else (float("nan"), float("nan"))
+    user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    cpu = user + system
     for p in procs:
         p.join()
     calls, messages, errors = (sum(o[i] for o in outs) for i in range(3))
     elapsed = max(o[3] for o in outs) - start_at
     return {"calls": calls, "messages": messages, "errors": errors, "seconds": elapsed,
             "rate": calls / elapsed, "msg_rate": messages / elapsed,
-            "cpu_us_per_call": cpu / max(calls, 1) * 1e6}
+            "cpu_us_per_call": cpu / max(calls, 1) * 1e6, "sys_us_per_call": system / max(calls, 1) * 1e6}
+
+
+PY_SPY_DIR = os.environ.get("QM2QM_BENCH_PY_SPY")        # set by --py-spy DIR (inherited by nothing else)
+
+
+def _start_py_spy(pid: int | None, duration: float):
+    """py-spy sampling the server over the load window (--py-spy DIR): (process, output path) or None."""
+    if not PY_SPY_DIR or not pid:
+        return None
+    os.makedirs(PY_SPY_DIR, exist_ok=True)
+    path = os.path.join(PY_SPY_DIR, f"{pid}-{time.time():.0f}.txt")
+    exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(max(1, int(duration))),
+                             "--rate", "500", "--format", "raw", "--output", path, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, path
+
+
+def _report_py_spy(spy, top: int = 30) -> None:
+    """Print the sampled functions by own and by inclusive share of the samples."""
+    if spy is None:
+        return
+    proc, path = spy
+    proc.wait(timeout=120)
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    with open(path) as fh:
+        for line in fh:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            n = int(count)
+            frames = [f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].rstrip(")") for f in stack.split(";")]
+            total += n
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+            for f in set(frames):
+                inclusive[f] = inclusive.get(f, 0) + n
+    print(f"  --- py-spy of the server over the load window ({total} samples, {path})")
+    for title, table in (("own", own), ("inclusive", inclusive)):
+        print(f"  by {title} share:")
+        for name, n in sorted(table.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"    {100 * n / total:5.1f} %  {name}")
 
 
 # --- the echo baseline ----------------------------------------------------------------------------------------------
@@ -455,10 +508,14 @@ class Context:
                "rate": round(rate, 1), "unit": unit, "echo_calls_per_s": round(echo["rate"], 1),
                "ratio": round(ratio, 3), "errors": result.get("errors", 0),
                "server_cpu_us_per_call": round(result.get("cpu_us_per_call", float("nan")), 1),
-               "echo_cpu_us_per_call": round(echo["cpu_us_per_call"], 1), "runs": result.get("runs"), **extra}
+               "server_sys_us_per_call": round(result.get("sys_us_per_call", float("nan")), 1),
+               "echo_cpu_us_per_call": round(echo["cpu_us_per_call"], 1),
+               "echo_sys_us_per_call": round(echo.get("sys_us_per_call", float("nan")), 1),
+               "runs": result.get("runs"), **extra}
         print(f"  {self.scenario:20s} {self.loop:7s} {clients:2d} clients: {rate:8.0f} {unit:7s} echo "
               f"{echo['rate']:8.0f}/s ratio {ratio:4.2f}  errors {row['errors']}  server CPU "
-              f"{row['server_cpu_us_per_call']:.1f} µs/call (echo {row['echo_cpu_us_per_call']:.1f})", flush=True)
+              f"{row['server_cpu_us_per_call']:.1f} µs/call, {row['server_sys_us_per_call']:.1f} of it system "
+              f"(echo {row['echo_cpu_us_per_call']:.1f}, {row['echo_sys_us_per_call']:.1f})", flush=True)
         return row
 
 
@@ -818,7 +875,10 @@ def main() -> None:
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--json", metavar="FILE", help="write every figure (and the machine, load, command) here")
     parser.add_argument("--profile", metavar="DIR", help="cProfile each server into DIR and print its top functions")
+    parser.add_argument("--py-spy", metavar="DIR", help="sample the server with py-spy over each load window")
     args = parser.parse_args()
+    global PY_SPY_DIR
+    PY_SPY_DIR = args.py_spy
     loops = (["asyncio", "uvloop"] if uvloop_available() else ["asyncio"]) if args.loop == "both" else [args.loop]
     names = args.only or list(SCENARIOS)
     meta = {"command": " ".join([os.path.relpath(sys.executable, os.getcwd()), *sys.argv]),

@@ -72,11 +72,24 @@ def _encode(kind: str, value):
     return value
 
 
+_UUIDS: dict[bytes, uuid.UUID] = {}     # a queue manager's messages carry a handful of distinct GUIDs
+_UUIDS_MAX = 4096
+
+
+def _uuid(raw: bytes) -> uuid.UUID:
+    value = _UUIDS.get(raw)
+    if value is None:
+        if len(_UUIDS) >= _UUIDS_MAX:
+            _UUIDS.clear()
+        value = _UUIDS[raw] = uuid.UUID(bytes=raw)
+    return value
+
+
 def _decode(kind: str, value):
     if kind == "uuid":
-        return None if value is None else uuid.UUID(bytes=value)
+        return None if value is None else _uuid(value)
     if kind == "objectid":
-        return (uuid.UUID(bytes=value[0]), value[1])
+        return (_uuid(value[0]), value[1])
     if isinstance(kind, enum.EnumMeta):
         return None if value is None else kind(value)
     return value
