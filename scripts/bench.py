@@ -25,8 +25,9 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
   wake            5,000 RECEIVEs blocked with ulTimeout INFINITE, woken by 5,000 admin-API sends; send->wake
                   latency (includes the HTTP request)
 
-`--backlog N` adds N recoverable 100-byte messages in a ballast queue, and puts the receive and lookup scenarios
-on queues at least N deep (the scale test of issue 13 item 4).
+`--backlog N` (the scale test of issue 13 item 4): the receive-express/-recoverable and lookup scenarios read a
+queue N messages deeper; every other scenario's server also holds N recoverable 100-byte messages in a ballast
+queue (so N messages are queued in every case).
 
 Adding a scenario (other branches do: "sequence", "mqrr"): write one function ``def bench_x(ctx: Context) ->
 list[dict]`` decorated with ``@scenario("x", "one-line description")`` anywhere above ``main``. Start servers
@@ -580,7 +581,7 @@ def bench_peek_next(ctx: Context) -> list[dict]:
     _ballast(ctx, server)
     rows = []
     for clients in ctx.clients:
-        per_queue = max(ctx.args.walk // clients + 10_000, ctx.args.backlog if clients == 1 else 0)
+        per_queue = ctx.args.walk // clients + 10_000
         queues = [server.queue(f"walk{clients}-{i}", bytes(range(100)), per_queue) for i in range(clients)]
 
         def specs():
@@ -640,8 +641,8 @@ def _receive(ctx: Context, delivery: str, cursor: bool) -> list[dict]:
     """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty)."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
     server = ctx.server()
-    if not cursor:
-        _ballast(ctx, server)
+    if cursor:
+        _ballast(ctx, server)      # (without a cursor the received queue itself is --backlog deep)
     rows = []
     for clients in ctx.clients:
         need = ctx.args.receive_messages

@@ -165,6 +165,26 @@ class _Waiter:
             self.future.set_exception(error)
 
 
+def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
+    """Settle every waiter of one commit: one call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
+    for waiter in waiters:
+        if waiter.loop is None:
+            waiter.resolve(None if error is None else StoreError(error))
+        else:
+            by_loop.setdefault(waiter.loop, []).append(waiter)
+    for loop, group in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_all, group, error)
+        except RuntimeError:        # the loop is closed: nobody is awaiting any more
+            pass
+
+
+def _settle_all(group: list[_Waiter], error: str | None) -> None:
+    for waiter in group:
+        waiter._settle(None if error is None else StoreError(error))
+
+
 class SqliteStore:
     """The Store contract (base.py) on SQLite WAL with group commit; see the module docstring.
 
@@ -448,8 +468,9 @@ class SqliteStore:
                 return None
             waiter = _Waiter(target, loop)
             self._waiters.append(waiter)
-            self._demand = True
-            self._wake.notify()
+            if not self._demand:            # the writer is told once; later waiters join the same commit
+                self._demand = True
+                self._wake.notify()
             return waiter
 
     async def durable(self) -> None:
@@ -543,9 +564,8 @@ class SqliteStore:
                 ready = [w for w in self._waiters if w.target <= last]
                 if ready:
                     self._waiters = [w for w in self._waiters if w.target > last]
-            for waiter in ready:
-                waiter.resolve(None if error is None else
-                               StoreError(f"{self.path}: commit failed: {error}"))
+            if ready:
+                _resolve_all(ready, None if error is None else f"{self.path}: commit failed: {error}")
 
     def _commit(self, batches: list[tuple[int, _Batch]]) -> BaseException | None:
         try:
