@@ -176,7 +176,12 @@ def connect(port: int, max_recv_frag: int = 5840) -> socket.socket:
 
 def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> bytes:
     """One blocking call; the reassembled response stub."""
-    sock.sendall(request_pdu(opnum, stub, call_id))
+    return call_pdu(sock, request_pdu(opnum, stub, call_id))
+
+
+def call_pdu(sock: socket.socket, pdu: bytes) -> bytes:
+    """One blocking call of a prebuilt request PDU; the response stub."""
+    sock.sendall(pdu)
     rs = Reassembler()
     while True:
         chunk = sock.recv(1 << 20)
@@ -309,19 +314,6 @@ def closed_loop_clients(port: int, specs: list[ConnSpec], go, duration: float, r
                         sock.send(requests[index])
                 del buf[:frag_len]
     results.put((calls, messages, errors, finished if not live else end))
-
-
-def call_pdu(sock: socket.socket, pdu: bytes) -> bytes:
-    """One blocking call of a prebuilt request PDU; the response stub."""
-    sock.sendall(pdu)
-    rs = Reassembler()
-    while True:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            raise SystemExit("server closed the connection")
-        done = rs.feed(chunk)
-        if done:
-            return done[0][2]
 
 
 def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
