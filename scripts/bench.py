@@ -457,6 +457,12 @@ class Context:
         self._servers.append((server, path))
         return server
 
+    def ballast_server(self, *extra: str) -> Server:
+        """server(), holding the --backlog ballast queue."""
+        server = self.server(*extra)
+        _ballast(self, server)
+        return server
+
     def close_servers(self) -> None:
         for server, path in self._servers:
             server.close()
@@ -782,16 +788,11 @@ def bench_wake(receivers: int, per_connection: int, make_server=Server) -> list[
     return ms
 
 
-
 @scenario("large", "one 4 MiB - 1 KiB message: PEEK_CURRENT, and RECEIVE + RR_ACK (latency)")
 def bench_large_scenario(ctx: Context) -> list[dict]:
     # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
     # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
-    def make_server(*extra):
-        server = ctx.server(*extra)
-        _ballast(ctx, server)
-        return server
-    out = bench_large(4 * 1024 * 1024 - 1024, ctx.args.large_repeats, ctx.args.max_recv_frag, make_server)
+    out = bench_large(4 * 1024 * 1024 - 1024, ctx.args.large_repeats, ctx.args.max_recv_frag, ctx.ballast_server)
     rows = []
     for kind, times in out.items():
         ms = sorted(t * 1000 for t in times)
@@ -803,11 +804,7 @@ def bench_large_scenario(ctx: Context) -> list[dict]:
 
 @scenario("wake", "5,000 blocked RECEIVEs woken by 5,000 admin sends (send->wake latency)")
 def bench_wake_scenario(ctx: Context) -> list[dict]:
-    def make_server(*extra):
-        server = ctx.server(*extra)
-        _ballast(ctx, server)
-        return server
-    ms = bench_wake(ctx.args.receivers, ctx.args.wake_per_connection, make_server)
+    ms = bench_wake(ctx.args.receivers, ctx.args.wake_per_connection, ctx.ballast_server)
     p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
     return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": ctx.args.receivers // ctx.args.wake_per_connection,
              "backlog": ctx.args.backlog, "receivers": len(ms), "p50_ms": round(p(0.5), 3),
