@@ -647,7 +647,14 @@ def _receive(ctx: Context, delivery: str, cursor: bool) -> list[dict]:
         if cursor:      # a queue per client: cursors of other clients would skip the messages it took
             queues = [server.queue(f"rc{clients}-{i}", bytes(1024), need // clients, delivery) for i in range(clients)]
         else:
-            queues = [server.queue(f"r{clients}", bytes(1024), need + ctx.args.backlog, delivery)] * clients
+            queues = [server.queue(f"r{clients}", bytes(1024), need, delivery)] * clients
+            if ctx.args.backlog:    # behind the 1 KiB ones, 100 bytes each: 1M x 1 KiB would pass the 1 GiB quota
+                t0 = time.time()
+                for done in range(0, ctx.args.backlog, 100_000):
+                    server.admin.send(queues[0], body_base64=base64.b64encode(bytes(100)).decode(),
+                                      count=min(100_000, ctx.args.backlog - done), delivery=delivery)
+                print(f"  ({ctx.args.backlog} more {delivery} messages queued behind in {time.time() - t0:.1f} s)",
+                      flush=True)
         specs = []
         for q in queues:
             h = server.admin.open_queue(q)["hRemoteQueue"]
