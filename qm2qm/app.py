@@ -287,6 +287,7 @@ class App:
             "allow_anonymous_read": bool(self.qm.allow_anonymous_read) if self.qm else None,
             "data_dir": self.config.data_dir,
             "computer_name": self.config.computer_name,
+            "event_loop": _event_loop_name(),
             "queue_manager": str(getattr(self.qm, "identifier", "")),
             "version": list(self.service.config.version) if self.service else None,
         }
@@ -334,6 +335,15 @@ class App:
             finally:
                 store.close()
             log.info("store flushed and closed")
+
+
+def _event_loop_name() -> str:
+    """'uvloop' or 'asyncio': the loop this server runs on (None outside a loop)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return "none"
+    return "uvloop" if type(loop).__module__.startswith("uvloop") else "asyncio"
 
 
 async def serve(config: ServerConfig, *, on_ready: Callable[[App], None],

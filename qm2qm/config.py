@@ -31,6 +31,8 @@ ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 AUTH_MODES = ("none", "optional", "required")        # qm2qm.rpc.auth.policy.AUTH_MODES
+# The event loop `qm2qm serve` runs on; "auto" = uvloop when it is installed, else asyncio's own.
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 # MS-MQMQ 2.1.1: Computer = 1*256(VCHAR); a backslash would split the path name.
 _COMPUTER_NAME = re.compile(r"[\x21-\x5b\x5d-\x7e]{1,256}")
 
@@ -71,6 +73,7 @@ class ServerConfig:
     min_auth_level: int = 2                 # RPC_C_AUTHN_LEVEL_CONNECT .. PKT_PRIVACY (2..6)
     allow_anonymous_ntlm: bool = False
     keytab: str | None = None               # Kerberos keytab (needs python-gssapi)
+    loop: str = "auto"
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
@@ -178,6 +181,10 @@ def _check_value(key: str, value: Any) -> Any:
     if key == "mqrr":
         if not isinstance(value, bool):
             raise ConfigError(f"mqrr: expected true or false, got {value!r}")
+        return value
+    if key == "loop":
+        if value not in EVENT_LOOPS:
+            raise ConfigError(f"loop: expected one of {', '.join(EVENT_LOOPS)}, got {value!r}")
         return value
     if key == "metrics":
         if not isinstance(value, bool):

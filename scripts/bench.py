@@ -1,34 +1,55 @@
 #!/usr/bin/env python3
-"""Benchmark of `qm2qm serve` over the qm2qm interface (MS-MQQP), against a bare asyncio echo server as baseline.
+"""Benchmark of `qm2qm serve` over the qm2qm interface (MS-MQQP): every figure a ratio to an echo baseline.
 
-Scenarios (all over TCP on 127.0.0.1, raw precomputed PDUs, the server a real `qm2qm serve` subprocess on a fresh
-SQLite data directory):
+The server is a real `qm2qm serve` subprocess (SQLite store in a fresh data directory) driven over TCP on
+127.0.0.1 with raw precomputed DCE/RPC PDUs. The baseline is a bare echo server (asyncio Protocol) on the *same
+event loop* (`--loop`), driven by the same closed-loop load generator (one call outstanding per connection) with
+a request as large as a peek's response, measured in the same run. A ratio is qm2qm calls/s ÷ echo calls/s at the
+same client count; for receive + ACK (two calls per message) it is messages/s ÷ (echo calls/s ÷ 2).
 
-  peek      RemoteQMStartReceive2(MQ_ACTION_PEEK_CURRENT) of a 100-byte message, closed loop, 1/4/16 clients
-            (one connection and one remote-read handle each); the baseline is a bare asyncio echo server
-            (scripts/bench_rpc.py's EchoProtocol) driven by the same load generator with a request as large as
-            the peek's response.
-  receive   RemoteQMStartReceive2(MQ_ACTION_RECEIVE) + RemoteQMEndReceive(RR_ACK) of pre-filled 1 KiB messages
-            until the queue is empty, 4 clients from one load process (on 2 CPUs a second load process takes
-            the server's core: --receive-processes 2 shows it).
-  mqrr-receive  the receive scenario over MS-MQRR RemoteRead (`qm2qm serve --mqrr`): R_StartReceive(MQ_ACTION_RECEIVE)
-            + R_EndReceive(RR_ACK), 4 connections from one load process.
-  large     one 4 MiB message (4 MiB - 1 KiB body: MS-MQMQ 2.2.19.1 caps the whole packet at 0x400000 bytes):
-            StartReceive2 PEEK_CURRENT, and RECEIVE + EndReceive(RR_ACK), one client;
-            the time from sending the request to the last response fragment.
-  wake      5,000 RECEIVE calls blocked with ulTimeout INFINITE (100 connections x 50 concurrent calls; the
-            runtime allows 64 calls in flight per connection), then
-            5,000 sends one after another through the admin API; the latency from the start of each send's
-            HTTP request to the arrival of the receive it completes (an upper bound on the wake-up).
+Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
 
-    .venv/bin/python scripts/bench.py                     # everything (a few minutes)
-    .venv/bin/python scripts/bench.py --only peek --duration 5
-    .venv/bin/python scripts/bench.py --profile               # cProfile of the server under 4 peek clients
+  peek-memo       PEEK_CURRENT of one 100-byte message again and again (the packet memo always hits: the
+                  best case, kept for comparison with the first round)
+  peek-next       a cursor per client walking PEEK_NEXT through distinct messages (100,000 in all: each client
+                  its own queue of 100,000 / clients + 10,000, so no two cursors share messages)
+  peek-queues     PEEK_CURRENT round-robin over 512 queues of one distinct message each (more than the packet
+                  memo holds, so every peek serializes a packet)
+  lookup          RemoteQMStartReceiveByLookupId(MQ_LOOKUP_PEEK_CURRENT) over 4,096 distinct lookup ids,
+                  clients staggered through them
+  receive-express   StartReceive2(RECEIVE) + EndReceive(RR_ACK) of 1 KiB express messages until the duration ends
+  receive-recoverable  the same with recoverable messages (each ACK deletes a row: group commit)
+  receive-cursor  RECEIVE through a cursor (positioned by PEEK_CURRENT) + RR_ACK, a queue per client
+  large           one 4 MiB - 1 KiB message (MS-MQMQ 2.2.19.1 caps the packet at 0x400000 bytes): PEEK_CURRENT
+                  and RECEIVE + RR_ACK, one client, max_recv_frag 5840; latency to the last response fragment
+  wake            5,000 RECEIVEs blocked with ulTimeout INFINITE, woken by 5,000 admin-API sends; send->wake
+                  latency (includes the HTTP request)
+  mqrr-receive    receive + ACK over MS-MQRR RemoteRead (`serve --mqrr`): R_StartReceive(RECEIVE) +
+                  R_EndReceive(RR_ACK) of 1 KiB express messages, 4 connections from one load process
+  sequence        the Windows remote-read sequence (qmcomm open -> 100 x receive + RR_ACK -> close) from 4
+                  impacket clients x 5 sessions, beside the same sessions opened through the admin API
+
+`--backlog N` (the scale test of issue 13 item 4): the receive-express/-recoverable and lookup scenarios read a
+queue N messages deeper; every other scenario's server also holds N recoverable 100-byte messages in a ballast
+queue (so N messages are queued in every case).
+
+Adding a scenario (other branches do: "sequence", "mqrr"): write one function ``def bench_x(ctx: Context) ->
+list[dict]`` decorated with ``@scenario("x", "one-line description")`` anywhere above ``main``. Start servers
+with ``ctx.server()`` (on the run's loop; closed for you), get the baseline with ``ctx.echo(clients)``, drive load
+with ``ctx.load(port, specs)`` (ConnSpec per connection) or your own client, and return rows made by
+``ctx.row(...)``. Nothing else needs to change: --only, the table and --json pick it up.
+
+    .venv/bin/python scripts/bench.py --json /tmp/bench.json             # everything, both loops
+    .venv/bin/python scripts/bench.py --only peek-next --loop uvloop --duration 5
+    .venv/bin/python scripts/bench.py --only receive-recoverable --profile /tmp/prof   # cProfile the server
+    .venv/bin/python scripts/bench.py --backlog 1000000 --only receive-express --only lookup
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import platform
 import base64
 import http.client
 import multiprocessing as mp
@@ -45,6 +66,8 @@ import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
+from typing import Callable
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -129,8 +152,15 @@ class Reassembler:
 
 def cpu_seconds(pid: int) -> float:
     """user + system CPU time of a process so far (Linux /proc/<pid>/stat)."""
+    user, system = cpu_split(pid)
+    return user + system
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process so far (Linux /proc/<pid>/stat)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def hresult(stub: bytes) -> int:
@@ -151,7 +181,12 @@ def connect(port: int, max_recv_frag: int = 5840, interface: tuple = QM2QM) -> s
 
 def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> bytes:
     """One blocking call; the reassembled response stub."""
-    sock.sendall(request_pdu(opnum, stub, call_id))
+    return call_pdu(sock, request_pdu(opnum, stub, call_id))
+
+
+def call_pdu(sock: socket.socket, pdu: bytes) -> bytes:
+    """One blocking call of a prebuilt request PDU; the response stub."""
+    sock.sendall(pdu)
     rs = Reassembler()
     while True:
         chunk = sock.recv(1 << 20)
@@ -167,14 +202,14 @@ def call(sock: socket.socket, opnum: int, stub: bytes, call_id: int = 2) -> byte
 class Server:
     """`qm2qm serve` in a subprocess on ephemeral ports, on a fresh data directory."""
 
-    def __init__(self, profile_path: str | None = None, *extra: str) -> None:
+    def __init__(self, profile_path: str | None = None, *extra: str, loop: str = "auto") -> None:
         from qm2qm.client import AdminClient
         self.tmp = tempfile.TemporaryDirectory(prefix="qm2qm-bench-")
         env = dict(os.environ, PYTHONPATH=ROOT)
         profile = ["-m", "cProfile", "-o", profile_path] if profile_path else []
         self.proc = subprocess.Popen([sys.executable, *profile, "-m", "qm2qm", "serve", "--data-dir",
                                       self.tmp.name + "/data", "--port", "0", "--admin-port", "0",
-                                      *self.optional_flags(), *extra],
+                                      "--loop", loop, *self.optional_flags(), *extra],
                                      stdout=subprocess.PIPE, text=True, env=env)
         line = self.proc.stdout.readline().strip()
         match = READY.match(line)
@@ -194,8 +229,9 @@ class Server:
         """Create a queue and fill it with ``count`` copies of ``body``."""
         q = f".\\private$\\{name}"
         self.admin.create_queue(q)
-        if count:
-            self.admin.send(q, body_base64=base64.b64encode(body).decode(), count=count, delivery=delivery)
+        encoded = base64.b64encode(body).decode()
+        for done in range(0, count, 100_000):            # in slices: one admin request stays short
+            self.admin.send(q, body_base64=encoded, count=min(100_000, count - done), delivery=delivery)
         return q
 
     def close(self) -> None:
@@ -205,55 +241,54 @@ class Server:
         self.tmp.cleanup()
 
 
-# --- peek: closed loop, one call outstanding per connection ------------------------------------------------------
+# --- the load generator: closed loop, one call outstanding per connection -----------------------------------------
 
-class EchoProtocol(asyncio.Protocol):
-    """The transport limit: write back every byte received (the echo server of scripts/bench_rpc.py, copied
-    rather than imported because that script is still changing under its owner)."""
-
-    def connection_made(self, transport):
-        self.transport = transport
-
-    def data_received(self, data):
-        self.transport.write(data)
-
-
-def run_echo_server(port_queue, stop_event) -> None:
-    """The baseline server process."""
-    async def main():
-        server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0)
-        port_queue.put(server.sockets[0].getsockname()[1])
-        while not stop_event.is_set():
-            await asyncio.sleep(0.05)
-        server.close()
-    asyncio.run(main())
+@dataclass
+class ConnSpec:
+    """One load connection: ``bind`` to qm2qm (False: raw echo), RemoteQMOpenQueue each of ``handles`` first,
+    then send each ``setup`` PDU once (must answer MQ_OK), then cycle through ``requests``. With ``ack`` every
+    MQ_OK answer of a request (call id 2) is followed by EndReceive(RR_ACK) of its context (call id 3): one
+    message = two calls; MQ_ERROR_IO_TIMEOUT (queue empty) ends the connection."""
+    requests: list[bytes]
+    bind: bool = True
+    handles: list[int] = field(default_factory=list)
+    setup: list[bytes] = field(default_factory=list)
+    ack: bool = False
 
 
-def closed_loop_clients(port: int, setups: list[tuple], start_at: float, duration: float, ready, results) -> None:
-    """One connection per setup (bind?, handle to RemoteQMOpenQueue or None, request PDU), one call outstanding
-    on each; the same code drives the echo server (no bind) and qm2qm, so the client cost is the same."""
+def closed_loop_clients(port: int, specs: list[ConnSpec], go, duration: float, ready, results) -> None:
+    """Drive ``specs`` (one connection each) until ``start_at + duration``; the same code drives echo and qm2qm,
+    so the client's cost is the same for both."""
     sel = selectors.DefaultSelector()
-    for bind, handle, request in setups:
-        if bind:
+    for spec in specs:
+        if spec.bind:
             sock = connect(port)
-            if hresult(call(sock, 2, open_queue_stub(handle))) != MQ_OK:
-                raise SystemExit("RemoteQMOpenQueue failed")
+            for h in spec.handles:
+                if hresult(call(sock, 2, open_queue_stub(h))) != MQ_OK:
+                    raise SystemExit("RemoteQMOpenQueue failed")
+            for pdu in spec.setup:
+                status = hresult(call_pdu(sock, pdu))
+                if status != MQ_OK:
+                    raise SystemExit(f"setup call failed: 0x{status:08x}")
         else:
             sock = socket.create_connection(("127.0.0.1", port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setblocking(False)
-        sel.register(sock, selectors.EVENT_READ, (sock, bytearray(), request))
+        sel.register(sock, selectors.EVENT_READ, [sock, bytearray(), spec.requests, 0, spec.ack])
     ready.put(1)
+    start_at = go.get(timeout=600)          # every process set up: a common start
     while time.time() < start_at:
         time.sleep(0.001)
-    done = errors = 0
+    calls = messages = errors = 0
     for key in sel.get_map().values():
-        key.data[0].send(key.data[2])
+        key.data[0].send(key.data[2][0])
     end = start_at + duration
-    ok = b"\0\0\0\0"
-    while (now := time.time()) < end:
+    live = len(specs)
+    finished = None
+    while live and (now := time.time()) < end:
         for key, _ in sel.select(timeout=end - now):
-            sock, buf, request = key.data
+            state = key.data
+            sock, buf, requests, index, ack = state
             buf += sock.recv(1 << 20)
             # as light as bench_rpc's loop: frame by frag_length, a call ends at PFC_LAST_FRAG, and the
             # HRESULT is the last 4 stub bytes (the echoed request's stub is all zeros)
@@ -262,98 +297,62 @@ def closed_loop_clients(port: int, setups: list[tuple], start_at: float, duratio
                 if len(buf) < frag_len:
                     break
                 if buf[2] == 3:
-                    raise SystemExit("fault PDU")
+                    raise SystemExit(f"fault PDU 0x{struct.unpack_from('<I', buf, 24)[0]:08x}")
                 if buf[3] & 0x02:
-                    errors += buf[frag_len - 4:frag_len] != ok
-                    done += 1
-                    sock.send(request)
+                    calls += 1
+                    status = buf[frag_len - 4] | buf[frag_len - 3] << 8 | buf[frag_len - 2] << 16 | buf[frag_len - 1] << 24
+                    if not ack:
+                        errors += status != 0
+                        index = state[3] = (index + 1) % len(requests)
+                        sock.send(requests[index])
+                    elif buf[12] == 2:                              # the read answered: ACK it
+                        if status == MQ_OK:
+                            sock.send(request_pdu(1, end_receive_stub(buf[24:44]), call_id=3))
+                        else:
+                            errors += status != MQ_ERROR_IO_TIMEOUT
+                            sel.unregister(sock)
+                            live -= 1
+                            finished = time.time()
+                    else:                                           # EndReceive answered: one message
+                        errors += status != MQ_OK
+                        messages += 1
+                        index = state[3] = (index + 1) % len(requests)
+                        sock.send(requests[index])
                 del buf[:frag_len]
-    results.put((done, errors))
+    results.put((calls, messages, errors, finished if not live else end))
 
 
-def measure_echo(clients: int, duration: float, request: bytes, processes: int) -> tuple[float, float]:
-    """Echo calls/s with the peek load generator, and the echo server's CPU µs per call."""
+def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
+             server_pid: int | None = None) -> dict:
+    """Closed-loop load from up to ``processes`` processes; calls/s, messages/s, errors, server CPU µs per call."""
     ctx = mp.get_context("spawn")
-    port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=run_echo_server, args=(port_queue, stop_event))
-    server.start()
-    try:
-        port = port_queue.get(timeout=60)
-        rate, _, cpu = run_load(port, [(False, None, request)] * clients, duration, processes, server.pid)
-    finally:
-        stop_event.set()
-        server.join(timeout=30)
-    return rate, cpu
-
-
-def bench_peek(clients_list: list[int], duration: float, processes: int, repeat: int) -> list[tuple]:
-    """Peek of a 100-byte message vs the echo limit."""
-    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
-    rows = []
-    server = Server()
-    try:
-        q = server.queue("peek", bytes(range(100)), 1)
-        probe = server.admin.open_queue(q, access="peek")["hRemoteQueue"]   # closed with its session below
-        sock = connect(server.port)
-        call(sock, 2, open_queue_stub(probe))
-        response = call(sock, 9, start_receive2_stub(probe, MQ_ACTION_PEEK_CURRENT))
-        assert hresult(response) == MQ_OK
-        sock.close()
-        request_len = len(request_pdu(9, start_receive2_stub(1, MQ_ACTION_PEEK_CURRENT)))
-        echo_request = request_pdu(0, bytes(len(response)))   # echo a request as large as the peek's response
-        for clients in clients_list:
-            echoes, rates, errors, echo_cpu, rpc_cpu = [], [], 0, [], []
-            for _ in range(repeat):          # interleaved; best of each (the least disturbed run on a shared box)
-                echo_rate, cpu = measure_echo(clients, duration, echo_request, processes)
-                echoes.append(echo_rate)
-                echo_cpu.append(cpu)
-                # each run's sessions close their descriptors when its connections go (RemoteQMCloseQueue rundown)
-                setups = []
-                for _ in range(clients):
-                    h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
-                    setups.append((True, h, request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
-                rate, errs, cpu = run_load(server.port, setups, duration, processes, server.proc.pid)
-                rates.append(rate)
-                rpc_cpu.append(cpu)
-                errors += errs
-            echo, rate = max(echoes), max(rates)
-            rows.append((clients, echo, rate, rate / echo, errors))
-            print(f"  peek {clients:2d} clients: echo {echo:8.0f}/s  qm2qm {rate:8.0f}/s  ratio {rate / echo:4.2f}"
-                  f"  errors {errors}  server CPU/call: echo {min(echo_cpu):5.1f} µs, qm2qm {min(rpc_cpu):5.1f} µs"
-                  f"  (runs: echo {' '.join(f'{x:.0f}' for x in echoes)}; qm2qm {' '.join(f'{x:.0f}' for x in rates)})",
-                  flush=True)
-        print(f"  (peek request {request_len} B, response {len(response) + 24} B; echo request "
-              f"{len(echo_request)} B)")
-    finally:
-        server.close()
-    return rows
-
-
-def run_load(port: int, setups: list[tuple], duration: float, processes: int,
-             server_pid: int | None = None) -> tuple[float, int, float]:
-    """Closed-loop load from up to ``processes`` processes: (calls/s, errors, server CPU µs per call)."""
-    ctx = mp.get_context("spawn")
-    n = min(len(setups), processes)
-    shares = [setups[i::n] for i in range(n)]
-    ready, results = ctx.Queue(), ctx.Queue()
-    start_at = time.time() + 1.0 + 0.2 * n
-    procs = [ctx.Process(target=closed_loop_clients, args=(port, share, start_at, duration, ready, results))
-             for share in shares]
+    n = min(len(specs), processes)
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    procs = [ctx.Process(target=closed_loop_clients, args=(port, specs[i::n], go, duration, ready, results))
+             for i in range(n)]
     for p in procs:
         p.start()
     for _ in procs:
-        ready.get(timeout=60)
+        ready.get(timeout=600)
+    start_at = time.time() + 0.3
+    for _ in procs:
+        go.put(start_at)
     while time.time() < start_at:
         time.sleep(0.001)
-    cpu0 = cpu_seconds(server_pid) if server_pid else 0.0
-    done = errors = 0
-    for _ in procs:
-        d, e = results.get(timeout=duration + 120)
-        done, errors = done + d, errors + e
-    cpu = (cpu_seconds(server_pid) - cpu0) / max(done, 1) * 1e6 if server_pid else float("nan")
+    cpu0 = cpu_split(server_pid) if server_pid else (0.0, 0.0)
+    spy = _start_py_spy(server_pid, duration)
+    outs = [results.get(timeout=duration + 300) for _ in procs]
+    _report_py_spy(spy)
+    cpu1 = cpu_split(server_pid) if server_pid else (float("nan"), float("nan"))
+    user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
+    cpu = user + system
     for p in procs:
         p.join()
-    return done / duration, errors, cpu
+    calls, messages, errors = (sum(o[i] for o in outs) for i in range(3))
+    elapsed = max(o[3] for o in outs) - start_at
+    return {"calls": calls, "messages": messages, "errors": errors, "seconds": elapsed,
+            "rate": calls / elapsed, "msg_rate": messages / elapsed,
+            "cpu_us_per_call": cpu / max(calls, 1) * 1e6, "sys_us_per_call": system / max(calls, 1) * 1e6}
 
 
 # --- receive + ACK: drain a pre-filled queue ----------------------------------------------------------------------
@@ -408,41 +407,345 @@ def drain(sel: selectors.BaseSelector, end_request) -> tuple[int, int]:
                     sock.send(start)
                 del buf[:frag_len]
     return done, errors
+PY_SPY_DIR = os.environ.get("QM2QM_BENCH_PY_SPY")        # set by --py-spy DIR (inherited by nothing else)
 
 
-def bench_receive(messages: int, clients: int, processes: int, delivery: str = "express") -> tuple:
-    """Receive+ACK throughput of 1 KiB messages."""
-    server = Server()
-    try:
-        q = server.queue("receive", bytes(1024), messages, delivery)
-        handles = [server.admin.open_queue(q)["hRemoteQueue"] for _ in range(clients)]
-        ctx = mp.get_context("spawn")
-        n = min(clients, processes)
-        ready, results = ctx.Queue(), ctx.Queue()
-        start_at = time.time() + 1.0 + 0.2 * n
-        procs = [ctx.Process(target=receive_clients, args=(server.port, handles[i::n], start_at, 0, ready, results))
-                 for i in range(n)]
-        for p in procs:
-            p.start()
-        for _ in procs:
-            ready.get(timeout=60)
-        while time.time() < start_at:
-            time.sleep(0.001)
-        cpu0 = cpu_seconds(server.proc.pid)
-        outs = [results.get(timeout=600) for _ in procs]
-        cpu = cpu_seconds(server.proc.pid) - cpu0
-        for p in procs:
-            p.join()
-        done = sum(o[0] for o in outs)
-        errors = sum(o[1] for o in outs)
-        elapsed = max(o[2] for o in outs) - start_at
-        left = len(server.admin.list_messages(q))
-    finally:
+def _start_py_spy(pid: int | None, duration: float):
+    """py-spy sampling the server over the load window (--py-spy DIR): (process, output path) or None."""
+    if not PY_SPY_DIR or not pid:
+        return None
+    os.makedirs(PY_SPY_DIR, exist_ok=True)
+    path = os.path.join(PY_SPY_DIR, f"{pid}-{time.time():.0f}.txt")
+    exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(max(1, int(duration))),
+                             "--rate", "500", "--format", "raw", "--output", path, "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, path
+
+
+def _report_py_spy(spy, top: int = 30) -> None:
+    """Print the sampled functions by own and by inclusive share of the samples."""
+    if spy is None:
+        return
+    proc, path = spy
+    proc.wait(timeout=120)
+    own: dict[str, int] = {}
+    inclusive: dict[str, int] = {}
+    total = 0
+    with open(path) as fh:
+        for line in fh:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            n = int(count)
+            frames = [f.split(" (")[0] + " " + f.rsplit("/", 1)[-1].rstrip(")") for f in stack.split(";")]
+            total += n
+            own[frames[-1]] = own.get(frames[-1], 0) + n
+            for f in set(frames):
+                inclusive[f] = inclusive.get(f, 0) + n
+    print(f"  --- py-spy of the server over the load window ({total} samples, {path})")
+    for title, table in (("own", own), ("inclusive", inclusive)):
+        print(f"  by {title} share:")
+        for name, n in sorted(table.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"    {100 * n / total:5.1f} %  {name}")
+
+
+# --- the echo baseline ----------------------------------------------------------------------------------------------
+
+class EchoProtocol(asyncio.Protocol):
+    """The transport limit: write back every byte received (the echo server of scripts/bench_rpc.py)."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+
+    def data_received(self, data):
+        self.transport.write(data)
+
+
+def run_echo_server(port_queue, stop_event, loop: str) -> None:
+    """The baseline server process, on the event loop ``loop`` (asyncio or uvloop)."""
+    from qm2qm.eventloop import run
+
+    async def main():
+        server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0)
+        port_queue.put(server.sockets[0].getsockname()[1])
+        while not stop_event.is_set():
+            await asyncio.sleep(0.05)
         server.close()
-    rate = done / elapsed
-    print(f"  receive+ACK 1 KiB {delivery} x {messages}, {clients} clients: {rate:8.0f} msg/s  ({elapsed:.2f} s, "
-          f"errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)", flush=True)
-    return rate, elapsed, errors, left
+    run(main(), loop)
+
+
+ECHO_REQUEST = request_pdu(0, bytes(364))      # as large as a 100-byte message's peek response (388 bytes)
+
+
+def measure_echo(clients: int, duration: float, processes: int, loop: str) -> dict:
+    """Echo calls/s with the qm2qm load generator, and the echo server's CPU µs per call."""
+    ctx = mp.get_context("spawn")
+    port_queue, stop_event = ctx.Queue(), ctx.Event()
+    server = ctx.Process(target=run_echo_server, args=(port_queue, stop_event, loop))
+    server.start()
+    try:
+        port = port_queue.get(timeout=60)
+        return run_load(port, [ConnSpec([ECHO_REQUEST], bind=False)] * clients, duration, processes, server.pid)
+    finally:
+        stop_event.set()
+        server.join(timeout=30)
+
+
+# --- the scenario registry ------------------------------------------------------------------------------------------
+
+@dataclass
+class Context:
+    """What a scenario gets: the run's knobs, its event loop, servers on that loop, the echo baseline."""
+    args: argparse.Namespace
+    loop: str
+    scenario: str = ""
+    _echo: dict = field(default_factory=dict)
+    _servers: list = field(default_factory=list)
+
+    @property
+    def clients(self) -> list[int]:
+        return self.args.clients
+
+    def server(self, *extra: str) -> Server:
+        """A fresh `qm2qm serve` on this run's loop (cProfile'd with --profile); closed after the scenario."""
+        path = None
+        if self.args.profile:
+            os.makedirs(self.args.profile, exist_ok=True)
+            path = os.path.join(self.args.profile, f"{self.scenario}-{self.loop}-{len(self._servers)}.prof")
+        server = Server(path, *extra, loop=self.loop)
+        self._servers.append((server, path))
+        return server
+
+    def ballast_server(self, *extra: str) -> Server:
+        """server(), holding the --backlog ballast queue."""
+        server = self.server(*extra)
+        _ballast(self, server)
+        return server
+
+    def close_servers(self) -> None:
+        for server, path in self._servers:
+            server.close()
+            if path:
+                import pstats
+                print(f"  --- cProfile of the server ({path}), top 25 by own time")
+                pstats.Stats(path).sort_stats("tottime").print_stats(25)
+        self._servers.clear()
+
+    def echo(self, clients: int, processes: int | None = None) -> dict:
+        """The best of --repeat echo runs at ``clients`` on this loop from ``processes`` load processes
+        (measured once per run, loop and setting)."""
+        processes = processes or self.args.processes
+        key = (clients, min(clients, processes))
+        if key not in self._echo:
+            runs = [measure_echo(clients, self.args.duration, processes, self.loop) for _ in range(self.args.repeat)]
+            best = self._echo[key] = max(runs, key=lambda r: r["rate"])
+            print(f"  echo {clients:2d} clients on {self.loop} ({key[1]} load processes): {best['rate']:8.0f} "
+                  f"calls/s (runs {' '.join('%.0f' % r['rate'] for r in runs)}; "
+                  f"{best['cpu_us_per_call']:.1f} µs server CPU/call)", flush=True)
+        return self._echo[key]
+
+    def load(self, port: int, specs: list[ConnSpec], server_pid: int | None = None) -> dict:
+        """The best (highest rate) of --repeat closed-loop runs; ``specs`` is a callable making fresh specs per
+        run when cursors or handles must not be reused."""
+        runs = []
+        for _ in range(self.args.repeat):
+            made = specs() if callable(specs) else specs
+            runs.append(run_load(port, made, self.args.duration, self.args.processes, server_pid))
+        best = max(runs, key=lambda r: r["rate"])
+        best["errors"] = sum(r["errors"] for r in runs)
+        best["runs"] = [round(r["rate"]) for r in runs]
+        return best
+
+    def row(self, clients: int, result: dict, *, calls_per_op: int = 1, unit: str = "calls/s",
+            processes: int | None = None, **extra) -> dict:
+        """One table row: the rate as a ratio to this loop's echo at ``clients`` (÷ calls_per_op)."""
+        echo = self.echo(clients, processes)
+        rate = result["msg_rate"] if calls_per_op > 1 else result["rate"]
+        ratio = rate / (echo["rate"] / calls_per_op)
+        row = {"scenario": self.scenario, "loop": self.loop, "clients": clients, "backlog": self.args.backlog,
+               "rate": round(rate, 1), "unit": unit, "echo_calls_per_s": round(echo["rate"], 1),
+               "ratio": round(ratio, 3), "errors": result.get("errors", 0),
+               "server_cpu_us_per_call": round(result.get("cpu_us_per_call", float("nan")), 1),
+               "server_sys_us_per_call": round(result.get("sys_us_per_call", float("nan")), 1),
+               "echo_cpu_us_per_call": round(echo["cpu_us_per_call"], 1),
+               "echo_sys_us_per_call": round(echo.get("sys_us_per_call", float("nan")), 1),
+               "runs": result.get("runs"), **extra}
+        print(f"  {self.scenario:20s} {self.loop:7s} {clients:2d} clients: {rate:8.0f} {unit:7s} echo "
+              f"{echo['rate']:8.0f}/s ratio {ratio:4.2f}  errors {row['errors']}  server CPU "
+              f"{row['server_cpu_us_per_call']:.1f} µs/call, {row['server_sys_us_per_call']:.1f} of it system "
+              f"(echo {row['echo_cpu_us_per_call']:.1f}, {row['echo_sys_us_per_call']:.1f})", flush=True)
+        return row
+
+
+SCENARIOS: dict[str, tuple[Callable[[Context], list[dict]], str]] = {}
+
+
+def scenario(name: str, description: str):
+    """Register ``fn(ctx) -> rows`` under ``name``; the registry's order is the run order."""
+    def register(fn):
+        SCENARIOS[name] = (fn, description)
+        return fn
+    return register
+
+
+def _peek_stub(handle: int, action: int, cursor: int = 0) -> bytes:
+    from qm2qm.client import Qm2qmClient
+    from qm2qm.mqqp import idl
+    req = idl.RemoteQMStartReceive2()
+    req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = Qm2qmClient._desc(handle, action, 0, cursor, 1, None)
+    req["lpRemoteReadDesc2"]["SequentialId"] = 0
+    return req.getData()
+
+
+def _lookup_stub(handle: int, lookup_id: int, action: int) -> bytes:
+    from qm2qm.client import Qm2qmClient
+    from qm2qm.mqqp import idl
+    req = idl.RemoteQMStartReceiveByLookupId()
+    req["LookupId"] = lookup_id
+    req["lpRemoteReadDesc2"]["pRemoteReadDesc"] = Qm2qmClient._desc(handle, action, 0, 0, 1, None)
+    req["lpRemoteReadDesc2"]["SequentialId"] = 0
+    return req.getData()
+
+
+def _ballast(ctx: Context, server: Server) -> None:
+    """--backlog: N recoverable messages in a queue of their own."""
+    if ctx.args.backlog:
+        t0 = time.time()
+        server.queue("ballast", bytes(100), ctx.args.backlog, "recoverable")
+        print(f"  (ballast: {ctx.args.backlog} recoverable messages queued in {time.time() - t0:.1f} s)", flush=True)
+
+
+@scenario("peek-memo", "PEEK_CURRENT of the same 100-byte message (packet memo always hits)")
+def bench_peek_memo(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    server = ctx.server()
+    _ballast(ctx, server)
+    q = server.queue("peek", bytes(range(100)), 1)
+
+    def specs(clients):
+        out = []
+        for _ in range(clients):
+            h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
+            out.append(ConnSpec([request_pdu(9, _peek_stub(h, MQ_ACTION_PEEK_CURRENT))], handles=[h]))
+        return out
+    return [ctx.row(c, ctx.load(server.port, lambda c=c: specs(c), server.proc.pid)) for c in ctx.clients]
+
+
+@scenario("peek-next", "a cursor per client walking PEEK_NEXT through distinct messages")
+def bench_peek_next(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT
+    server = ctx.server()
+    _ballast(ctx, server)
+    rows = []
+    for clients in ctx.clients:
+        per_queue = ctx.args.walk // clients + 10_000
+        queues = [server.queue(f"walk{clients}-{i}", bytes(range(100)), per_queue) for i in range(clients)]
+
+        def specs():
+            out = []
+            for q in queues:
+                h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
+                cursor = server.admin.open_cursor(h)["hCursor"]
+                out.append(ConnSpec([request_pdu(9, _peek_stub(h, MQ_ACTION_PEEK_NEXT, cursor))], handles=[h],
+                                    setup=[request_pdu(9, _peek_stub(h, MQ_ACTION_PEEK_CURRENT, cursor))]))
+            return out
+        rows.append(ctx.row(clients, ctx.load(server.port, specs, server.proc.pid), queue_depth=per_queue))
+        for q in queues:
+            server.admin.delete_queue(q)
+    return rows
+
+
+@scenario("peek-queues", "PEEK_CURRENT round-robin over 512 queues of one distinct message each")
+def bench_peek_queues(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    server = ctx.server()
+    _ballast(ctx, server)
+    queues = [server.queue(f"many-{i}", i.to_bytes(4, "little") * 25, 1) for i in range(512)]
+
+    def specs(clients):
+        out = []
+        for j in range(clients):
+            handles = [server.admin.open_queue(q, access="peek")["hRemoteQueue"] for q in queues[j::clients]]
+            out.append(ConnSpec([request_pdu(9, _peek_stub(h, MQ_ACTION_PEEK_CURRENT)) for h in handles],
+                                handles=handles))
+        return out
+    return [ctx.row(c, ctx.load(server.port, lambda c=c: specs(c), server.proc.pid)) for c in ctx.clients]
+
+
+@scenario("lookup", "RemoteQMStartReceiveByLookupId(MQ_LOOKUP_PEEK_CURRENT) over 4,096 distinct ids")
+def bench_lookup(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_LOOKUP_PEEK_CURRENT
+    server = ctx.server()
+    q = server.queue("lookup", bytes(range(100)), max(4096, ctx.args.backlog))
+    ids = [m["lookup_id"] for m in server.admin.list_messages(q, limit=4096)]
+    if len(ids) != 4096:
+        raise SystemExit(f"lookup: the admin API listed {len(ids)} of 4096 messages")
+
+    def specs(clients):
+        out = []
+        for j in range(clients):
+            h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
+            offset = j * len(ids) // clients      # staggered: no two clients peek the same id close in time
+            order = ids[offset:] + ids[:offset]
+            out.append(ConnSpec([request_pdu(10, _lookup_stub(h, i, MQ_LOOKUP_PEEK_CURRENT)) for i in order],
+                                handles=[h]))
+        return out
+    return [ctx.row(c, ctx.load(server.port, lambda c=c: specs(c), server.proc.pid),
+                    queue_depth=max(4096, ctx.args.backlog)) for c in ctx.clients]
+
+
+def _receive(ctx: Context, delivery: str, cursor: bool) -> list[dict]:
+    """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty)."""
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
+    server = ctx.server()
+    if cursor:
+        _ballast(ctx, server)      # (without a cursor the received queue itself is --backlog deep)
+    rows = []
+    for clients in ctx.clients:
+        need = ctx.args.receive_messages
+        if cursor:      # a queue per client: cursors of other clients would skip the messages it took
+            queues = [server.queue(f"rc{clients}-{i}", bytes(1024), need // clients, delivery) for i in range(clients)]
+        else:
+            queues = [server.queue(f"r{clients}", bytes(1024), need, delivery)] * clients
+            if ctx.args.backlog:    # behind the 1 KiB ones, 100 bytes each: 1M x 1 KiB would pass the 1 GiB quota
+                t0 = time.time()
+                for done in range(0, ctx.args.backlog, 100_000):
+                    server.admin.send(queues[0], body_base64=base64.b64encode(bytes(100)).decode(),
+                                      count=min(100_000, ctx.args.backlog - done), delivery=delivery)
+                print(f"  ({ctx.args.backlog} more {delivery} messages queued behind in {time.time() - t0:.1f} s)",
+                      flush=True)
+        specs = []
+        for q in queues:
+            h = server.admin.open_queue(q)["hRemoteQueue"]
+            if cursor:
+                c = server.admin.open_cursor(h)["hCursor"]
+                specs.append(ConnSpec([request_pdu(9, _peek_stub(h, MQ_ACTION_RECEIVE, c))], handles=[h], ack=True,
+                                      setup=[request_pdu(9, _peek_stub(h, MQ_ACTION_PEEK_CURRENT, c))]))
+            else:
+                specs.append(ConnSpec([request_pdu(9, _peek_stub(h, MQ_ACTION_RECEIVE))], handles=[h], ack=True))
+        result = run_load(server.port, specs, ctx.args.duration, ctx.args.receive_processes, server.proc.pid)
+        result["cpu_us_per_message"] = result["cpu_us_per_call"] * result["calls"] / max(result["messages"], 1)
+        rows.append(ctx.row(clients, result, calls_per_op=2, unit="msg/s", processes=ctx.args.receive_processes,
+                            delivery=delivery,
+                            server_cpu_us_per_message=round(result["cpu_us_per_message"], 1),
+                            messages=result["messages"], seconds=round(result["seconds"], 3)))
+        for q in set(queues):
+            server.admin.delete_queue(q)
+    return rows
+
+
+@scenario("receive-express", "StartReceive2(RECEIVE) + EndReceive(RR_ACK), 1 KiB express messages")
+def bench_receive_express(ctx: Context) -> list[dict]:
+    return _receive(ctx, "express", cursor=False)
+
+
+@scenario("receive-recoverable", "the same with recoverable messages (group commit of the ACK deletes)")
+def bench_receive_recoverable(ctx: Context) -> list[dict]:
+    return _receive(ctx, "recoverable", cursor=False)
+
+
+@scenario("receive-cursor", "RECEIVE through a cursor + RR_ACK, 1 KiB express, a queue per client")
+def bench_receive_cursor(ctx: Context) -> list[dict]:
+    return _receive(ctx, "express", cursor=True)
 
 
 # --- MS-MQRR receive + ACK: the same drain over RemoteRead (qm2qm serve --mqrr) ---------------------------------
@@ -475,7 +778,7 @@ def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: fl
 
 def bench_mqrr_receive(messages: int, clients: int, delivery: str = "express") -> tuple:
     """Receive+ACK throughput of 1 KiB messages over MS-MQRR, to set beside qm2qm's (bench_receive)."""
-    server = Server(None, "--mqrr")
+    server = Server(None, "--mqrr", "--allow-anonymous-read")
     try:
         q = server.queue("mqrr_receive", bytes(1024), messages, delivery)
         format_name = "DIRECT=OS:localhost\\private$\\mqrr_receive"
@@ -577,12 +880,29 @@ def _config_keys() -> tuple:
     return KEYS
 
 
+@scenario("mqrr-receive", "R_StartReceive(RECEIVE) + R_EndReceive(RR_ACK) over MS-MQRR, 1 KiB express, 4 clients")
+def bench_mqrr_receive_scenario(ctx: Context) -> list[dict]:
+    """MS-MQRR's receive + ACK, reported as a ratio to this loop's echo (two calls per message) like qm2qm's."""
+    clients = 4
+    rate, elapsed, errors, left = bench_mqrr_receive(ctx.args.receive_messages, clients)
+    return [ctx.row(clients, {"msg_rate": rate, "rate": rate * 2, "errors": errors}, calls_per_op=2,
+                    unit="msg/s", processes=1, left=left)]
+
+
+@scenario("sequence", "qmcomm open -> 100 x receive+ACK -> close (impacket clients), vs the admin-API open")
+def bench_sequence_scenario(ctx: Context) -> list[dict]:
+    """Rates of whole Windows-style sessions; impacket clients bound them, so they are reported without a ratio."""
+    rates = bench_sequence()
+    return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": 4, "kind": name, "rate": round(rate, 1),
+             "unit": "msg/s"} for name, rate in rates.items()]
+
+
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
 
-def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
+def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server) -> dict:
     """Latency of one 4 MiB message."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
-    server = Server()
+    server = make_server()
     out = {}
     try:
         q = server.queue("large", os.urandom(size), 1)
@@ -619,12 +939,12 @@ def bench_large(size: int, repeats: int, max_recv_frag: int) -> dict:
 
 # --- 5,000 blocked receivers woken by 5,000 sends -------------------------------------------------------------------
 
-def bench_wake(receivers: int, per_connection: int) -> list[float]:
+def bench_wake(receivers: int, per_connection: int, make_server=Server) -> list[float]:
     """Wake-up latency of blocked receivers."""
     from qm2qm.mqqp import idl
     from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
     from shared_adm.packet import deserialize_message_from_buffer
-    server = Server(None, "--max-connections", str(receivers // per_connection + 64))
+    server = make_server("--max-connections", str(receivers // per_connection + 64))
     try:
         q = server.queue("wake", b"", 0)
         n_conns = receivers // per_connection
@@ -682,65 +1002,114 @@ def bench_wake(receivers: int, per_connection: int) -> list[float]:
     return ms
 
 
-def profile_peek(clients: int, duration: float, processes: int, path: str = "/tmp/qm2qm-peek.prof") -> None:
-    """cProfile `qm2qm serve` under the peek load; prints the top functions by cumulative time."""
-    import pstats
-    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
-    server = Server(profile_path=path)
-    try:
-        q = server.queue("peek", bytes(range(100)), 1)
-        setups = []
-        for _ in range(clients):
-            h = server.admin.open_queue(q, access="peek")["hRemoteQueue"]
-            setups.append((True, h, request_pdu(9, start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
-        rate, errors, _ = run_load(server.port, setups, duration, processes)
-    finally:
-        server.close()
-    print(f"  profiled peek, {clients} clients: {rate:.0f} calls/s under cProfile, errors {errors}")
-    pstats.Stats(path).sort_stats("cumulative").print_stats(30)
+@scenario("large", "one 4 MiB - 1 KiB message: PEEK_CURRENT, and RECEIVE + RR_ACK (latency)")
+def bench_large_scenario(ctx: Context) -> list[dict]:
+    # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
+    # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
+    out = bench_large(4 * 1024 * 1024 - 1024, ctx.args.large_repeats, ctx.args.max_recv_frag, ctx.ballast_server)
+    rows = []
+    for kind, times in out.items():
+        ms = sorted(t * 1000 for t in times)
+        rows.append({"scenario": ctx.scenario, "loop": ctx.loop, "clients": 1, "backlog": ctx.args.backlog,
+                     "kind": kind, "median_ms": round(statistics.median(ms), 2), "min_ms": round(ms[0], 2),
+                     "max_ms": round(ms[-1], 2), "n": len(ms)})
+    return rows
+
+
+@scenario("wake", "5,000 blocked RECEIVEs woken by 5,000 admin sends (send->wake latency)")
+def bench_wake_scenario(ctx: Context) -> list[dict]:
+    ms = bench_wake(ctx.args.receivers, ctx.args.wake_per_connection, ctx.ballast_server)
+    p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
+    return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": ctx.args.receivers // ctx.args.wake_per_connection,
+             "backlog": ctx.args.backlog, "receivers": len(ms), "p50_ms": round(p(0.5), 3),
+             "p99_ms": round(p(0.99), 3), "max_ms": round(ms[-1], 3)}]
+
+
+# --- main -------------------------------------------------------------------------------------------------------------
+
+def print_table(rows: list[dict]) -> None:
+    """The summary: one line per scenario and client count, a column per loop."""
+    loops = sorted({r["loop"] for r in rows})
+    print("\n| scenario | clients | " + " | ".join(f"{lp}: rate (ratio to echo)" for lp in loops) + " |")
+    print("|---|---|" + "---|" * len(loops))
+    keys = []
+    for r in rows:
+        k = (r["scenario"], r["clients"], r.get("kind"))
+        if k not in keys:
+            keys.append(k)
+    for k in keys:
+        cells = []
+        for lp in loops:
+            match = [r for r in rows if (r["scenario"], r["clients"], r.get("kind")) == k and r["loop"] == lp]
+            if not match:
+                cells.append("—")
+                continue
+            r = match[0]
+            if "ratio" in r:
+                cells.append(f"{r['rate']:,.0f} {r['unit']} (**{r['ratio']:.2f}**)")
+            elif "p99_ms" not in r and "median_ms" not in r:
+                cells.append(f"{r['rate']:,.0f} {r['unit']}")
+            elif "median_ms" in r:
+                cells.append(f"median {r['median_ms']:.1f} ms (min {r['min_ms']:.1f}, max {r['max_ms']:.1f})")
+            else:
+                cells.append(f"p50 {r['p50_ms']:.2f} ms, p99 **{r['p99_ms']:.2f}** ms, max {r['max_ms']:.2f}")
+        name = k[0] + (f" {k[2]}" if k[2] else "")
+        print(f"| {name} | {k[1]} | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["peek", "receive", "mqrr-receive", "large", "wake", "sequence"],
-                        action="append")
+    from qm2qm.eventloop import uvloop_available
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--only", choices=list(SCENARIOS), action="append", help="run only these (repeatable)")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], default="both",
+                        help="event loop of server and echo baseline [both when uvloop is installed]")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per peek measurement")
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds per closed-loop measurement")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
-    parser.add_argument("--repeat", type=int, default=3, help="interleaved echo/qm2qm peek runs; best is kept")
-    parser.add_argument("--messages", type=int, default=20000, help="1 KiB messages to receive")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is kept")
+    parser.add_argument("--walk", type=int, default=100_000, help="distinct messages the peek-next cursors walk")
+    parser.add_argument("--receive-messages", type=int, default=40_000,
+                        help="1 KiB messages queued per receive measurement (more than --duration drains)")
+    parser.add_argument("--receive-processes", type=int, default=1,
+                        help="load processes for the receive scenarios (1 leaves the server a core of 2)")
+    parser.add_argument("--backlog", type=int, default=0, help="messages queued besides (the 1,000,000 scale test)")
     parser.add_argument("--large-repeats", type=int, default=20)
     parser.add_argument("--max-recv-frag", type=int, default=5840, help="client max_recv_frag for the 4 MiB case")
     parser.add_argument("--receivers", type=int, default=5000)
-    parser.add_argument("--receive-clients", type=int, default=4)
-    parser.add_argument("--receive-processes", type=int, default=1,
-                        help="load processes for the receive scenario (1 leaves the server a core of 2)")
-    parser.add_argument("--delivery", choices=["express", "recoverable"], default="express",
-                        help="delivery guarantee of the received messages")
     parser.add_argument("--wake-per-connection", type=int, default=50,
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
-    parser.add_argument("--profile", action="store_true", help="cProfile the server under 4 peek clients, then exit")
+    parser.add_argument("--json", metavar="FILE", help="write every figure (and the machine, load, command) here")
+    parser.add_argument("--profile", metavar="DIR", help="cProfile each server into DIR and print its top functions")
+    parser.add_argument("--py-spy", metavar="DIR", help="sample the server with py-spy over each load window")
     args = parser.parse_args()
-    only = set(args.only or ["peek", "receive", "mqrr-receive", "large", "wake", "sequence"])
-    print(f"cpus={os.cpu_count()} python={sys.version.split()[0]} load processes<={args.processes} "
-          f"loadavg={os.getloadavg()[0]:.2f}", flush=True)
-    if args.profile:
-        profile_peek(4, args.duration, args.processes)
-        return
-    if "peek" in only:
-        bench_peek(args.clients, args.duration, args.processes, args.repeat)
-    if "receive" in only:
-        bench_receive(args.messages, args.receive_clients, args.receive_processes, args.delivery)
-    if "mqrr-receive" in only:
-        bench_mqrr_receive(args.messages, args.receive_clients, args.delivery)
-    if "large" in only:
-        # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
-        # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
-        bench_large(4 * 1024 * 1024 - 1024, args.large_repeats, args.max_recv_frag)
-    if "wake" in only:
-        bench_wake(args.receivers, args.wake_per_connection)
-    if "sequence" in only:
-        bench_sequence()
+    global PY_SPY_DIR
+    PY_SPY_DIR = args.py_spy
+    loops = (["asyncio", "uvloop"] if uvloop_available() else ["asyncio"]) if args.loop == "both" else [args.loop]
+    names = args.only or list(SCENARIOS)
+    meta = {"command": " ".join([os.path.relpath(sys.executable, os.getcwd()), *sys.argv]),
+            "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()), "cpus": os.cpu_count(),
+            "python": sys.version.split()[0], "platform": platform.platform(), "loadavg_start": os.getloadavg(),
+            "loops": loops, "scenarios": names}
+    print(f"cpus={meta['cpus']} python={meta['python']} loops={','.join(loops)} load processes<={args.processes} "
+          f"loadavg={meta['loadavg_start'][0]:.2f}", flush=True)
+    rows = []
+    for loop in loops:
+        ctx = Context(args, loop)
+        for name in names:
+            ctx.scenario = name
+            try:
+                rows += SCENARIOS[name][0](ctx)
+            finally:
+                ctx.close_servers()
+    meta["loadavg_end"] = os.getloadavg()
+    meta["finished_utc"] = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    print_table(rows)
+    print(f"\nloadavg start {meta['loadavg_start'][0]:.2f}, end {meta['loadavg_end'][0]:.2f}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"meta": meta, "rows": rows}, fh, indent=1)
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

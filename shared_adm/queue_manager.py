@@ -86,7 +86,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         if self.queue_manager_state != "Stopped":
             raise RuntimeError("QueueManager.initialize() called twice")
         self.queue_manager_state = "Initializing"
-        snapshot = self.store.load()
+        # Streamed when the store can: a million stored messages never sit in one list (peak memory at start-up).
+        snapshot = getattr(self.store, "load_stream", self.store.load)()
         if snapshot.queue_manager_identifier:
             self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
         elif self.identifier is None:
@@ -95,25 +96,50 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             self.store.set_queue_manager_identifier(str(self.identifier))
         for stored in snapshot.queues:
             self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
-        highest = snapshot.sequential_id
-        for stored in sorted(snapshot.messages, key=lambda m: m.lookup_identifier):
-            queue = self.queue_collection.get(uuid.UUID(stored.queue_identifier))
-            highest = max(highest, stored.lookup_identifier & LOW_7_BYTES)
-            if queue is None or stored.state == PositionState.PURGE_PENDING.value:
-                self.store.delete_message(stored.queue_identifier, stored.lookup_identifier)
-                continue
-            message = stored.message
-            message.lookup_identifier = stored.lookup_identifier
-            position = new_position(queue, message, PositionState.AVAILABLE)
-            queue.message_position_list.insert(position)
-            self._add_bytes(queue, position, +1)
-            if stored.state != PositionState.AVAILABLE.value:
-                self.store.set_message_state(stored.queue_identifier, stored.lookup_identifier,
-                                             PositionState.AVAILABLE.value)
-            self._start_ttbr_timer(queue, message)
-        self.sequential_id = highest
+        self.sequential_id = self._load_messages(snapshot.messages, snapshot.sequential_id)
         self._create_system_queues()
         self.queue_manager_state = "Ready"
+
+    def _load_messages(self, messages, highest: int) -> int:
+        """3.1.3: link every stored message as Available (PurgePending ones and orphans are deleted); returns the
+        highest sequential id seen. Any order will do: positions sit in lists sorted by LookupIdentifier and TTBR
+        timers in a heap; a run of one queue's rows goes into its list in one bulk insert."""
+        queues_by_key: dict[str, Queue | None] = {}
+        run: list[MessagePosition] = []
+        run_queue = None
+        available = PositionState.AVAILABLE
+        for stored in messages:
+            key = stored.queue_identifier
+            queue = queues_by_key.get(key, self)
+            if queue is self:
+                queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
+            lookup = stored.lookup_identifier
+            if lookup & LOW_7_BYTES > highest:
+                highest = lookup & LOW_7_BYTES
+            if queue is None or stored.state == PositionState.PURGE_PENDING.value:
+                self.store.delete_message(key, lookup)
+                continue
+            packed = getattr(stored, "packed", None)       # load_stream's rows come packed: no Message built
+            message = None
+            if packed is None or stored.expires:
+                message = stored.message
+                message.lookup_identifier = lookup
+                position = new_position(queue, message, available)
+            else:
+                position = MessagePosition(queue, lookup, available, packed)
+            if queue is not run_queue:
+                if run:
+                    run_queue.message_position_list.insert_many(run)
+                run, run_queue = [], queue
+            run.append(position)
+            self._add_bytes(queue, position, +1)
+            if stored.state != available.value:
+                self.store.set_message_state(key, lookup, available.value)
+            if message is not None:
+                self._start_ttbr_timer(queue, message)
+        if run:
+            run_queue.message_position_list.insert_many(run)
+        return highest
 
     def _create_system_queues(self) -> None:
         by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}

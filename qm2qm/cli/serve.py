@@ -1,7 +1,6 @@
 """`qm2qm serve` and `qm2qm info`: run the queue manager, and ask a running one about itself."""
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
@@ -46,11 +45,14 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--allow-anonymous-ntlm", is_flag=True, default=None,
               help="Accept anonymous NTLM logons (as ANONYMOUS LOGON, levels 2-4 only).")
 @click.option("--keytab", type=click.Path(dir_okay=False), help="Kerberos keytab (needs python-gssapi).")
+@click.option("--loop", "event_loop", type=click.Choice(["auto", "asyncio", "uvloop"]),
+              help="Event loop [auto: uvloop when installed, else asyncio].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
           max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
-          users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab) -> None:
+          users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
+    from qm2qm.eventloop import EventLoopError, run as run_on_loop
 
     try:
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
@@ -61,7 +63,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,
                                            "metrics": metrics, "users": users_file, "auth": auth_mode,
                                            "min_auth_level": min_auth_level,
-                                           "allow_anonymous_ntlm": allow_anonymous_ntlm, "keytab": keytab})
+                                           "allow_anonymous_ntlm": allow_anonymous_ntlm, "keytab": keytab,
+                                           "loop": event_loop})
     except ConfigError as exc:
         _fail(str(exc), 2)
     from qm2qm.logfmt import configure
@@ -73,8 +76,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         sys.stdout.flush()
 
     try:
-        asyncio.run(run(config, on_ready=ready))
-    except StartupError as exc:
+        run_on_loop(run(config, on_ready=ready), config.loop)
+    except (StartupError, EventLoopError) as exc:
         _fail(str(exc), 2)
     except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
         _fail("interrupted", 130)

@@ -4,6 +4,7 @@ Decisions where the specs are silent or disagree are listed in shared_adm/packet
 """
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 import zlib
@@ -69,9 +70,11 @@ def _fail(field: str, reason: str) -> PacketError:
     return PacketError(header, rest, None, reason)
 
 
+_RANGE_VALUES = operator.attrgetter(*(attribute for attribute, _, _ in _RANGES))
+
+
 def _check_ranges(m: Message) -> None:
-    for attribute, (low, high), field in _RANGES:
-        value = getattr(m, attribute)
+    for value, (attribute, (low, high), field) in zip(_RANGE_VALUES(m), _RANGES):
         if not isinstance(value, int) or not low <= value <= high:
             raise _fail(field, f"Message.{attribute} = {value!r} is outside {low}..{high:#x}")
 

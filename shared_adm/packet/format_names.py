@@ -63,8 +63,24 @@ def _guid(text: str, field: str, name: str) -> uuid.UUID:
     return uuid.UUID(text)
 
 
+_PARSED: dict[tuple[str, bool], FormatName] = {}      # the names of the queues in use, parsed once (frozen values)
+_PARSED_MAX = 4096
+
+
 def parse_format_name(name: str, field: str, allow_dl: bool = False) -> FormatName:
     """Parse a format-name string (MS-MQMQ 2.1) into a form a packet can carry, or raise PacketError."""
+    if type(name) is str:
+        parsed = _PARSED.get((name, allow_dl))
+        if parsed is not None:
+            return parsed
+    parsed = _parse_format_name(name, field, allow_dl)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[(name, allow_dl)] = parsed
+    return parsed
+
+
+def _parse_format_name(name: str, field: str, allow_dl: bool) -> FormatName:
     if not isinstance(name, str):
         raise PacketError("FormatName", field, None, f"format name must be a str, got {type(name).__name__}")
     kind, sep, rest = name.partition("=")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Iterable, Protocol
 
 from shared_adm.message import Message
 
@@ -27,11 +27,12 @@ class StoredMessage:
 
 @dataclass(slots=True)
 class Snapshot:
-    """Everything a store holds, read once at start-up (3.1.3 Initialization)."""
+    """Everything a store holds, read once at start-up (3.1.3 Initialization). From ``load()`` ``messages`` is a
+    list; from ``load_stream()`` it is a one-shot iterator (consume it once, to the end)."""
     queue_manager_identifier: str | None
     sequential_id: int
     queues: list[StoredQueue] = field(default_factory=list)
-    messages: list[StoredMessage] = field(default_factory=list)
+    messages: Iterable[StoredMessage] = field(default_factory=list)
 
 
 class StoreError(RuntimeError):
@@ -47,6 +48,9 @@ class Store(Protocol):
     """
 
     def load(self) -> Snapshot: ...
+    # Optional: the same as load() with messages streamed (a store of millions starts in bounded memory);
+    # QueueManager.initialize uses it when a store has it.
+    # def load_stream(self) -> Snapshot: ...
     def set_queue_manager_identifier(self, identifier: str) -> None: ...
     def set_sequential_id(self, value: int) -> None: ...
     def put_queue(self, queue: StoredQueue) -> None: ...

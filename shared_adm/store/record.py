@@ -240,13 +240,26 @@ def encode_message(message: Message, lookup_identifier: int | None = None) -> tu
 
 def decode_message(attrs: str, body: bytes, lookup_identifier: int | None = None) -> Message:
     """Decode a Message (3.1.1.12) written by encode_message; RecordError for anything else."""
+    return message_from_fields(decode_message_fields(attrs, body, lookup_identifier))
+
+
+def message_from_fields(fields: dict) -> Message:
+    """The Message of decode_message_fields' keyword arguments."""
     try:
-        return _decode_message(attrs, body, lookup_identifier)
+        return Message(**fields)
+    except TypeError as exc:
+        raise RecordError(f"attributes do not fit Message: {exc}") from None
+
+
+def decode_message_fields(attrs: str, body: bytes, lookup_identifier: int | None = None) -> dict:
+    """decode_message up to the Message's keyword arguments (only the non-default ones, and body)."""
+    try:
+        return _decode_message_fields(attrs, body, lookup_identifier)
     except RecursionError:
         raise RecordError("attributes are nested too deeply") from None
 
 
-def _decode_message(attrs: str, body: bytes, lookup_identifier: int | None) -> Message:
+def _decode_message_fields(attrs: str, body: bytes, lookup_identifier: int | None) -> dict:
     try:
         raw, end = _DECODER.raw_decode(attrs)
     except (ValueError, TypeError) as exc:
@@ -275,7 +288,4 @@ def _decode_message(attrs: str, body: bytes, lookup_identifier: int | None) -> M
     if body is None:
         raise RecordError("message body is NULL")
     raw["body"] = body if type(body) is bytes else bytes(body)
-    try:
-        return Message(**raw)
-    except TypeError as exc:
-        raise RecordError(f"attributes do not fit Message: {exc}") from None
+    return raw

@@ -29,7 +29,9 @@ from pathlib import Path
 
 from shared_adm.message import Message
 from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
-from shared_adm.store.record import RecordError, decode_message, decode_value, encode_message, encode_value
+from shared_adm.compact import pack_fields
+from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
+                                     message_from_fields)
 
 __all__ = ["SqliteStore", "SCHEMA_VERSION", "DB_FILE_NAME"]
 
@@ -109,6 +111,30 @@ class _Batch:
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
 
 
+class _LoadedMessage(StoredMessage):
+    """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
+    = the row's) made without a Message; ``message`` is built only when asked for (TTBR, tools)."""
+    __slots__ = ("_fields", "packed", "expires")
+
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> None:
+        self.queue_identifier = queue_identifier
+        self.lookup_identifier = lookup_identifier
+        self.state = state
+        self._fields = fields
+        if fields.get("lookup_identifier") != lookup_identifier:
+            fields = {**fields, "lookup_identifier": lookup_identifier}
+        self.packed = pack_fields(fields)
+        self.expires = "time_to_be_received" in fields      # a non-default TTBR: a timer to start (3.1.7.1.9)
+
+    @property
+    def message(self) -> Message:
+        return message_from_fields(self._fields)
+
+    def plain(self) -> StoredMessage:
+        """The same as a plain StoredMessage (what load() returns)."""
+        return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
+
+
 class _Waiter:
     """One durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
     __slots__ = ("target", "loop", "future", "event", "error")
@@ -137,6 +163,26 @@ class _Waiter:
             self.future.set_result(None)
         else:
             self.future.set_exception(error)
+
+
+def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
+    """Settle every waiter of one commit: one call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
+    for waiter in waiters:
+        if waiter.loop is None:
+            waiter.resolve(None if error is None else StoreError(error))
+        else:
+            by_loop.setdefault(waiter.loop, []).append(waiter)
+    for loop, group in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_all, group, error)
+        except RuntimeError:        # the loop is closed: nobody is awaiting any more
+            pass
+
+
+def _settle_all(group: list[_Waiter], error: str | None) -> None:
+    for waiter in group:
+        waiter._settle(None if error is None else StoreError(error))
 
 
 class SqliteStore:
@@ -423,8 +469,9 @@ class SqliteStore:
                 return None
             waiter = _Waiter(target, loop)
             self._waiters.append(waiter)
-            self._demand = True
-            self._wake.notify()
+            if not self._demand:            # the writer is told once; later waiters join the same commit
+                self._demand = True
+                self._wake.notify()
             return waiter
 
     async def durable(self) -> None:
@@ -521,9 +568,8 @@ class SqliteStore:
                 ready = [w for w in self._waiters if w.target <= last]
                 if ready:
                     self._waiters = [w for w in self._waiters if w.target > last]
-            for waiter in ready:
-                waiter.resolve(None if error is None else
-                               StoreError(f"{self.path}: commit failed: {error}"))
+            if ready:
+                _resolve_all(ready, None if error is None else f"{self.path}: commit failed: {error}")
 
     def _commit(self, batches: list[tuple[int, _Batch]]) -> BaseException | None:
         try:
@@ -586,7 +632,21 @@ class SqliteStore:
 
     def load(self) -> Snapshot:
         """Everything stored, after committing what is pending (3.1.3); states exactly as stored."""
+        snapshot = self.load_stream()
+        snapshot.messages = [stored.plain() for stored in snapshot.messages]
+        return snapshot
+
+    def load_stream(self) -> Snapshot:
+        """load() with the messages as a one-shot iterator in (queue, LookupIdentifier) order: a store of
+        millions of messages starts without holding them all at once. Each also carries ``packed``, its compact
+        form, and ``expires`` (a TTBR is set), so QueueManager.initialize need not build a Message per row.
+        Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
         self.flush()
+        stream = self._stream()
+        identifier, sequential, queues = next(stream)
+        return Snapshot(identifier, sequential, queues, stream)
+
+    def _stream(self):
         # Millions of new objects and no garbage: the cyclic collector would rescan the growing heap
         # again and again (measured: 1M messages load in about half the time with it paused).
         collecting = gc.isenabled()
@@ -595,54 +655,59 @@ class SqliteStore:
             with self._db_lock:
                 if self._conn is None:
                     raise StoreError(f"{self.path}: the store is closed")
-                return self._read(self._conn)
-        except sqlite3.Error as exc:
-            raise self._fail(f"cannot read: {self._describe(exc)}") from None
+                conn = self._conn
+                try:
+                    conn.execute("BEGIN")
+                    try:
+                        yield self._read_head(conn)
+                        yield from self._read_messages(conn)
+                    finally:
+                        conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    raise self._fail(f"cannot read: {self._describe(exc)}") from None
         finally:
             if collecting:
                 gc.enable()
 
-    def _read(self, conn: sqlite3.Connection) -> Snapshot:
-        conn.execute("BEGIN")
-        try:
-            meta = dict(conn.execute("SELECT key, value FROM meta"))
-            identifier = meta.get("queue_manager_identifier")
-            if identifier is not None and type(identifier) is not str:
-                raise self._fail(f"corrupt queue manager identifier {identifier!r:.60}")
-            sequential = meta.get("sequential_id", -_BIAS)
-            if type(sequential) is not int:
-                raise self._fail(f"corrupt sequential id {sequential!r:.60}")
-            queues = []
-            for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
-                try:
-                    if type(queue_id) is not str or type(text) is not str:
-                        raise RecordError("a column holds a value of the wrong type")
-                    attributes = decode_value(json.loads(text))
-                    if type(attributes) is not dict:
-                        raise RecordError("queue attributes are not a dict")
-                except RecursionError:
-                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: nested too deeply") from None
-                except (RecordError, ValueError, TypeError) as exc:
-                    raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: {exc}") from None
-                queues.append(StoredQueue(queue_id, attributes))
-            messages = []
-            append = messages.append
-            names = _STATE_NAMES
-            interned: dict[str, str] = {}
-            rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
-                                " FROM messages ORDER BY queue_identifier, lookup_identifier")
-            for queue_id, lookup, state, attributes, body in rows:
+    def _read_head(self, conn: sqlite3.Connection) -> tuple[str | None, int, list[StoredQueue]]:
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        identifier = meta.get("queue_manager_identifier")
+        if identifier is not None and type(identifier) is not str:
+            raise self._fail(f"corrupt queue manager identifier {identifier!r:.60}")
+        sequential = meta.get("sequential_id", -_BIAS)
+        if type(sequential) is not int:
+            raise self._fail(f"corrupt sequential id {sequential!r:.60}")
+        queues = []
+        for queue_id, text in conn.execute("SELECT identifier, attributes FROM queues"):
+            try:
+                if type(queue_id) is not str or type(text) is not str:
+                    raise RecordError("a column holds a value of the wrong type")
+                attributes = decode_value(json.loads(text))
+                if type(attributes) is not dict:
+                    raise RecordError("queue attributes are not a dict")
+            except RecursionError:
+                raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: nested too deeply") from None
+            except (RecordError, ValueError, TypeError) as exc:
+                raise self._fail(f"corrupt attributes of queue {queue_id!r:.60}: {exc}") from None
+            queues.append(StoredQueue(queue_id, attributes))
+        return identifier, sequential + _BIAS, queues
+
+    def _read_messages(self, conn: sqlite3.Connection):
+        names = _STATE_NAMES
+        interned: dict[str, str] = {}
+        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
+                            " FROM messages ORDER BY queue_identifier, lookup_identifier")
+        while batch := rows.fetchmany(1024):
+            for queue_id, lookup, state, attributes, body in batch:
                 try:
                     if type(queue_id) is not str or type(lookup) is not int or type(attributes) is not str:
                         raise RecordError("a column holds a value of the wrong type")
                     queue_id = interned.setdefault(queue_id, queue_id)
                     lookup += _BIAS
-                    append(StoredMessage(queue_id, lookup, names[state],
-                                         decode_message(attributes, body, lookup)))
+                    stored = _LoadedMessage(queue_id, lookup, names[state],
+                                            decode_message_fields(attributes, body, lookup))
                 except (RecordError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
-        finally:
-            conn.execute("COMMIT")
-        return Snapshot(identifier, sequential + _BIAS, queues, messages)
+                yield stored

@@ -154,3 +154,26 @@ def test_initialize_twice_is_refused(qm):
     with pytest.raises(RuntimeError, match="twice"):
         qm.initialize()
     assert qm.queue_manager_state == "Ready"
+
+
+def test_initialization_streams_the_stored_messages_when_the_store_can(qm, queue, store):
+    """3.1.3 at scale: with a store offering load_stream the messages are consumed one by one, not as one list."""
+    put(qm, queue, "low", priority=1, delivery_guarantee=REC)
+    put(qm, queue, "high", priority=6, delivery_guarantee=REC)
+    consumed = []
+
+    def load_stream():
+        snapshot = store.load()
+        messages = snapshot.messages
+
+        def one_by_one():
+            for stored in reversed(messages):            # any order: positions are sorted by LookupIdentifier
+                consumed.append(stored.lookup_identifier)
+                yield stored
+        snapshot.messages = one_by_one()
+        return snapshot
+    store.load_stream = load_stream
+    again = restart(store)
+    q = again.queue_by_pathname(r".\private$\q")
+    assert len(consumed) == 2
+    assert bodies(again, q) == [(b"high", "Available"), (b"low", "Available")]

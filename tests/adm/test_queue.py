@@ -114,3 +114,23 @@ def test_neighbour_search_matches_a_linear_scan(values, load, keys):
     for key in keys:
         assert _next_after(sorted_list, key) == next((v for v in ordered if v > key), None)
         assert _prev_before(sorted_list, key) == next((v for v in reversed(ordered) if v < key), None)
+
+
+def test_insert_many_equals_inserting_each_and_refuses_duplicates(queue):
+    import pytest
+    from shared_adm.compact import pack
+    from shared_adm.message import Message
+    from shared_adm.queue import MessagePosition, MessagePositionList
+    states = [PositionState.AVAILABLE, PositionState.LOCKED, PositionState.PURGE_PENDING]
+    positions = [MessagePosition(queue, key, states[key % 3], pack(Message(allow_peek_when_locked=key % 2 == 1)))
+                 for key in range(1000, 0, -7)]
+    one_by_one, bulk = MessagePositionList(queue), MessagePositionList(queue)
+    for position in positions:
+        one_by_one.insert(position)
+    bulk.insert_many(positions)
+    assert list(bulk) == list(one_by_one)
+    assert (bulk.available_count, bulk.peek_locked) == (one_by_one.available_count, one_by_one.peek_locked)
+    with pytest.raises(ValueError):
+        bulk.insert_many(positions[:100])
+    with pytest.raises(ValueError):
+        MessagePositionList(queue).insert_many(positions[:100] + positions[:1])

@@ -119,3 +119,15 @@ def test_malformed_records_raise_record_error(attributes):
 def test_null_body_is_a_record_error():
     with pytest.raises(RecordError, match="NULL"):
         decode_message("{}", None, 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(message=_messages, key=st.integers(0, 2**64 - 1))
+def test_compact_form_from_the_decoded_fields_equals_packing_the_message(message, key):
+    """load_stream hands QueueManager the compact form made from the record's fields without a Message
+    (compact.pack_fields): it must be byte for byte what pack() makes of the decoded Message."""
+    from shared_adm.compact import pack, pack_fields
+    from shared_adm.store.record import decode_message_fields
+    attributes, body = encode_message(message, key)
+    fields = decode_message_fields(attributes, body, key)
+    assert pack_fields(dict(fields)) == pack(decode_message(attributes, body, key))

@@ -487,3 +487,46 @@ def test_open_store_picks_the_implementation(data_dir):
     store = open_store(data_dir, commit_interval_ms=1)
     assert isinstance(store, SqliteStore) and store.path == data_dir / DB_FILE_NAME
     store.close()
+
+
+# ---- streamed load (3.1.3 at scale) ------------------------------------------------------------
+
+def test_load_stream_yields_every_message_once_in_queue_then_lookup_order_as_an_iterator(data_dir):
+    store = SqliteStore(data_dir)
+    other = "00000000-0000-0000-0000-000000000001"      # sorts before Q
+    for lookup in (5, 2, 9):
+        store.put_message(_msg(lookup))
+    store.put_message(StoredMessage(other, 7, "Locked", Message(lookup_identifier=7, body=b"o")))
+    snapshot = store.load_stream()
+    assert not isinstance(snapshot.messages, list)
+    assert [(m.queue_identifier, m.lookup_identifier, m.state) for m in snapshot.messages] == \
+        [(other, 7, "Locked"), (Q, 2, "Available"), (Q, 5, "Available"), (Q, 9, "Available")]
+    assert list(snapshot.messages) == []                 # one-shot
+    store.close()
+
+
+def test_mutations_recorded_while_streaming_commit_once_the_stream_ends(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=0)
+    for lookup in (1, 2):
+        store.put_message(_msg(lookup))
+    snapshot = store.load_stream()
+    first = next(iter(snapshot.messages))
+    store.delete_message(Q, first.lookup_identifier)     # what QueueManager.initialize does to a PurgePending one
+    assert [m.lookup_identifier for m in snapshot.messages] == [2]
+    store.flush()
+    assert [m.lookup_identifier for m in store.load().messages] == [2]
+    store.close()
+
+
+def test_a_corrupt_row_met_while_streaming_names_the_message(data_dir):
+    path = _fill(data_dir, 3)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE messages SET state = 9 WHERE lookup_identifier = ?", (3 - BIAS,))
+        conn.commit()
+    store = SqliteStore(data_dir)
+    stream = store.load_stream().messages
+    assert next(stream).lookup_identifier == 1
+    with pytest.raises(StoreError, match="corrupt message 3 .*unknown state 9"):
+        list(stream)
+    assert next(store.load_stream().messages).lookup_identifier == 1     # the read lock was released
+    store.close()

@@ -1,0 +1,44 @@
+"""The event loop `qm2qm serve` runs on: uvloop when installed (the faster transport), else asyncio's own."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Coroutine
+
+
+class EventLoopError(RuntimeError):
+    """The chosen event loop cannot be used here; the message says why and what to do."""
+
+
+def uvloop_available() -> bool:
+    """uvloop can be imported (it has no Windows build)."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def resolve(choice: str) -> str:
+    """'auto' -> 'uvloop' when installed, else 'asyncio'; an explicit 'uvloop' must be installed."""
+    if choice == "auto":
+        return "uvloop" if uvloop_available() else "asyncio"
+    if choice == "uvloop" and not uvloop_available():
+        raise EventLoopError("loop: uvloop is not installed (pip install 'uvloop>=0.19'; it has no Windows "
+                             "build); use --loop asyncio")
+    if choice not in ("asyncio", "uvloop"):
+        raise EventLoopError(f"loop: expected auto, asyncio or uvloop, got {choice!r}")
+    return choice
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """A factory for asyncio.Runner making the resolved loop."""
+    if resolve(choice) == "uvloop":
+        import uvloop
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def run(main: Coroutine[Any, Any, Any], choice: str = "auto") -> Any:
+    """asyncio.run(main) on the chosen loop."""
+    with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
+        return runner.run(main)
