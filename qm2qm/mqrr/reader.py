@@ -3,7 +3,8 @@
 Endpoint-mapper lookup of RemoteRead (or a given port), R_GetServerPort (3.2.4.1, rebinding to the port it names),
 R_OpenQueue, R_CreateCursor (3.2.4.8), R_StartReceive / R_EndReceive (3.2.4.3, 3.2.4.4.1, 3.2.4.9, 3.2.4.10.1),
 R_PurgeQueue (3.2.4.7), R_CloseCursor and R_CloseQueue (3.2.4.12–13). Answers come back as qm2qm.client.ReadResult
-so the reader's API names no protocol.
+holding the reconstructed packet (TimeToReachQueue relative again, as MS-MQMQ 2.2.19.1 and qm2qm carry it), so the
+reader's API names no protocol.
 """
 from __future__ import annotations
 
@@ -67,13 +68,16 @@ class MqrrReadPath:
             if status != 0:
                 raise RpcCallError(f"R_CreateCursor: 0x{status:08X}", status)
 
-    def start(self, action: int, timeout_ms: int):
-        """R_StartReceive on the queue (with the cursor, if any): a ReadResult holding the whole packet."""
+    def start(self, action: int, timeout_ms: int, *, lookup_id: int = 0):
+        """R_StartReceive on the queue (with the cursor, or a LookupId with an MQ_LOOKUP_* action): a ReadResult
+        holding the whole packet."""
         from qm2qm.client import NULL_HANDLE, ReadResult
+        from qm2qm.mqrr.sections import relative_expiry
         request_id = next(self._request_ids) & 0xFFFFFFFF
         read = self.step("R_StartReceive", self.client.read, self.queue, action, timeout=timeout_ms,
-                         request_id=request_id, cursor=self.cursor)
-        packet = read.packet
+                         request_id=request_id, cursor=0 if lookup_id else self.cursor, lookup_id=lookup_id)
+        # 3.2.4.3: reconstruct the message; TimeToReachQueue comes absolute (2.2.5.1), ReadResult holds it relative
+        packet = relative_expiry(read.packet) if read.status == 0 and read.packet else read.packet
         return ReadResult(hresult=read.status, context=NULL_HANDLE, request_id=request_id, size=len(packet),
                           arrive_time=read.arrive_time, reserved=0, buffer=packet,
                           sequential_id=read.sequence_id if read.status == 0 else None)
