@@ -356,18 +356,11 @@ def qm2qm_mqrr_client(qm2qm_server: ServerHandle) -> Iterator[Any]:
         client.disconnect()
 
 
-def format_name(pathname: str, host: str) -> str:
-    """DIRECT=TCP:host\\<queue> for a local path name (``.\\private$\\q``); a format name as given."""
-    if "=" in pathname:
-        return pathname
-    return f"DIRECT=TCP:{host}\\" + pathname.split("\\", 1)[1] if pathname.startswith(".\\") else \
-        f"DIRECT=TCP:{host}\\{pathname}"
-
-
 @pytest.fixture
 def qm2qm_reader(qm2qm_server: ServerHandle) -> Iterator[Any]:
     """A factory of opened RemoteReaders on the test server: ``qm2qm_reader(queue, protocol=..., **options)``
     (options as qm2qm.client.RemoteReader's; the ports come from the server). Readers left open are closed."""
+    from qm2qm.cli.read import _format_name as format_name     # DIRECT=TCP:host\\<queue> for a path name
     from qm2qm.client import RemoteReader
     readers: list[Any] = []
 
