@@ -121,3 +121,9 @@ def test_reader_rejects_an_unknown_protocol_and_credentials_over_mqrr():
 def test_via_admin_cannot_be_combined_with_protocol_mqrr(qm2qm_server, qm2qm_queues):
     code, _, err = cli(qm2qm_server, "peek", qm2qm_queues.make(), "--protocol", "mqrr", "--via-admin")
     assert code == 2 and "--via-admin opens a qm2qm session" in err
+
+
+@pytest.mark.qm2qm(mqrr=True)
+def test_reader_over_mqrr_negotiates_ndr64_when_asked(qm2qm_reader, qm2qm_queues):
+    reader = qm2qm_reader(qm2qm_queues.make(messages=["wide"]), protocol="mqrr", ndr64=True)
+    assert reader.mqrr.client.ndr64 and reader.receive().message().body == b"wide"
