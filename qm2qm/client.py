@@ -385,19 +385,31 @@ class RemoteReader:
     R_QMGetRTQMServerPort(IP_READ)), RemoteQMOpenQueue, RemoteQmGetVersion; then reads; ``close()`` sends
     RemoteQMCloseQueue and R_QMCloseRemoteQueueContext.
 
-    The read API (peek / peek_next / receive / purge, ReadResult) names no protocol: the qmcomm + qm2qm path is
-    ``protocol == "mqqp"``; another backend (MS-MQRR) can serve the same calls. Credentials (user, domain,
-    password, auth_level) go to impacket's NTLM for every binding. Blocking; one reader per thread.
+    The read API (peek / peek_next / receive / purge, ReadResult) names no protocol. ``protocol`` chooses the path:
+    ``"qm2qm"`` (default) the qmcomm + qm2qm sequence above; ``"mqrr"`` MS-MQRR RemoteRead (qm2qm.mqrr.reader:
+    endpoint-mapper lookup of 1a9134dd-7b39-45ba-ad88-44d01ca47f28 v1.0 or ``mqrr_port``, R_GetServerPort,
+    R_OpenQueue, R_CreateCursor when ``cursor``, R_StartReceive / R_EndReceive, R_CloseQueue); ``"auto"`` what a
+    Windows Server 2003+ client does (MS-MQRR 3.2.4.1): MS-MQRR first, and qmcomm + qm2qm when the endpoint mapper
+    answers EPT_S_NOT_REGISTERED. After ``open()``, ``protocol`` is the path taken ("qm2qm" or "mqrr").
+    Credentials (user, domain, password, auth_level) go to impacket's NTLM for every qmcomm/qm2qm binding; the
+    MS-MQRR path binds unauthenticated (ValueError with protocol="mqrr"). Blocking; one reader per thread.
     """
 
-    protocol = "mqqp"
+    PROTOCOLS = ("qm2qm", "mqrr", "auto")
+    protocol = "qm2qm"
 
     def __init__(self, host: str, format_name: str, *, access: str = "receive", share_mode: str = "deny-none",
                  cursor: bool = False, epm_port: int = 135, qmcomm_port: int | None = None,
                  qm2qm_port: int | None = None, ndr64: bool = False, user: str = "", domain: str = "",
                  password: str = "", auth_level: int | None = None, nthash: str = "",
-                 connect_timeout: float = 10.0, call_timeout: float | None = None) -> None:
+                 connect_timeout: float = 10.0, call_timeout: float | None = None, protocol: str = "qm2qm",
+                 mqrr_port: int | None = None) -> None:
         from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
+        protocol = "qm2qm" if protocol == "mqqp" else protocol      # "mqqp": the name this attribute had before
+        if protocol not in self.PROTOCOLS:
+            raise ValueError(f"protocol: expected qm2qm, mqrr or auto, got {protocol!r}")
+        self.requested_protocol, self.mqrr_port = protocol, mqrr_port
+        self.mqrr = None                # qm2qm.mqrr.reader.MqrrReadPath once opened over MS-MQRR
         if access not in ("receive", "peek"):
             raise ValueError(f"access: expected receive or peek, got {access!r}")
         if share_mode not in ("deny-none", "deny-receive"):
@@ -427,6 +439,9 @@ class RemoteReader:
         from qm2qm.mqmp import idl as mqmp_idl
         from qm2qm.mqmp.client import QmcommClient
         from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ
+        if self.requested_protocol != "qm2qm" and self._open_mqrr():
+            return self
+        self.protocol = "qm2qm"
         try:
             port = self.qmcomm_port or self._ept_map(mqmp_idl.MSRPC_UUID_QMCOMM, "qmcomm")
             self.qmcomm = self._qmcomm_client(QmcommClient, port)
@@ -460,7 +475,13 @@ class RemoteReader:
         return self
 
     def close(self) -> None:
-        """RemoteQMCloseCursor (if a cursor), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext; then disconnect."""
+        """RemoteQMCloseCursor (if a cursor), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext; then disconnect.
+        Over MS-MQRR: R_CloseCursor (if a cursor), R_CloseQueue."""
+        if self.mqrr is not None:
+            mqrr, self.mqrr = self.mqrr, None
+            mqrr.close(self._quiet)
+            self.cursor = 0
+            return
         try:
             if self.qm2qm is not None and self.session != NULL_HANDLE:
                 if self.cursor:
@@ -497,17 +518,23 @@ class RemoteReader:
     def receive(self, timeout_ms: int = 0, *, ack: bool = True) -> ReadResult:
         """Receive one message: StartReceive then EndReceive(RR_ACK) (or RR_NACK: it stays in the queue)."""
         result = self._start(MQ_ACTION_RECEIVE, timeout_ms)
-        if result.ok:
+        if result.ok and self.mqrr is not None:
+            self.mqrr.end(result.request_id, RR_ACK if ack else 1)
+        elif result.ok:
             self._step("RemoteQMEndReceive", self.qm2qm.end_receive, result.context, RR_ACK if ack else 1)
         return result
 
     def purge(self) -> int:
         """Purge the queue (needs receive access); the HRESULT."""
+        if self.mqrr is not None:
+            return self.mqrr.purge()
         return self._step("RemoteQMPurgeQueue", self.qm2qm.purge_queue, self.handle)
 
     # ------------------------------------------------------------------ helpers
 
     def _start(self, action: int, timeout_ms: int) -> ReadResult:
+        if self.mqrr is not None:
+            return self.mqrr.start(action, timeout_ms)
         if self.qm2qm is None:
             raise RpcCallError("the reader is not open")
         modern = self.version is None or (self.version[0], self.version[1]) >= (5, 1)
@@ -515,6 +542,34 @@ class RemoteReader:
         start = self.qm2qm.start_receive2 if modern else self.qm2qm.start_receive
         return self._step(name, start, self.handle, action=action, timeout_ms=timeout_ms, cursor=self.cursor,
                           dw_queue=self.handle)
+
+    def _open_mqrr(self) -> bool:
+        """Open over MS-MQRR; False when ``auto`` meets EPT_S_NOT_REGISTERED (then the qm2qm path runs)."""
+        from qm2qm.mqrr import idl as mqrr_idl
+        from qm2qm.mqrr.reader import EPT_S_NOT_REGISTERED, MqrrNotRegistered, MqrrReadPath
+        # dwAccess / dwShareMode are the MS-MQMQ values both protocols share (MS-MQRR 3.1.4.2, MS-MQMP 3.1.4.2)
+        path = MqrrReadPath(self.host, self.format_name, access=self.access, share_mode=self.share_mode,
+                            cursor=self.want_cursor, ndr64=self.ndr64,
+                            connect_timeout=self._timeouts["connect_timeout"], step=self._step,
+                            credentials=self.credentials)
+        try:
+            port = self.mqrr_port or self._ept_map(mqrr_idl.MSRPC_UUID_REMOTEREAD, "RemoteRead")
+            path.open(port, given=bool(self.mqrr_port))
+        except RpcCallError as exc:
+            path.close(self._quiet)
+            if self.requested_protocol == "auto" and exc.status in EPT_S_NOT_REGISTERED:
+                return False
+            raise
+        except MqrrNotRegistered:
+            path.close(self._quiet)
+            if self.requested_protocol == "auto":
+                return False
+            raise RpcCallError(f"RemoteRead (MS-MQRR) is not registered at {self.host}", 0x16C9A0D6) from None
+        except BaseException:
+            path.close(self._quiet)
+            raise
+        self.mqrr, self.protocol, self.cursor = path, "mqrr", path.cursor
+        return True
 
     def _qmcomm_client(self, cls, port: int):
         return cls(self.host, port, ndr64=self.ndr64, credentials=self.credentials, **self._timeouts).connect()

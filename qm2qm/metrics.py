@@ -5,10 +5,14 @@ qm2qm/rpc/observer.py): one dict lookup, a bisect and a few integer additions pe
 connections open, association groups, context handles by type, pending reads, messages and bytes per queue
 -- is read from the running objects when Prometheus scrapes (``Qm2qmCollector``), never on the hot path.
 
-HRESULTs: every qm2qm method but RemoteQMGetQMQMServerPort (returns a port, MS-MQQP 3.1.4.8) and
-RemoteQmGetVersion (void, 3.1.4.9) returns an HRESULT, the last NDR value of the response stub: its last four
-bytes (little-endian, the runtime always answers in NDR little-endian). ``HRESULT_OPNUMS`` names, per
-interface, the opnums whose responses are read that way.
+HRESULTs: a method declared to return an HRESULT answers it as the last NDR value of the response stub: its last
+four bytes (little-endian, the runtime always answers in NDR little-endian). ``HRESULT_OPNUMS`` names, per
+interface, the opnums whose responses are read that way, from the method signatures: every qm2qm method but
+RemoteQMGetQMQMServerPort (a port, MS-MQQP 3.1.4.8) and RemoteQmGetVersion (void, 3.1.4.9); every qmcomm method
+but R_QMCloseRemoteQueueContext (void, MS-MQMP 3.1.4.3) and R_QMGetRTQMServerPort (a port, 3.1.4.24); all four
+qmcomm2 methods (3.1.5); every RemoteRead method but R_GetServerPort (a port, MS-MQRR 3.1.4.1), R_OpenQueue and
+R_OpenQueueForMove (void: they throw their failures, 3.1.4.2, 3.1.4.11). Faults are counted apart, whatever the
+signature.
 """
 from __future__ import annotations
 
@@ -24,10 +28,15 @@ from shared_adm.status import status_name
 CALL_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-# interface name -> opnums whose response stub ends with an HRESULT (MS-MQQP 3.1.4; add qmcomm's when it lands).
+# interface name (Interface.name) -> opnums whose response stub ends with an HRESULT (the signatures of MS-MQQP
+# 3.1.4, MS-MQMP 3.1.4 / 3.1.5 and MS-MQRR 3.1.4). qmcomm's supporting-server methods (6–12, 14–20, 22, 23,
+# 26–28) return HRESULTs too, though qm2qm answers them with a fault (MS-MQMP 3.1.4).
 MQ_OK_BYTES = bytes(4)
 HRESULT_OPNUMS: dict[str, frozenset[int]] = {
     "qm2qm": frozenset({0, 1, 2, 3, 4, 5, 6, 9, 10}),
+    "qmcomm": frozenset({1, 2, 4, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 20, 22, 23, 26, 27, 28}),
+    "qmcomm2": frozenset({0, 1, 2, 3}),
+    "RemoteRead": frozenset({3, 4, 5, 6, 7, 8, 9, 10, 12, 13, 14, 15}),
 }
 
 
@@ -164,7 +173,7 @@ class Qm2qmCollector:
         faults = CounterMetricFamily("qm2qm_rpc_faults", "RPC calls answered with a fault PDU, by fault status",
                                      labels=[*labels, "status"])
         hresults = CounterMetricFamily("qm2qm_rpc_hresults", "HRESULTs returned in successful responses "
-                                       "(MS-MQQP 3.1.4; the last 4 bytes of the response stub)",
+                                       "(MS-MQQP, MS-MQMP, MS-MQRR 3.1.4; the last 4 bytes of the response stub)",
                                        labels=[*labels, "hresult", "name"])
         ops = metrics.operations() if metrics is not None else []
         for op in ops:

@@ -4,7 +4,19 @@
     qm2qm_server_process  the same as a `qm2qm serve` subprocess
     qm2qm_admin           qm2qm.client.AdminClient on qm2qm_server's admin API
     qm2qm_client          qm2qm.client.Qm2qmClient bound to qm2qm_server's qm2qm port (MS-MQQP)
+    qm2qm_qmcomm_client   qm2qm.mqmp.client.QmcommClient bound to qm2qm_server's qmcomm port (MS-MQMP, from /v1/info)
+    qm2qm_mqrr_client     qm2qm.mqrr.client.MqrrClient bound to MS-MQRR RemoteRead on qm2qm_server (turns --mqrr on)
+    qm2qm_reader          factory: qm2qm_reader(queue, protocol="qm2qm"|"mqrr"|"auto", **options) -> an opened
+                          qm2qm.client.RemoteReader on qm2qm_server (closed at teardown)
     qm2qm_queues          helpers: make(name, messages=...) a queue, send to it, open_session(queue) for remote reads
+
+MS-MQRR is off on a server by default, as under `qm2qm serve` (so a Windows client falls back to qmcomm + qm2qm).
+A test turns it on by requesting ``qm2qm_mqrr_client``, or for any server option with the ``qm2qm`` marker, whose
+keyword arguments are server settings (the TOML keys; `--key` flags for the subprocess)::
+
+    @pytest.mark.qm2qm(mqrr=True)
+    def test_reads_over_remoteread(qm2qm_reader, qm2qm_queues):
+        with qm2qm_reader(qm2qm_queues.make(messages=["hi"]), protocol="mqrr") as reader: ...
 
 Servers listen on ephemeral ports only (qm2qm, qmcomm, admin; the endpoint mapper's own port is off) and let
 ANONYMOUS LOGON read (``--allow-anonymous-read``), since test clients bind unauthenticated; pass
@@ -19,6 +31,7 @@ subprocess, override ``qm2qm_server`` in a conftest.py::
 
 A client of another interface (qmcomm / MS-MQMP, MS-MQRR) is one more fixture on ``qm2qm_server``: it reads
 its port from ``qm2qm_server.info`` (GET /v1/info), connects, and closes at teardown, like ``qm2qm_client``.
+MS-MQRR lives on the qm2qm listener (``qm2qm_server.port``), which also answers ept_map.
 """
 from __future__ import annotations
 
@@ -148,6 +161,31 @@ def start_in_process(data_dir: Path, **config: Any) -> tuple[ServerHandle, InPro
     return handle, server
 
 
+def server_options(request: Any) -> dict[str, Any]:
+    """The server settings a test asks for: the ``qm2qm`` marker's keywords, plus mqrr=True when the test uses
+    ``qm2qm_mqrr_client``."""
+    options: dict[str, Any] = {}
+    for marker in reversed(list(request.node.iter_markers("qm2qm"))):     # the closest marker wins
+        options.update(marker.kwargs)
+    if "qm2qm_mqrr_client" in request.fixturenames:
+        options.setdefault("mqrr", True)
+    return options
+
+
+def as_flags(options: dict[str, Any]) -> list[str]:
+    """Server settings as `qm2qm serve` flags: True -> --key, False -> --no-key, else --key value."""
+    flags: list[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
 def start_subprocess(data_dir: Path, *extra: str, env: dict | None = None, cwd: Path | None = None) -> ServerHandle:
     """`python -m qm2qm serve` on ephemeral ports over a fresh store; returns once it printed its ready line
     (``handle.line``)."""
@@ -237,11 +275,16 @@ class QueueHelpers:
             client.close()
 
 
+def pytest_configure(config: Any) -> None:
+    config.addinivalue_line("markers", "qm2qm(**settings): server settings (TOML keys, e.g. mqrr=True) for the "
+                            "qm2qm plugin's servers")
+
+
 @pytest.fixture
-def qm2qm_server(tmp_path: Path) -> Iterator[ServerHandle]:
+def qm2qm_server(tmp_path: Path, request: Any) -> Iterator[ServerHandle]:
     """A qm2qm server in this process on ephemeral ports with a fresh store (``.app`` is the running App;
-    ``.call(fn, *args)`` runs fn on its loop thread)."""
-    handle, server = start_in_process(tmp_path / "qm2qm-data")
+    ``.call(fn, *args)`` runs fn on its loop thread); settings from the ``qm2qm`` marker."""
+    handle, server = start_in_process(tmp_path / "qm2qm-data", **server_options(request))
     try:
         yield handle
     finally:
@@ -249,9 +292,10 @@ def qm2qm_server(tmp_path: Path) -> Iterator[ServerHandle]:
 
 
 @pytest.fixture
-def qm2qm_server_process(tmp_path: Path) -> Iterator[ServerHandle]:
-    """A `qm2qm serve` subprocess on ephemeral ports with a fresh store (``.process`` is its Popen)."""
-    handle = start_subprocess(tmp_path / "qm2qm-data")
+def qm2qm_server_process(tmp_path: Path, request: Any) -> Iterator[ServerHandle]:
+    """A `qm2qm serve` subprocess on ephemeral ports with a fresh store (``.process`` is its Popen); settings from
+    the ``qm2qm`` marker, as flags."""
+    handle = start_subprocess(tmp_path / "qm2qm-data", *as_flags(server_options(request)))
     try:
         yield handle
     finally:
@@ -282,3 +326,54 @@ def qm2qm_queues(qm2qm_server: ServerHandle) -> Iterator[QueueHelpers]:
         yield helpers
     finally:
         helpers.close()
+
+
+@pytest.fixture
+def qm2qm_qmcomm_client(qm2qm_server: ServerHandle) -> Iterator[Any]:
+    """A QmcommClient connected to the test server's qmcomm endpoint (MS-MQMP; the port from /v1/info)."""
+    from qm2qm.mqmp.client import QmcommClient
+    client = QmcommClient(qm2qm_server.host, int(qm2qm_server.info["qmcomm_port"])).connect()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def qm2qm_mqrr_client(qm2qm_server: ServerHandle) -> Iterator[Any]:
+    """An MqrrClient bound to MS-MQRR RemoteRead on the test server's qm2qm listener (the server runs with
+    mqrr=True for a test that uses this fixture)."""
+    from impacket.dcerpc.v5.rpcrt import DCERPCException
+    from qm2qm.mqrr.client import MqrrClient
+    try:
+        client = MqrrClient(qm2qm_server.host, qm2qm_server.port)
+    except DCERPCException as exc:
+        raise RuntimeError(f"MS-MQRR is not served by the test server (mqrr=False in the qm2qm marker?): {exc}") \
+            from None
+    try:
+        yield client
+    finally:
+        client.disconnect()
+
+
+@pytest.fixture
+def qm2qm_reader(qm2qm_server: ServerHandle) -> Iterator[Any]:
+    """A factory of opened RemoteReaders on the test server: ``qm2qm_reader(queue, protocol=..., **options)``
+    (options as qm2qm.client.RemoteReader's; the ports come from the server). Readers left open are closed."""
+    from qm2qm.cli.read import _format_name as format_name     # DIRECT=TCP:host\\<queue> for a path name
+    from qm2qm.client import RemoteReader
+    readers: list[Any] = []
+
+    def make(pathname: str, *, protocol: str = "qm2qm", **options: Any) -> Any:
+        host = qm2qm_server.host
+        ports = {"qmcomm_port": int(qm2qm_server.info["qmcomm_port"]), "qm2qm_port": qm2qm_server.port,
+                 "epm_port": qm2qm_server.port}      # the qm2qm listener answers ept_map (MS-RPCE 2.2.1.2)
+        reader = RemoteReader(host, format_name(pathname, host), protocol=protocol, **{**ports, **options})
+        readers.append(reader)
+        return reader.open()
+
+    try:
+        yield make
+    finally:
+        for reader in readers:
+            reader.close()

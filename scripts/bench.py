@@ -806,10 +806,11 @@ def bench_mqrr_receive(messages: int, clients: int, delivery: str = "express") -
     return rate, elapsed, errors, left
 # --- the Windows remote-read sequence (MS-MQMP 4.2): open -> receives -> close, vs the admin-API shortcut -----------
 
-def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, via_admin: bool, rounds: int,
+def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, path: str, rounds: int,
                     receives: int, start_at: float, ready, results) -> None:
-    """One client: ``rounds`` times open the queue, receive+ACK ``receives`` messages, close. ``via_admin`` opens
-    through POST /v1/queues/{q}/open + RemoteQMOpenQueue instead of qmcomm R_QMOpenRemoteQueue + RemoteQMOpenQueue."""
+    """One client: ``rounds`` times open the queue, receive+ACK ``receives`` messages, close. ``path`` "qmcomm":
+    qmcomm R_QMOpenRemoteQueue + RemoteQMOpenQueue; "admin": POST /v1/queues/{q}/open + RemoteQMOpenQueue;
+    "mqrr": RemoteReader(protocol="mqrr"), R_GetServerPort + R_OpenQueue ... R_CloseQueue on the qm2qm listener."""
     from qm2qm.client import AdminClient, Qm2qmClient, RemoteReader
     from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
     admin = AdminClient(admin_url)
@@ -819,7 +820,7 @@ def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, v
         time.sleep(0.001)
     done = errors = 0
     for _ in range(rounds):
-        if via_admin:
+        if path == "admin":
             h = int(admin.open_queue(q)["hRemoteQueue"])
             with Qm2qmClient("127.0.0.1", qm2qm_port) as client:
                 _, session = client.open_queue(h)
@@ -832,7 +833,9 @@ def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, v
                         done += 1
                 client.close_queue(session)
         else:
-            with RemoteReader("127.0.0.1", fmt, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port) as reader:
+            ports = dict(protocol="mqrr", mqrr_port=qm2qm_port) if path == "mqrr" else \
+                dict(qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port)
+            with RemoteReader("127.0.0.1", fmt, **ports) as reader:
                 for _ in range(receives):
                     read = reader.receive()
                     errors += read.hresult != MQ_OK
@@ -841,11 +844,13 @@ def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, v
 
 
 def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5) -> dict:
-    """Messages/s of `open -> receives x receive+ACK -> close` sessions, opened the Windows way (qmcomm) and
-    through the admin API, ``clients`` concurrent processes each."""
+    """Messages/s of `open -> receives x receive+ACK -> close` sessions, opened the Windows way (qmcomm), through
+    the admin API, and over MS-MQRR (`serve --mqrr`), ``clients`` concurrent processes each."""
     out = {}
-    for via_admin in (False, True):
-        server = Server(None, *(["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []))
+    names = {"qmcomm": "qmcomm sequence", "admin": "admin-API open", "mqrr": "MS-MQRR sequence"}
+    for path, name in names.items():
+        extra = ["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []
+        server = Server(None, *extra, *(["--mqrr"] if path == "mqrr" else []))
         try:
             total = clients * rounds * receives
             q = server.queue("sequence", bytes(1024), total)
@@ -854,7 +859,7 @@ def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5) -> di
             ready, results = ctx.Queue(), ctx.Queue()
             start_at = time.time() + 1.0 + 0.3 * clients
             procs = [ctx.Process(target=sequence_client,
-                                 args=(server.admin.base_url, int(info["qmcomm_port"]), server.port, q, via_admin,
+                                 args=(server.admin.base_url, int(info["qmcomm_port"]), server.port, q, path,
                                        rounds, receives, start_at, ready, results)) for _ in range(clients)]
             for p in procs:
                 p.start()
@@ -867,7 +872,6 @@ def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5) -> di
             server.close()
         done, errors = sum(o[0] for o in outs), sum(o[1] for o in outs)
         elapsed = max(o[2] for o in outs) - start_at
-        name = "admin-API open" if via_admin else "qmcomm sequence"
         out[name] = done / elapsed
         print(f"  {name:<16} open -> {receives} receives -> close, {clients} clients x {rounds} sessions: "
               f"{done / elapsed:7.0f} msg/s, {clients * rounds / elapsed:6.1f} sessions/s  ({elapsed:.2f} s, "

@@ -2,7 +2,10 @@
 
 By default a read does the whole Windows sequence (qm2qm.client.RemoteReader: qmcomm R_QMOpenRemoteQueue, qm2qm
 RemoteQMOpenQueue, reads, RemoteQMCloseQueue, R_QMCloseRemoteQueueContext). ``--via-admin`` is the scripting
-shortcut that opens the descriptor through the loopback admin API instead of qmcomm (no access check)."""
+shortcut that opens the descriptor through the loopback admin API instead of qmcomm (no access check).
+``--protocol mqrr`` reads over MS-MQRR RemoteRead instead (R_OpenQueue, R_StartReceive, R_EndReceive, R_CloseQueue;
+the server needs ``serve --mqrr``); ``--protocol auto`` tries MS-MQRR first and falls back to qmcomm + qm2qm when
+the endpoint mapper answers EPT_S_NOT_REGISTERED, as Windows Server 2003+ clients do (MS-MQRR 3.2.4.1)."""
 from __future__ import annotations
 
 import base64
@@ -36,6 +39,12 @@ class TimeoutMs(click.ParamType):
 
 def read_options(fn):
     """Options of the commands that open a queue for remote read."""
+    fn = click.option("--mqrr-port", type=int,
+                      help="MS-MQRR RemoteRead port (with --protocol mqrr|auto) [from the endpoint mapper].")(fn)
+    fn = click.option("--protocol", type=click.Choice(["qm2qm", "mqrr", "auto"]), default="qm2qm",
+                      show_default=True,
+                      help="qm2qm: qmcomm + qm2qm (MS-MQMP, MS-MQQP); mqrr: MS-MQRR RemoteRead (serve --mqrr); "
+                           "auto: MS-MQRR, else qm2qm when it is not registered (as Windows does).")(fn)
     fn = click.option("--via-admin", is_flag=True,
                       help="Shortcut: open through the admin API instead of qmcomm R_QMOpenRemoteQueue.")(fn)
     fn = click.option("--epm-port", type=int,
@@ -168,9 +177,15 @@ class SequenceSession:
     """A remote-read session opened the way Windows opens one (qm2qm.client.RemoteReader)."""
 
     def __init__(self, admin_url: str, rpc_addr: str | None, ndr64: bool, pathname: str, access: str,
-                 cursor: bool, qmcomm_port: int | None, epm_port: int | None) -> None:
+                 cursor: bool, qmcomm_port: int | None, epm_port: int | None, protocol: str = "qm2qm",
+                 mqrr_port: int | None = None) -> None:
         from qm2qm.client import RemoteReader, RpcCallError
         from shared_adm.status import status_name
+        if protocol != "qm2qm" and not epm_port and not mqrr_port:
+            # the qm2qm listener answers ept_map itself (MS-RPCE 2.2.1.2): look RemoteRead up there
+            epm_port = _rpc_address(rpc_addr, admin_url)[1]
+            if protocol == "auto" and qmcomm_port is None:
+                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
         if epm_port:
             host, qm2qm_port = (_rpc_address(rpc_addr, admin_url) if rpc_addr else ("127.0.0.1", None))
         else:
@@ -179,7 +194,7 @@ class SequenceSession:
                 qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
         self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
                                    epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
-                                   ndr64=ndr64, **_credentials())
+                                   ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port, **_credentials())
         try:
             self.reader.open()
         except RpcCallError as exc:
@@ -201,11 +216,20 @@ class SequenceSession:
 
 
 def open_session(pathname: str, access: str, *, cursor: bool, via_admin: bool, rpc_addr, ndr64, admin_url,
-                 qmcomm_port=None, epm_port=None):
+                 qmcomm_port=None, epm_port=None, protocol="qm2qm", mqrr_port=None):
     """The Windows sequence by default; the admin-API shortcut with --via-admin."""
     if via_admin:
+        if protocol != "qm2qm":
+            raise click.UsageError(f"--via-admin opens a qm2qm session: it cannot be used with --protocol {protocol}")
         return RemoteSession(admin_url, rpc_addr, ndr64, pathname, access)
-    return SequenceSession(admin_url, rpc_addr, ndr64, pathname, access, cursor, qmcomm_port, epm_port)
+    return SequenceSession(admin_url, rpc_addr, ndr64, pathname, access, cursor, qmcomm_port, epm_port, protocol,
+                           mqrr_port)
+
+
+def _mqrr(rs):
+    """The MS-MQRR read path of a session opened over RemoteRead (--protocol mqrr, or auto finding it), else None."""
+    reader = getattr(rs, "reader", None)
+    return None if reader is None else reader.mqrr
 
 
 class RemoteSession:
@@ -269,6 +293,17 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
                       admin_url=admin_url, **via)
     results = []
     failed = False
+    if _mqrr(rs) is not None:
+        if legacy:
+            rs.close()
+            raise click.UsageError("--legacy selects qm2qm's RemoteQMStartReceive: MS-MQRR has no such choice")
+        _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results)
+        failed = bool(results) and results[-1]["hresult"] != "0x00000000"
+        _emit(results if count != 1 else results[0], as_json,
+              lambda d: [_print_read(x) for x in (d if isinstance(d, list) else [d])])
+        if failed:
+            sys.exit(1)
+        return
     try:
         h_cursor = 0
         if use_cursor:
@@ -300,6 +335,27 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
         sys.exit(1)
 
 
+def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
+    """The read loop over MS-MQRR: R_StartReceive (then R_EndReceive for a receive), MS-MQRR 3.2.4.3–3.2.4.10."""
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+    path = rs.reader.mqrr
+    try:
+        for i in range(count):
+            if receive:
+                action = MQ_ACTION_RECEIVE
+            else:
+                action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
+            result = _remote_call(lambda: path.start(action, timeout))
+            entry = {**_message_json(result), "protocol": "mqrr"}
+            if result.ok and receive:
+                entry["end_receive"] = _hr(_remote_call(lambda: path.end(result.request_id, ack)))
+            results.append(entry)
+            if not result.ok:
+                break
+    finally:
+        rs.close()
+
+
 @main.command()
 @click.argument("pathname")
 @click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
@@ -308,14 +364,16 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
 @read_options
 def peek(pathname, timeout, count, use_cursor, legacy, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url,
-         as_json) -> None:
-    """Peek PATHNAME (a path name or format name): R_QMOpenRemoteQueue, RemoteQMOpenQueue, StartReceive(2), close."""
+         as_json, protocol, mqrr_port) -> None:
+    """Peek PATHNAME (a path name or format name): R_QMOpenRemoteQueue, RemoteQMOpenQueue, StartReceive(2), close
+    (or, with --protocol mqrr, R_OpenQueue, R_StartReceive, R_CloseQueue)."""
     _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json,
-               _via(via_admin, epm_port, qmcomm_port))
+               _via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
 
 
-def _via(via_admin, epm_port, qmcomm_port) -> dict:
-    return {"via_admin": via_admin, "epm_port": epm_port, "qmcomm_port": qmcomm_port}
+def _via(via_admin, epm_port, qmcomm_port, protocol="qm2qm", mqrr_port=None) -> dict:
+    return {"via_admin": via_admin, "epm_port": epm_port, "qmcomm_port": qmcomm_port, "protocol": protocol,
+            "mqrr_port": mqrr_port}
 
 
 @main.command()
@@ -327,10 +385,11 @@ def _via(via_admin, epm_port, qmcomm_port) -> dict:
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
 @read_options
 def receive(pathname, timeout, count, use_cursor, nack, legacy, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64,
-            admin_url, as_json) -> None:
-    """Receive from PATHNAME: the Windows sequence, StartReceive(2) then EndReceive(RR_ACK) (MS-MQQP 3.2.4.3)."""
+            admin_url, as_json, protocol, mqrr_port) -> None:
+    """Receive from PATHNAME: the Windows sequence, StartReceive(2) then EndReceive(RR_ACK) (MS-MQQP 3.2.4.3), or
+    R_StartReceive then R_EndReceive with --protocol mqrr (MS-MQRR 3.2.4.4.1)."""
     _read_loop(pathname, count, timeout, use_cursor, True, 1 if nack else 2, legacy, rpc_addr, ndr64,
-               admin_url, as_json, _via(via_admin, epm_port, qmcomm_port))
+               admin_url, as_json, _via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
 
 
 LOOKUP_ACTIONS = {
@@ -346,16 +405,24 @@ LOOKUP_ACTIONS = {
 @click.option("--nack", is_flag=True, help="For receive-*: end with RR_NACK instead of RR_ACK.")
 @read_options
 def lookup(pathname, lookup_id, action, nack, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url,
-           as_json) -> None:
-    """Read by lookup id over qm2qm (RemoteQMStartReceiveByLookupId, MS-MQQP 3.1.4.11)."""
+           as_json, protocol, mqrr_port) -> None:
+    """Read by lookup id over qm2qm (RemoteQMStartReceiveByLookupId, MS-MQQP 3.1.4.11), or over MS-MQRR
+    (R_StartReceive with LookupId, MS-MQRR 3.1.4.7) with --protocol mqrr."""
     receive = action.startswith("receive")
     rs = open_session(pathname, "receive" if receive else "peek", cursor=False, rpc_addr=rpc_addr, ndr64=ndr64,
-                      admin_url=admin_url, **_via(via_admin, epm_port, qmcomm_port))
+                      admin_url=admin_url, **_via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
+    path = _mqrr(rs)
     try:
-        result = _remote_call(lambda: rs.client.start_receive_by_lookup_id(
-            rs.handle, lookup_id, action=LOOKUP_ACTIONS[action], dw_queue=rs.dw_queue))
-        entry = _message_json(result)
-        if result.ok and receive:
+        if path is not None:
+            result = _remote_call(lambda: path.start(LOOKUP_ACTIONS[action], 0, lookup_id=lookup_id))
+            entry = {**_message_json(result), "protocol": "mqrr"}
+        else:
+            result = _remote_call(lambda: rs.client.start_receive_by_lookup_id(
+                rs.handle, lookup_id, action=LOOKUP_ACTIONS[action], dw_queue=rs.dw_queue))
+            entry = _message_json(result)
+        if result.ok and receive and path is not None:
+            entry["end_receive"] = _hr(_remote_call(lambda: path.end(result.request_id, 1 if nack else 2)))
+        elif result.ok and receive:
             hr, _ = _remote_call(lambda: rs.client.end_receive(result.context, 1 if nack else 2))
             entry["end_receive"] = _hr(hr)
     finally:
@@ -368,12 +435,13 @@ def lookup(pathname, lookup_id, action, nack, via_admin, epm_port, qmcomm_port, 
 @main.command()
 @click.argument("pathname")
 @read_options
-def purge(pathname, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url, as_json) -> None:
-    """Purge PATHNAME over qm2qm (RemoteQMPurgeQueue, MS-MQQP 3.1.4.7)."""
+def purge(pathname, via_admin, epm_port, qmcomm_port, rpc_addr, ndr64, admin_url, as_json, protocol,
+          mqrr_port) -> None:
+    """Purge PATHNAME over qm2qm (RemoteQMPurgeQueue, MS-MQQP 3.1.4.7) or MS-MQRR (R_PurgeQueue, 3.1.4.6)."""
     rs = open_session(pathname, "receive", cursor=False, rpc_addr=rpc_addr, ndr64=ndr64, admin_url=admin_url,
-                      **_via(via_admin, epm_port, qmcomm_port))
+                      **_via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
     try:
-        hr = _remote_call(lambda: rs.client.purge_queue(rs.handle))
+        hr = _remote_call(rs.reader.purge if _mqrr(rs) is not None else lambda: rs.client.purge_queue(rs.handle))
     finally:
         rs.close()
     _emit({"hresult": f"0x{hr:08X}", "status": _hr(hr)}, as_json, lambda d: click.echo(f"purge: {d['status']}"))

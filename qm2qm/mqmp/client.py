@@ -83,19 +83,26 @@ def _status_name(status: int) -> str:
     return next((n for n in dir(names) if n.startswith("MQ_") and getattr(names, n) == status), "status")
 
 
+def fault_status(exc: DCERPCException) -> tuple[int | None, str]:
+    """The fault status impacket's exception stands for (by code, by name, or an MQ status it does not know,
+    MS-MQMQ 2.4), and the text to show."""
+    text = str(exc)
+    status = exc.get_error_code()
+    if status is None:
+        status = next((code for name, code in _FAULT_CODES.items() if name in text), None)
+    unknown = re.search(r"fault status code: ([0-9a-fA-F]{8})", text)
+    if unknown:
+        status = int(unknown[1], 16)
+        text = f"fault {_status_name(status)} (0x{status:08X})"
+    return status, text
+
+
 def call(dce: Any, request: Any) -> Any:
     """One request; faults and lost connections as RpcCallError."""
     try:
         return dce.request(request, checkError=False)
     except DCERPCException as exc:
-        text = str(exc)
-        status = exc.get_error_code()
-        if status is None:
-            status = next((code for name, code in _FAULT_CODES.items() if name in text), None)
-        unknown = re.search(r"fault status code: ([0-9a-fA-F]{8})", text)
-        if unknown:                                 # an MQ status impacket does not know (MS-MQMQ 2.4)
-            status = int(unknown[1], 16)
-            text = f"fault {_status_name(status)} (0x{status:08X})"
+        status, text = fault_status(exc)
         raise RpcCallError(f"{type(request).__name__} failed: {text}", status) from None
     except (OSError, EOFError) as exc:
         raise RpcCallError(f"{type(request).__name__}: connection lost: {exc}") from None

@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from impacket.dcerpc.v5 import transport
+from impacket.dcerpc.v5.rpcrt import DCERPCException
 from impacket.uuid import uuidtup_to_bin
 
 from qm2qm.client import RpcCallError
+from qm2qm.mqmp.client import Credentials, bind, fault_status
 from qm2qm.mqrr import idl
 from qm2qm.mqrr.codec import handle_bytes
 from qm2qm.mqrr.constants import MQ_DENY_NONE, RECEIVE_ACCESS, RR_ACK
@@ -52,13 +54,21 @@ class Read:
 class MqrrClient:
     """One connection bound to RemoteRead; ``open`` / ``read`` / ``end`` / ``close`` and every other opnum."""
 
-    def __init__(self, host: str, port: int, *, ndr64: bool = False, timeout: float = 60.0) -> None:
-        rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{host}[{port}]")
-        rpc.set_connect_timeout(timeout)
-        self.dce = rpc.get_dce_rpc()
-        self.dce.connect()
-        syntax = NDR64 if ndr64 else NDR
-        self.dce.bind(idl.MSRPC_UUID_REMOTEREAD, transfer_syntax=syntax)
+    def __init__(self, host: str, port: int, *, ndr64: bool = False, timeout: float = 60.0,
+                 credentials: Credentials | None = None) -> None:
+        """With ``credentials`` the binding is authenticated (NTLM at their level) and every response goes
+        through impacket's verifier and unsealing; without, responses are read straight off the socket."""
+        if credentials is not None and credentials.user:
+            self.dce = bind(host, port, idl.MSRPC_UUID_REMOTEREAD, ndr64=ndr64, connect_timeout=timeout,
+                            credentials=credentials, name="RemoteRead")
+            self.authenticated = True
+        else:
+            rpc = transport.DCERPCTransportFactory(f"ncacn_ip_tcp:{host}[{port}]")
+            rpc.set_connect_timeout(timeout)
+            self.dce = rpc.get_dce_rpc()
+            self.dce.connect()
+            self.dce.bind(idl.MSRPC_UUID_REMOTEREAD, transfer_syntax=NDR64 if ndr64 else NDR)
+            self.authenticated = False
         self.ndr64 = self.dce.transfer_syntax == uuidtup_to_bin(NDR64)
 
     def disconnect(self) -> None:
@@ -83,6 +93,12 @@ class MqrrClient:
     def call_stub(self, opnum: int, stub: Any) -> bytes:
         """Send ``stub`` (bytes or an NDR request) as opnum; the response stub, or MqrrFault."""
         self.dce.call(opnum, stub)
+        if self.authenticated:
+            try:
+                return self.dce.recv()      # impacket checks the verifier and unseals (MS-RPCE 3.3.1.5.2)
+            except DCERPCException as exc:
+                status, _ = fault_status(exc)
+                raise MqrrFault(0x1C010003 if status is None else status) from None
         rpc, data = self.dce.get_rpc_transport(), b""
         while True:
             header = rpc.recv(count=16)

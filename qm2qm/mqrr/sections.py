@@ -34,6 +34,17 @@ def absolute_expiry(packet: bytes) -> bytes:
     return packet[:_TIME_TO_REACH_QUEUE] + _U32.pack(absolute) + packet[_TIME_TO_REACH_QUEUE + 4:]
 
 
+def relative_expiry(packet: bytes) -> bytes:
+    """The client's reconstruction (3.2.4.3): a received packet's absolute TimeToReachQueue back to the MS-MQMQ
+    2.2.19.1 relative form (minus UserHeader.SentTime), so it decodes as the same message qm2qm returns. Infinite
+    stays infinite (a saturated sum comes back as at most 0xFFFFFFFF - SentTime)."""
+    absolute = _U32.unpack_from(packet, _TIME_TO_REACH_QUEUE)[0]
+    if absolute == INFINITE_SECONDS:
+        return packet
+    relative = max(absolute - _U32.unpack_from(packet, _SENT_TIME)[0], 0)
+    return packet[:_TIME_TO_REACH_QUEUE] + _U32.pack(relative) + packet[_TIME_TO_REACH_QUEUE + 4:]
+
+
 def body_span(packet: bytes) -> tuple[int, int, int]:
     """(start of the message body, its end, end of the MessagePropertiesHeader) in a Binary Message packet."""
     parsed = UserMessagePacket.parse(packet)

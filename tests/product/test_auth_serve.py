@@ -21,7 +21,7 @@ def secured(tmp_path_factory):
     base = tmp_path_factory.mktemp("auth")
     users = base / "users.txt"
     users.write_text(USERS)
-    srv = start_server(base / "data", "--users", str(users), "--auth", "required", "--min-auth-level", "5")
+    srv = start_server(base / "data", "--users", str(users), "--auth", "required", "--min-auth-level", "5", "--mqrr")
     yield srv
     if srv.proc.poll() is None:
         srv.stop()
@@ -49,6 +49,29 @@ def test_user_with_password_from_the_environment_reads(secured, level):
     out = run(secured, "peek", QUEUE + level, "--json", "--user", "QM2QM\\alice", "--auth-level", level,
               env={"QM2QM_PASSWORD": "Secret-123"})
     assert json.loads(out.stdout)["message"]["body_text"] == "secret body"
+
+
+@pytest.mark.parametrize("level", ["5", "6"])
+def test_mqrr_path_with_ntlm_reads_and_receives(secured, level):
+    """--protocol mqrr: R_OpenQueue / R_StartReceive / R_EndReceive on an NTLM binding (MS-MQRR 2.1, 5.1)."""
+    q = QUEUE + "rr" + level
+    run(secured, "queue", "create", q)
+    run(secured, "send", q, "--body", "over remote read")
+    env = {"QM2QM_PASSWORD": "Secret-123"}
+    out = run(secured, "receive", q, "--json", "--protocol", "mqrr", "--user", "QM2QM\\alice", "--auth-level", level,
+              env=env)
+    got = json.loads(out.stdout)
+    assert got["message"]["body_text"] == "over remote read" and got.get("protocol") == "mqrr"
+    assert json.loads(run(secured, "messages", q, "--json").stdout) == []
+
+
+def test_mqrr_path_unauthenticated_is_refused(secured):
+    q = QUEUE + "rr-anon"
+    run(secured, "queue", "create", q)
+    run(secured, "send", q, "--body", "kept")
+    refused = run(secured, "peek", q, "--json", "--protocol", "mqrr", expect=1)
+    assert "0XC00E0025" in refused.output.upper() or "ACCESS_DENIED" in refused.output.upper()
+    assert len(json.loads(run(secured, "messages", q, "--json").stdout)) == 1
 
 
 def test_password_prompt_when_not_in_the_environment(secured):

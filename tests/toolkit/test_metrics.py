@@ -8,6 +8,7 @@ import time
 import urllib.request
 from collections import Counter
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from qm2qm.client import Qm2qmClient, RpcCallError
@@ -175,3 +176,52 @@ def test_hresults_are_read_from_ndr64_responses_too(qm2qm_server, qm2qm_queues):
               if name == "qm2qm_rpc_hresults_total"}
     assert by_key == {("2", "0x00000000"): 1, ("10", f"0x{missing:08X}"): 1, ("9", "0x00000000"): 1,
                       ("9", f"0x{empty:08X}"): 1}
+
+
+def per_interface(samples: dict, sample: str, interface: str) -> dict:
+    """{(opnum, operation[, hresult]): value} of one interface's samples named ``sample``."""
+    out = {}
+    for (name, labels), value in samples.items():
+        labels = dict(labels)
+        if name == sample and labels["interface"] == interface:
+            key = (int(labels["opnum"]), labels["operation"])
+            out[key + ((int(labels["hresult"], 16),) if "hresult" in labels else ())] = value
+    return out
+
+
+@pytest.mark.qm2qm(mqrr=True)
+def test_hresults_per_opnum_of_qmcomm_and_remoteread(qm2qm_server, qm2qm_qmcomm_client, qm2qm_reader,
+                                                     qm2qm_queues):
+    """MS-MQMP and MS-MQRR methods that return an HRESULT are counted per value; the void / port ones are not."""
+    from qm2qm.mqmp.constants import IP_HANDSHAKE
+    q = qm2qm_queues.make("both", messages=["one"])
+    fmt = "DIRECT=TCP:127.0.0.1\\" + q[2:]
+    qmcomm, rr = Counter(), Counter()
+    assert qm2qm_qmcomm_client.get_rtqm_server_port(IP_HANDSHAKE) == qm2qm_server.info["qmcomm_port"]
+    opened = qm2qm_qmcomm_client.open_remote_queue(fmt)
+    qmcomm[2, "R_QMOpenRemoteQueue", opened.status] += 1
+    status, _ = qm2qm_qmcomm_client.create_remote_cursor(opened.h_queue)
+    qmcomm[4, "R_QMCreateRemoteCursor", status] += 1
+    qm2qm_qmcomm_client.close_remote_queue_context(opened.context)        # void: a call, no HRESULT
+    assert {opened.status, status} == {st.MQ_OK}
+
+    reader = qm2qm_reader(q, protocol="mqrr")                              # R_GetServerPort, R_OpenQueue: no HRESULT
+    got = reader.receive()
+    rr[7, "R_StartReceive", got.hresult] += 1
+    rr[9, "R_EndReceive", st.MQ_OK] += 1
+    empty = reader.peek()
+    rr[7, "R_StartReceive", empty.hresult] += 1
+    rr[6, "R_PurgeQueue", reader.purge()] += 1
+    reader.close()
+    rr[3, "R_CloseQueue", st.MQ_OK] += 1
+    assert got.ok and empty.hresult == st.MQ_ERROR_IO_TIMEOUT
+
+    samples = scrape(qm2qm_server)
+    assert per_interface(samples, "qm2qm_rpc_hresults_total", "qmcomm") == dict(qmcomm)
+    assert per_interface(samples, "qm2qm_rpc_hresults_total", "RemoteRead") == dict(rr)
+    assert per_interface(samples, "qm2qm_rpc_calls_total", "qmcomm") == {
+        (31, "R_QMGetRTQMServerPort"): 1, (2, "R_QMOpenRemoteQueue"): 1, (4, "R_QMCreateRemoteCursor"): 1,
+        (3, "R_QMCloseRemoteQueueContext"): 1}
+    assert per_interface(samples, "qm2qm_rpc_calls_total", "RemoteRead") == {
+        (0, "R_GetServerPort"): 1, (2, "R_OpenQueue"): 1, (7, "R_StartReceive"): 2, (9, "R_EndReceive"): 1,
+        (6, "R_PurgeQueue"): 1, (3, "R_CloseQueue"): 1}

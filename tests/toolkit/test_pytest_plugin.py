@@ -12,7 +12,11 @@ pytest_plugins = ["pytester"]
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 USER_TESTS = r'''
+import pytest
+
+from qm2qm.mqmp.constants import IP_READ
 from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RR_ACK
+from qm2qm.mqrr.client import MqrrClient
 
 
 def test_in_process_server_admin_and_client(qm2qm_server, qm2qm_admin, qm2qm_client):
@@ -37,11 +41,42 @@ def test_every_test_gets_a_fresh_store(qm2qm_admin):
     assert not [q for q in qm2qm_admin.list_queues() if q["pathname"].endswith("\\orders")]
 
 
+@pytest.mark.qm2qm(mqrr=True)
 def test_subprocess_server(qm2qm_server_process):
     assert qm2qm_server_process.process.poll() is None and qm2qm_server_process.app is None
     assert qm2qm_server_process.admin().info()["rpc"]["port"] == qm2qm_server_process.port
     with qm2qm_server_process.client() as client:
         assert client.get_version()[0] >= 5
+    remote_read = MqrrClient(qm2qm_server_process.host, qm2qm_server_process.port)    # the marker became --mqrr
+    assert remote_read.get_server_port() == qm2qm_server_process.port
+    remote_read.disconnect()
+
+
+def test_qmcomm_client_opens_on_the_port_info_names(qm2qm_server, qm2qm_qmcomm_client, qm2qm_queues):
+    assert qm2qm_qmcomm_client.port == qm2qm_server.info["qmcomm_port"]
+    assert qm2qm_qmcomm_client.get_rtqm_server_port(IP_READ) == qm2qm_server.port
+    opened = qm2qm_qmcomm_client.open_remote_queue("DIRECT=TCP:127.0.0.1\\" + qm2qm_queues.make("cq")[2:])
+    assert opened.status == 0 and qm2qm_server.app.qmcomm_service.open_contexts
+
+
+def test_mqrr_client_turns_remoteread_on(qm2qm_server, qm2qm_mqrr_client, qm2qm_queues):
+    assert qm2qm_server.app.mqrr_service is not None
+    handle = qm2qm_mqrr_client.open("DIRECT=OS:localhost\\" + qm2qm_queues.make("rq", messages=["m"])[2:])
+    read = qm2qm_mqrr_client.read(handle, request_id=1)
+    assert read.status == 0 and b"m" in read.packet and qm2qm_mqrr_client.end(handle, 1) == 0
+
+
+def test_without_the_marker_remoteread_is_off(qm2qm_server):
+    assert qm2qm_server.app.mqrr_service is None
+
+
+@pytest.mark.qm2qm(mqrr=True)
+def test_reader_factory_reads_one_queue_over_both_protocols(qm2qm_reader, qm2qm_queues, qm2qm_admin):
+    q = qm2qm_queues.make(messages=["a", "b"])
+    assert qm2qm_reader(q, protocol="mqrr").receive().message().body == b"a"
+    reader = qm2qm_reader(q)
+    assert reader.protocol == "qm2qm" and reader.receive().message().body == b"b"
+    assert qm2qm_admin.show_queue(q)["messages"] == 0
 '''
 
 SWITCHED = r'''
@@ -72,7 +107,7 @@ def test_plugin_fixtures_from_user_test_files(pytester):
     assert len(readme_example().strip().splitlines()) <= 10
     pytester.makepyfile(test_user=USER_TESTS, test_switched=SWITCHED, test_readme=readme_example())
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=10)
 
 
 def test_a_server_that_cannot_start_raises_the_reason(tmp_path):
