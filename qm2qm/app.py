@@ -182,7 +182,8 @@ class App:
         port = self.config.port
         while True:
             server = server_cls([interface], host=self.config.host, port=port,
-                                max_connections=self.config.max_connections)
+                                max_connections=self.config.max_connections,
+                                idle_timeout_s=self.config.idle_timeout)
             try:
                 await server.start()
                 return server

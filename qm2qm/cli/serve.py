@@ -23,11 +23,13 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
 @click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--idle-timeout", type=float,
+              help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
 @click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port) -> None:
+          max_connections, idle_timeout, epm_port, trace, mqsd_port) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
 
@@ -35,7 +37,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
-                                           "max_connections": max_connections, "epm_port": epm_port,
+                                           "max_connections": max_connections, "idle_timeout": idle_timeout,
+                                           "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port})
     except ConfigError as exc:
         _fail(str(exc), 2)

@@ -152,3 +152,15 @@ async def test_a_public_queue_created_through_the_admin_api_is_written_to_the_di
         assert result is DirectoryOperationResult.OBJECT_NOT_FOUND
     finally:
         await app.close()
+
+
+async def test_idle_timeout_reaches_the_rpc_server_and_closes_a_silent_unbound_connection(tmp_path):
+    app = App(config(tmp_path, idle_timeout=0.2))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)
+    try:
+        assert app.rpc.idle_timeout_s == 0.2
+        reader, writer = await asyncio.open_connection("127.0.0.1", app.rpc.port)
+        assert await asyncio.wait_for(reader.read(1), HANG_GUARD_S) == b""     # closed by the server, no data
+        writer.close()
+    finally:
+        await app.close()
