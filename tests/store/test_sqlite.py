@@ -223,7 +223,7 @@ async def test_a_full_disk_is_logged_as_one_line_naming_it_without_a_traceback(d
         with pytest.raises(StoreError):
             await store.durable()
     (record,) = [r for r in caplog.records if "group commit" in r.message]
-    assert "database or disk is full" in record.getMessage() and record.exc_info is None
+    assert "database or disk is full" in record.getMessage() and not record.exc_info
     _limit_pages(store, 1_000_000)
     await store.durable()
     store.close()
