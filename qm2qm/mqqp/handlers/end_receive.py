@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from qm2qm.mqqp import codec
@@ -10,14 +11,26 @@ from qm2qm.mqqp.handlers._read import NULL_HANDLE, release
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
+from shared_adm.store.base import StoreError
+
+log = logging.getLogger(__name__)
 
 
 async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes]:
     """The processing rules of 3.1.4.2; returns (rStatus, pphContext out). An ACK is durable before the answer."""
     status, context, durable = _end_receive(service, ctx, context, ack)
     if durable is not None:
-        await durable
+        try:
+            await durable
+        except StoreError as exc:
+            return _not_durable(exc), context
     return status, context
+
+
+def _not_durable(exc: StoreError) -> int:
+    """The ACK's deletion could not be committed (disk full, read-only store): the caller is told, not MQ_OK."""
+    log.warning("RemoteQMEndReceive: the ACK is not durable: %s", exc)
+    return st.MQ_ERROR_INSUFFICIENT_RESOURCES
 
 
 def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes, Any]:
@@ -51,6 +64,8 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
             waiting = durable.send(None)
         except StopIteration:
             pass
+        except StoreError as exc:
+            status = _not_durable(exc)
         else:
             return _finish(service, ctx, durable, waiting, status, context)
     return _encode(ctx, status, context)
@@ -65,6 +80,15 @@ async def _serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
 async def _finish(service: Service, ctx: CallContext, durable: Any, waiting: Any, status: int,
                   context: bytes) -> bytes:
     """Drive the rest of qm.durable() (already started, now waiting on ``waiting``) as the task would have."""
+    try:
+        await _drive(durable, waiting)
+    except StoreError as exc:
+        status = _not_durable(exc)
+    return _encode(ctx, status, context)
+
+
+async def _drive(durable: Any, waiting: Any) -> None:
+    """Resume qm.durable() until it ends; a commit failure propagates as its StoreError."""
     while True:
         try:
             if waiting is None:                 # a bare yield (asyncio.sleep(0)): the task would step again
@@ -82,7 +106,6 @@ async def _finish(service: Service, ctx: CallContext, durable: Any, waiting: Any
             waiting = durable.send(None)
         except StopIteration:
             break
-    return _encode(ctx, status, context)
 
 
 def _encode(ctx: CallContext, status: int, context: bytes) -> bytes:
