@@ -15,7 +15,9 @@ from typing import Any, Callable
 from aiohttp import web
 
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
+from shared_adm import status as st
 from shared_adm.status import status_name
+from shared_adm.store.base import StoreError
 
 log = logging.getLogger("qm2qm.admin")
 
@@ -275,6 +277,16 @@ async def _errors(request: web.Request, handler):
     except web.HTTPRequestEntityTooLarge as exc:
         return _json({"error": "request_too_large", "message": f"request body larger than {MAX_REQUEST} bytes"},
                      status=413)
+    except StoreError as exc:
+        # The change is applied in memory but not durable (disk full, read-only store): say so, 507 as for quotas.
+        # The store keeps the change and retries it on the next commit (shared_adm/store/sqlite.py).
+        log.warning("admin request %s %s: the store cannot commit: %s", request.method, request.path, exc)
+        storing = request.method == "POST" and request.path.endswith("/messages")
+        status = st.MQ_ERROR_MESSAGE_STORAGE_FAILED if storing else st.MQ_ERROR_INSUFFICIENT_RESOURCES
+        return _json({"error": status_name(status), "hresult": f"0x{status:08X}",
+                      "message": f"the store cannot commit ({exc}); the change is not durable: it is kept in "
+                                 "memory and written when the store can commit again, and lost if the server "
+                                 "stops before that"}, status=507)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

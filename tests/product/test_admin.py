@@ -336,3 +336,25 @@ async def test_a_body_that_overflows_the_packet_limit_is_refused(api):
     body = base64.b64encode(bytes(4 * 1024 * 1024 - 1024)).decode()
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body_base64": body})
     assert status == 201, data
+
+
+async def test_an_enqueue_the_store_cannot_commit_is_answered_507_message_storage_failed():
+    # disk full / read-only store (found by scripts/soak.py storage faults): a clear 507, never a 500
+    from shared_adm.store.base import StoreError
+
+    class FullDisk(MemoryStore):
+        async def durable(self):
+            raise StoreError("qm2qm.sqlite3: commit failed: database or disk is full")
+
+    qm = QueueManager(FullDisk(), computer_name="testhost")
+    qm.initialize()
+    client = TestClient(TestServer(AdminApi(qm, info=lambda: {}).app))
+    await client.start_server()
+    try:
+        status, data = await call(client, "POST", "/v1/queues", {"pathname": Q})
+        assert (status, data["error"], data["hresult"]) == (507, "MQ_ERROR_INSUFFICIENT_RESOURCES", "0xC00E0027")
+        status, data = await call(client, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x"})
+        assert (status, data["error"], data["hresult"]) == (507, "MQ_ERROR_MESSAGE_STORAGE_FAILED", "0xC00E002A")
+        assert "disk is full" in data["message"] and "not durable" in data["message"]
+    finally:
+        await client.close()
