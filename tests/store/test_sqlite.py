@@ -503,3 +503,21 @@ def test_open_store_picks_the_implementation(data_dir):
     store = open_store(data_dir, commit_interval_ms=1)
     assert isinstance(store, SqliteStore) and store.path == data_dir / DB_FILE_NAME
     store.close()
+
+
+async def test_a_file_that_turned_unreadable_is_logged_without_a_traceback(data_dir, caplog, monkeypatch):
+    # SQLite reports I/O on a file system that stopped accepting writes as plain DatabaseError ("malformed")
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+
+    def broken(conn, batch):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+    monkeypatch.setattr(store, "_apply", broken)
+    store.put_message(_msg(1))
+    with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
+        with pytest.raises(StoreError, match="malformed"):
+            await store.durable()
+    (record,) = [r for r in caplog.records if "group commit" in r.message]
+    assert "malformed" in record.getMessage() and not record.exc_info
+    monkeypatch.undo()
+    await store.durable()
+    store.close()
