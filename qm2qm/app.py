@@ -248,18 +248,26 @@ class App:
         if self.directory is not None:
             directory, self.directory = self.directory, None
             directory.close()
+        from shared_adm.store.base import StoreError
         if self.qm is not None:
             qm, self.qm = self.qm, None
             try:
                 await qm.durable()
+            except StoreError:
+                pass                    # the store logged why; store.close() below reports it once
             except Exception:
                 log.exception("final commit failed")
         if self.store is not None:
             store, self.store = self.store, None
             try:
-                store.flush()
-            finally:
-                store.close()
+                try:
+                    store.flush()
+                finally:
+                    store.close()       # a store that cannot commit still releases its files
+            except StoreError as exc:
+                # disk full / read-only at shutdown: one line, no traceback; the caller exits non-zero
+                log.error("store closed without its last changes: %s", exc)
+                raise
             log.info("store flushed and closed")
 
 

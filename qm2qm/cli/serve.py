@@ -11,6 +11,7 @@ from qm2qm.cli._common import (_admin,
                                _call_admin, _emit, _fail, _kv, admin_options, main)
 from qm2qm.config import DEFAULT_ADMIN_PORT
 from qm2qm.config import ConfigError, load_config
+from shared_adm.store.base import StoreError
 
 
 @main.command()
@@ -54,6 +55,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         asyncio.run(run(config, on_ready=ready))
     except StartupError as exc:
         _fail(str(exc), 2)
+    except StoreError as exc:          # the last changes could not be committed at shutdown (disk full, read-only)
+        _fail(f"stopped, but the store could not commit its last changes: {exc}", 1)
     except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
         _fail("interrupted", 130)
 

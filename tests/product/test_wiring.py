@@ -164,3 +164,19 @@ async def test_idle_timeout_reaches_the_rpc_server_and_closes_a_silent_unbound_c
         writer.close()
     finally:
         await app.close()
+
+
+async def test_a_store_that_cannot_commit_at_shutdown_is_one_error_line_and_a_store_error(tmp_path, caplog):
+    from shared_adm.store.base import StoreError
+    app = App(config(tmp_path))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)
+    store = app.store
+
+    def full():
+        raise StoreError("qm2qm.sqlite3: commit failed: database or disk is full")
+    store.flush = full
+    with caplog.at_level("ERROR", logger="qm2qm.app"):
+        with pytest.raises(StoreError, match="disk is full"):
+            await app.close()
+    (record,) = [r for r in caplog.records if r.name == "qm2qm.app"]
+    assert "store closed without its last changes" in record.getMessage() and not record.exc_info
