@@ -230,7 +230,7 @@ class _FakeRpc:
     busy: set[int] = set()
     tried: list[int] = []
 
-    def __init__(self, interfaces, host, port, max_connections):
+    def __init__(self, interfaces, host, port, max_connections, idle_timeout_s):
         self.port = port
 
     async def start(self):
