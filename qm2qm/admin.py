@@ -306,6 +306,8 @@ async def _body(request: web.Request) -> dict:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AdminError(400, "bad_json", f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise AdminError(400, "bad_json", "request body is nested too deeply to decode") from None
     if not isinstance(data, dict):
         raise AdminError(400, "bad_json", f"request body must be a JSON object, got {type(data).__name__}")
     return data

@@ -358,3 +358,11 @@ async def test_an_enqueue_the_store_cannot_commit_is_answered_507_message_storag
         assert "disk is full" in data["message"] and "not durable" in data["message"]
     finally:
         await client.close()
+
+
+@pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000],
+                         ids=["array", "object"])
+async def test_a_body_nested_too_deeply_is_400_bad_json_not_500(api, raw):
+    # found by scripts/soak.py admin fuzz: json.loads raised RecursionError, answered as a 500
+    status, data = await call(api, "POST", "/v1/queues", raw=raw)
+    assert (status, data["error"]) == (400, "bad_json") and "nested too deeply" in data["message"]
