@@ -264,6 +264,25 @@ def message_view(message: Message, state: str, *, with_body: bool) -> dict:
 
 # ----------------------------------------------------------------------------------------------- HTTP
 
+class _ClientErrorFilter(logging.Filter):
+    """A malformed HTTP request (line too long, bad header) is the client's error: aiohttp answers it 400 and
+    logs it as an ERROR with a traceback; keep it as one WARNING line naming the problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = f"{record.msg}: malformed HTTP request answered {exc.code}: {exc.message}"[:500]
+            record.exc_info = record.exc_text = None
+        return True
+
+
+HTTP_LOG = logging.getLogger("qm2qm.admin.http")
+"""The logger `qm2qm serve` gives aiohttp's request handler (web.AppRunner(..., logger=HTTP_LOG))."""
+HTTP_LOG.addFilter(_ClientErrorFilter())
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, indent=None))
 

@@ -198,10 +198,10 @@ class App:
                 raise StartupError(f"cannot listen on {self.config.host}:{port}: address already in use") from None
 
     async def _bind_admin(self) -> None:
-        from qm2qm.admin import AdminApi
+        from qm2qm.admin import HTTP_LOG, AdminApi
 
         api = AdminApi(self.qm, info=self.info, service=self.service, directory=self.directory)
-        self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False, logger=HTTP_LOG)
         await self._runner.setup()
         self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)
         try:

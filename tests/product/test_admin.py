@@ -366,3 +366,29 @@ async def test_a_body_nested_too_deeply_is_400_bad_json_not_500(api, raw):
     # found by scripts/soak.py admin fuzz: json.loads raised RecursionError, answered as a 500
     status, data = await call(api, "POST", "/v1/queues", raw=raw)
     assert (status, data["error"]) == (400, "bad_json") and "nested too deeply" in data["message"]
+
+
+async def test_a_malformed_http_request_is_a_400_and_one_warning_line_without_traceback(caplog):
+    # found by scripts/soak.py admin fuzz: a request line over aiohttp's limit was logged as ERROR + traceback
+    import asyncio
+    from aiohttp import web
+    from qm2qm.admin import HTTP_LOG
+    qm = QueueManager(MemoryStore(), computer_name="testhost")
+    qm.initialize()
+    runner = web.AppRunner(AdminApi(qm, info=lambda: {}).app, access_log=None, logger=HTTP_LOG)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        with caplog.at_level("WARNING"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /v1/queues/" + b"x" * 9000 + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+            status_line = await asyncio.wait_for(reader.readline(), 60)
+            writer.close()
+        assert status_line.split()[1] == b"400"
+        records = [r for r in caplog.records if r.name == "qm2qm.admin.http"]
+        assert records and all(r.levelname == "WARNING" and not r.exc_info for r in records)
+        assert "malformed HTTP request answered 400" in records[0].getMessage()
+    finally:
+        await runner.cleanup()
