@@ -70,7 +70,6 @@ async def _batch(host: str, port: int, convs: list[fuzz.Conversation], handles: 
 
 
 def run(r: Run) -> None:
-    b = r.budget
     server = r.server("fuzz").start()
     watch = LogWatch(server)
     admin = Admin(server.admin)

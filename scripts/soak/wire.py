@@ -5,7 +5,6 @@ import socket
 import struct
 import time
 
-from impacket.dcerpc.v5 import rpcrt
 from impacket.dcerpc.v5.rpcrt import (MSRPC_ALTERCTX, MSRPC_AUTH3, MSRPC_BIND, MSRPC_BINDACK, MSRPC_CO_CANCEL,
                                       MSRPC_FAULT, MSRPC_ORPHANED, MSRPC_REQUEST, MSRPC_RESPONSE, PFC_FIRST_FRAG,
                                       PFC_LAST_FRAG, PFC_OBJECT_UUID, SEC_TRAILER, CtxItem, MSRPCBind, MSRPCHeader,
