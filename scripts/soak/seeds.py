@@ -173,11 +173,16 @@ SEED_TABLE = (
     InterfaceSeeds("qm2qm", "1088a980-eae5-11d0-8d9b-00a02453c337", "1.0", _qm2qm),
     InterfaceSeeds("mgmt", "afa8bd80-7d8a-11c9-bef4-08002b102989", "1.0", _mgmt),
     InterfaceSeeds("epm", "e1af8308-5d1f-11c9-91a4-08002b14a0fa", "3.0", _epm),
-    # MS-MQMP qmcomm (opnums 0-36) and MS-MQRR (opnums 0-...): their branches add soak_seeds(ndr64) builders.
-    InterfaceSeeds("qmcomm", "fdb3a030-065f-11d1-bb9b-00a024ea5525", "1.0",
-                   _from_module("qm2qm.mqmp.soak_seeds", "build", 37)),
-    InterfaceSeeds("mqrr", "1a9134dd-7b39-45ba-ad88-44d01ca47f28", "1.0",
-                   _from_module("qm2qm.mqrr.soak_seeds", "build", 10)),
+    # Interfaces other branches add. Each plugs in here as ONE entry: until its builder module exists the fuzzer
+    # sends generic stubs to every opnum; once it exists, a function build(ndr64) -> {opnum: [stub, ...]} made
+    # from the interface's impacket declarations (as _qm2qm above) replaces them. A hosted interface with no
+    # entry at all fails the check "fuzz seed table covers every hosted interface".
+    InterfaceSeeds("qmcomm", "fdb3a030-065f-11d1-bb9b-00a024ea5525", "1.0",        # MS-MQMP 3.1.4, opnums 0-31
+                   _from_module("qm2qm.mqmp.soak_seeds", "build_qmcomm", 32)),
+    InterfaceSeeds("qmcomm2", "76d12b80-3467-11d3-91ff-0090272f9ea3", "1.0",       # MS-MQMP 3.1.5, opnums 0-3
+                   _from_module("qm2qm.mqmp.soak_seeds", "build_qmcomm2", 4)),
+    InterfaceSeeds("mqrr", "1a9134dd-7b39-45ba-ad88-44d01ca47f28", "1.0",          # MS-MQRR 3.1.4, opnums 0-15
+                   _from_module("qm2qm.mqrr.soak_seeds", "build", 16)),
 )
 
 
