@@ -37,10 +37,14 @@ def _qm2qm(ndr64: bool) -> dict[int, list[bytes]]:
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, RR_ACK, RR_NACK
 
     def desc(action: int, timeout: int = 0, buffer: bytes | None = None):
-        d = Qm2qmClient._desc(QUEUE_HANDLE, action, timeout, 0, 7, None)
-        if buffer is not None:
-            d["dwSize"] = len(buffer)
-            d["lpBuffer"] = list(buffer)
+        if buffer is None:
+            return Qm2qmClient._desc(QUEUE_HANDLE, action, timeout, 0, 7, None)
+        d = idl.REMOTEREADDESC()        # a fresh one: impacket keeps a pointer set to NULL once as NULL
+        for key, value in (("hRemoteQueue", QUEUE_HANDLE), ("hCursor", 0), ("ulAction", action),
+                           ("ulTimeout", timeout), ("dwSize", len(buffer)), ("dwQueue", QUEUE_HANDLE),
+                           ("dwRequestID", 7), ("Reserved", 0), ("dwArriveTime", 0), ("eAckNack", 0),
+                           ("lpBuffer", buffer)):
+            d[key] = value
         return d
 
     out: dict[int, list[bytes]] = {}
