@@ -136,9 +136,9 @@ def _verify(server, ledger: Ledger) -> list[str]:
     if locked:
         bad.append(f"{len(locked)} message(s) not Available after restart")
     # resolve the ambiguous: what is present stays expected, what is absent is gone
-    ledger.recoverable = (ledger.recoverable | (ledger.maybe_gone & present)) & present | (ledger.recoverable - ledger.maybe_gone)
-    ledger.gone |= ledger.maybe_gone - present
-    ledger.recoverable -= ledger.gone
+    maybe = ledger.maybe_gone
+    ledger.gone |= maybe - present
+    ledger.recoverable = ((ledger.recoverable - maybe) | (ledger.recoverable & maybe & present)) - ledger.gone
     ledger.express &= present
     ledger.maybe_gone = set()
     return bad
