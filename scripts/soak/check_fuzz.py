@@ -54,19 +54,22 @@ def leftovers(admin: Admin) -> tuple[int, int, int]:
     return handles, len(reads["reads"]) + len(reads["waiting"]), locked
 
 
-async def _batch(host: str, port: int, convs: list[fuzz.Conversation], handles: list[int]) -> int:
+async def _batch(host: str, port: int, convs: list[fuzz.Conversation], handles: list[int]) -> tuple[int, int]:
+    """(reply PDUs, cases the server provably consumed: bursts whose sentinel was answered, and their tail)."""
     sem = asyncio.Semaphore(CONCURRENCY)
-    replies = 0
+    replies = consumed = 0
 
     async def one(conv: fuzz.Conversation, handle: int) -> None:
-        nonlocal replies
+        nonlocal replies, consumed
         async with sem:
             try:
-                replies += await fuzz.run_conversation(host, port, conv, handle=handle)
+                out = await fuzz.run_conversation(host, port, conv, handle=handle)
             except (OSError, asyncio.TimeoutError):
-                pass
+                return
+            replies += out.replies
+            consumed += len(conv.pdus) if out.consumed else 0
     await asyncio.gather(*(one(c, h) for c, h in zip(convs, handles)))
-    return replies
+    return replies, consumed
 
 
 def run(r: Run) -> None:
@@ -92,18 +95,20 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
                    f"hosted {', '.join(e.name for e in entries)}"
                    + (f"; no seeds for {', '.join(missing)}" if missing else ""))
     gen = fuzz.Generator(fuzz.SeedBank(entries), random.Random(r.seed))
-    cases = batches = conversations = replies = crashes = 0
+    cases = batches = conversations = replies = crashes = consumed = 0
     health_failures: list[str] = []
     problems: list[str] = []
     saved = []
     worst = 0.0
     rss_first = rss_peak = 0
     start = time.monotonic()
-    while cases < b.fuzz_cases and time.monotonic() - start < b.fuzz_seconds:
+    while consumed < b.fuzz_cases and time.monotonic() - start < b.fuzz_seconds:
         convs = [gen.conversation() for _ in range(b.batch_conversations)]
         handles = [admin.ok("POST", f"/v1/queues/{Admin.q(QUEUE)}/open", {})["hRemoteQueue"] if c.stateful else 0
                    for c in convs]
-        replies += asyncio.run(_batch(server.host, server.port, convs, handles))
+        got, took = asyncio.run(_batch(server.host, server.port, convs, handles))
+        replies += got
+        consumed += took
         batches += 1
         conversations += len(convs)
         cases += sum(len(c.pdus) for c in convs)
@@ -130,12 +135,12 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
     elapsed = time.monotonic() - start
     rss_end = server.rss_kib()
     r.report.check("fuzz conversations: no crash, no traceback or ERROR in the server log",
-                   not problems and cases >= b.fuzz_cases,
-                   f"{cases} cases in {conversations} conversations, {batches} batches, {elapsed:.0f} s "
-                   f"({cases / max(elapsed, 1e-9):.0f} cases/s), {replies} reply PDUs, {crashes} crashes, "
+                   not problems and consumed >= b.fuzz_cases,
+                   f"{consumed} cases consumed ({cases} sent) in {conversations} conversations, {batches} batches, "
+                   f"{elapsed:.0f} s ({consumed / max(elapsed, 1e-9):.0f} cases/s), {replies} reply PDUs, {crashes} crashes, "
                    f"{len(problems)} bad batches, {len(saved)} saved to {r.corpus}"
                    + (f"; target {b.fuzz_cases} cases not reached in {b.fuzz_seconds:.0f} s"
-                      if cases < b.fuzz_cases else "")
+                      if consumed < b.fuzz_cases else "")
                    + (f"; first: {problems[0]}" if problems else ""))
     r.report.check("fuzz health check after every batch (bind + GetVersion within 2 s)", not health_failures,
                    f"{batches - len(health_failures)}/{batches} answered, worst {worst * 1000:.1f} ms"

@@ -4,7 +4,8 @@ A conversation: bind (NDR or NDR64) to a hosted interface, optionally a valid Re
 the admin API opened (so later stubs use a live session handle), then a burst of cases — requests built from the
 seed table with NDR words, bytes and lengths mutated, fragmented requests, co_cancel / orphaned, alter_context,
 auth3, second binds, auth trailers, common-header mutations — then a half-close; the reply stream is read to EOF.
-Every PDU of the burst is one case.
+Every PDU of the burst and the tail is one case; a call with an unknown opnum after the burst (the sentinel)
+proves the server consumed the burst, and only such conversations are counted.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class SeedBank:
 class Generator:
     """Builds random conversations from the seed bank (deterministic for a given seed)."""
 
-    def __init__(self, bank: SeedBank, rng: random.Random, burst: tuple[int, int] = (15, 40)) -> None:
+    def __init__(self, bank: SeedBank, rng: random.Random, burst: tuple[int, int] = (30, 70)) -> None:
         self.bank = bank
         self.rng = rng
         self.burst = burst
@@ -73,6 +74,7 @@ class Generator:
         stateful = entry.name == "qm2qm" and rng.random() < 0.3
         conv = Conversation(entry.name, entry.syntax, ndr64, stateful)
         stubs = self.bank.stubs[(entry.name, ndr64)]
+        self._next_ctx = 0
         call_id = 3
         for _ in range(rng.randint(*self.burst)):
             call_id += 1
@@ -102,8 +104,10 @@ class Generator:
             return wire.co_cancel(call_id - rng.choice((1, 2, 3)))
         if kind < 0.94:
             return wire.orphaned(call_id - rng.choice((1, 2, 3)))
+        # a fresh context id each time: re-using one for another syntax ends the connection (that is a tail case)
         other = rng.choice(self.bank.entries)
-        return wire.bind(call_id, [(rng.choice((1, 2, 0, 0xFFFF)), other.syntax,
+        self._next_ctx += 1
+        return wire.bind(call_id, [(self._next_ctx, other.syntax,
                                     rng.choice((wire.NDR20, wire.NDR64, rng.randbytes(20))))], alter=True)
 
     def _tail(self, rng, stubs, ndr64: bool, call_id: int) -> bytes:
@@ -119,7 +123,8 @@ class Generator:
         if kind < 0.88:
             return wire.auth3(call_id, rng.randbytes(rng.choice((0, 8, 16, 100))))
         other = rng.choice(self.bank.entries)
-        pdu = wire.bind(call_id, [(0, other.syntax, rng.choice((wire.NDR20, wire.NDR64)))],
+        pdu = wire.bind(call_id, [(rng.choice((0, 1, 0xFFFF)), other.syntax,
+                                   rng.choice((wire.NDR20, wire.NDR64, rng.randbytes(20))))],
                         alter=rng.random() < 0.5, assoc_group=rng.choice((0, 1, rng.getrandbits(32))))
         return mutate.with_auth(rng, pdu) if rng.random() < 0.5 else mutate.mutate_header(rng, pdu)
 
@@ -162,11 +167,24 @@ async def _read_pdu(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(max(0, frag - 16))
 
 
+@dataclass
+class Outcome:
+    """What one conversation proved: ``consumed`` once the sentinel after the burst was answered (the server
+    reads PDUs in order, so every burst case before it was parsed and dispatched)."""
+    replies: int = 0
+    consumed: bool = False
+
+
+SENTINEL_CALL_ID = 0x7FFF0001
+SENTINEL_OPNUM = 0xFFFF         # answered at once with nca_op_rng_error, on every interface
+
+
 async def run_conversation(host: str, port: int, conv: Conversation, *, handle: int = 0,
-                           open_stubs: dict | None = None, timeout: float = 15.0) -> int:
-    """Send one conversation; returns the number of PDUs the server answered with (reads to EOF)."""
+                           open_stubs: dict | None = None, timeout: float = 15.0) -> Outcome:
+    """Send one conversation: bind, [session], the burst, a sentinel call (read up to its answer), the tail;
+    then half-close and read the server's answers to EOF."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    replies = 0
+    out = Outcome()
     try:
         transfer = wire.NDR64 if conv.ndr64 else wire.NDR20
         writer.write(wire.bind(1, [(0, conv.abstract, transfer)]))
@@ -178,26 +196,38 @@ async def run_conversation(host: str, port: int, conv: Conversation, *, handle: 
             try:
                 await asyncio.wait_for(_read_pdu(reader), timeout)
                 reply = await asyncio.wait_for(_read_pdu(reader), timeout)
-                replies += 2
+                out.replies += 2
                 if reply[2] == wire.MSRPC_RESPONSE:
                     session = reply[24:44]
             except (asyncio.IncompleteReadError, ConnectionError):
-                return replies
-        for pdu in conv.pdus:
-            if writer.transport.is_closing():
-                return replies
-            writer.write(substitute(pdu, session, handle))
+                return out
+        burst, tail = conv.pdus[:-1], conv.pdus[-1:]
         try:
+            for pdu in burst:
+                if writer.transport.is_closing():
+                    return out
+                writer.write(substitute(pdu, session, handle))
+            writer.write(wire.request(SENTINEL_CALL_ID, 0, SENTINEL_OPNUM, b""))
             await writer.drain()
-            writer.write_eof()
-        except (ConnectionError, OSError):
-            return replies
+            while not out.consumed:
+                pdu = await asyncio.wait_for(_read_pdu(reader), timeout)
+                out.replies += 1
+                out.consumed = int.from_bytes(pdu[12:16], "little") == SENTINEL_CALL_ID
+            if writer.transport.is_closing():
+                return out
+            for pdu in tail:
+                writer.write(substitute(pdu, session, handle))
+            await writer.drain()
+            if not writer.transport.is_closing():
+                writer.write_eof()
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            return out
         while True:
             try:
                 await asyncio.wait_for(_read_pdu(reader), timeout)
-                replies += 1
+                out.replies += 1
             except (asyncio.IncompleteReadError, ConnectionError, OSError):
-                return replies
+                return out
     finally:
         writer.transport.abort()
 
