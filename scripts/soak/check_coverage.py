@@ -22,8 +22,12 @@ def corpus_dir(r: Run, target: str) -> Path:
 
 def _seed(directory: Path, target: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    for data in targets.seed_inputs(target):
-        (directory / f"seed-{hashlib.sha1(data).hexdigest()[:16]}").write_bytes(data)
+    current = {f"seed-{hashlib.sha1(data).hexdigest()[:16]}": data for data in targets.seed_inputs(target)}
+    for old in directory.glob("seed-*"):
+        if old.name not in current:
+            old.unlink()
+    for name, data in current.items():
+        (directory / name).write_bytes(data)
 
 
 def _trim(directory: Path) -> None:

@@ -48,7 +48,7 @@ def seed_inputs(target: str) -> list[bytes]:
                    {"body_base64": "AAEC", "app_specific": 7, "correlation_id": "11" * 20, "trace": True,
                     "response_queue": "DIRECT=OS:.\\private$\\r", "admin_queue": "DIRECT=OS:.\\private$\\a",
                     "acknowledgement": "full_receive", "extension_base64": "AQID", "journal": True}):
-        m = message_from_request(fields)
+        m = message_from_request(fields, now=lambda: 1_700_000_000.0)     # fixed SentTime: stable seed files
         m.destination_queue_format_name = "DIRECT=OS:host\\private$\\q"
         out.append(serialize_message_to_buffer(m))
     return out
