@@ -24,7 +24,7 @@ class Ledger:
     gone: set[int] = field(default_factory=set)          # receive ACKed or purge acknowledged: must never return
     maybe_gone: set[int] = field(default_factory=set)    # ACK / purge sent, answer lost in the crash
     lock: threading.Lock = field(default_factory=threading.Lock)
-    purge_epoch: int = 0                                 # +1 when a purge starts and when it ends
+    purge_epoch: int = 0                                 # +1 when a purge starts and again when it ends
     purging: int = 0                                     # purges in flight
     ops: dict[str, int] = field(default_factory=dict)
 
@@ -38,7 +38,7 @@ def _enqueuer(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
         while not stop.is_set():
             recoverable = rng.random() < 0.7
             with ledger.lock:
-                epoch = ledger.purge_epoch + ledger.purging
+                epoch, purging = ledger.purge_epoch, ledger.purging
             try:
                 status, data = admin.json("POST", f"/v1/queues/{Admin.q(QUEUE)}/messages",
                                           {"body": f"t{rng.getrandbits(48)}",
@@ -50,7 +50,7 @@ def _enqueuer(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
             seq = data["lookup_id"] & SEQ_MASK
             with ledger.lock:
                 (ledger.recoverable if recoverable else ledger.express).add(seq)
-                if ledger.purge_epoch + ledger.purging != epoch or ledger.purging:
+                if ledger.purge_epoch != epoch or purging or ledger.purging:
                     ledger.maybe_gone.add(seq)          # a purge overlapped this enqueue: it may have removed it
                 ledger.count("enqueue recoverable" if recoverable else "enqueue express")
     finally:
