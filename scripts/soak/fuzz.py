@@ -156,9 +156,14 @@ def substitute(pdu: bytes, session: bytes, handle: int) -> bytes:
     return pdu
 
 
+_OPEN_QUEUE_SEEDS: dict[bool, bytes] = {}
+
+
 def open_queue_stub(handle: int, ndr64: bool) -> bytes:
     """A valid RemoteQMOpenQueue stub on an admin-opened handle (the conversation's session)."""
-    return next(substitute(s, bytes(20), handle) for s in seeds._qm2qm(ndr64)[OPEN_QUEUE_OPNUM])
+    if ndr64 not in _OPEN_QUEUE_SEEDS:
+        _OPEN_QUEUE_SEEDS[ndr64] = seeds._qm2qm(ndr64)[OPEN_QUEUE_OPNUM][0]
+    return substitute(_OPEN_QUEUE_SEEDS[ndr64], bytes(20), handle)
 
 
 async def _read_pdu(reader: asyncio.StreamReader) -> bytes:

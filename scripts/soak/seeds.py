@@ -8,6 +8,7 @@ and ``QUEUE_HANDLE`` (an hRemoteQueue the admin API opened); the fuzzer substitu
 from __future__ import annotations
 
 import importlib
+import random
 import struct
 import uuid
 from dataclasses import dataclass
@@ -30,6 +31,21 @@ def ndr(call, ndr64: bool) -> bytes:
     return call.getData()
 
 
+def repeatable(build: Callable[[bool], dict]) -> Callable[[bool], dict]:
+    """Same seeds in every process: impacket draws referent ids from the global random generator when a pointer
+    is assigned, so build under a fixed seed (and give the generator its state back)."""
+    def wrapped(ndr64: bool) -> dict:
+        state = random.getstate()
+        random.seed(14)
+        try:
+            return build(ndr64)
+        finally:
+            random.setstate(state)
+    wrapped.__doc__ = build.__doc__
+    return wrapped
+
+
+@repeatable
 def _qm2qm(ndr64: bool) -> dict[int, list[bytes]]:
     """MS-MQQP opnums 0-10 (qm2qm.mqqp.idl), as qm2qm.client fills them."""
     from qm2qm.client import Qm2qmClient
@@ -94,6 +110,7 @@ def _qm2qm(ndr64: bool) -> dict[int, list[bytes]]:
     return out
 
 
+@repeatable
 def _mgmt(ndr64: bool) -> dict[int, list[bytes]]:
     """rpc_mgmt opnums 0-4 (MS-RPCE 2.2.1.3), from impacket.dcerpc.v5.mgmt."""
     princ = mgmt.inq_princ_name()
@@ -120,6 +137,7 @@ def _tower(if_bin: bytes) -> bytes:
     return t.getData()
 
 
+@repeatable
 def _epm(ndr64: bool) -> dict[int, list[bytes]]:
     """ept_* opnums 0-6 (C706 appendix O, MS-RPCE 2.2.1.2), from impacket.dcerpc.v5.epm where it declares them."""
     look = epm.ept_lookup()
