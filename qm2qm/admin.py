@@ -15,8 +15,10 @@ from typing import Any, Callable
 from aiohttp import web
 
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
+from shared_adm import status as st
 from shared_adm.status import status_name
 from qm2qm.web import register as register_web_view
+from shared_adm.store.base import StoreError
 
 log = logging.getLogger("qm2qm.admin")
 
@@ -263,6 +265,25 @@ def message_view(message: Message, state: str, *, with_body: bool) -> dict:
 
 # ----------------------------------------------------------------------------------------------- HTTP
 
+class _ClientErrorFilter(logging.Filter):
+    """A malformed HTTP request (line too long, bad header) is the client's error: aiohttp answers it 400 and
+    logs it as an ERROR with a traceback; keep it as one WARNING line naming the problem."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = f"{record.msg}: malformed HTTP request answered {exc.code}: {exc.message}"[:500]
+            record.exc_info = record.exc_text = None
+        return True
+
+
+HTTP_LOG = logging.getLogger("qm2qm.admin.http")
+"""The logger `qm2qm serve` gives aiohttp's request handler (web.AppRunner(..., logger=HTTP_LOG))."""
+HTTP_LOG.addFilter(_ClientErrorFilter())
+
+
 def _json(data: Any, status: int = 200) -> web.Response:
     return web.json_response(data, status=status, dumps=lambda d: json.dumps(d, indent=None))
 
@@ -276,6 +297,16 @@ async def _errors(request: web.Request, handler):
     except web.HTTPRequestEntityTooLarge as exc:
         return _json({"error": "request_too_large", "message": f"request body larger than {MAX_REQUEST} bytes"},
                      status=413)
+    except StoreError as exc:
+        # The change is applied in memory but not durable (disk full, read-only store): say so, 507 as for quotas.
+        # The store keeps the change and retries it on the next commit (shared_adm/store/sqlite.py).
+        log.warning("admin request %s %s: the store cannot commit: %s", request.method, request.path, exc)
+        storing = request.method == "POST" and request.path.endswith("/messages")
+        status = st.MQ_ERROR_MESSAGE_STORAGE_FAILED if storing else st.MQ_ERROR_INSUFFICIENT_RESOURCES
+        return _json({"error": status_name(status), "hresult": f"0x{status:08X}",
+                      "message": f"the store cannot commit ({exc}); the change is not durable: it is kept in "
+                                 "memory and written when the store can commit again, and lost if the server "
+                                 "stops before that"}, status=507)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -295,6 +326,8 @@ async def _body(request: web.Request) -> dict:
         data = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AdminError(400, "bad_json", f"request body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise AdminError(400, "bad_json", "request body is nested too deeply to decode") from None
     if not isinstance(data, dict):
         raise AdminError(400, "bad_json", f"request body must be a JSON object, got {type(data).__name__}")
     return data

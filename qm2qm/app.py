@@ -231,7 +231,8 @@ class App:
                     section: str):
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
-                                max_connections=self.config.max_connections, auth=self.auth)
+                                max_connections=self.config.max_connections, auth=self.auth,
+                                idle_timeout_s=self.config.idle_timeout)
             server.observer = self.metrics
             try:
                 await server.start()
@@ -262,13 +263,13 @@ class App:
                           allow_anonymous_ntlm=config.allow_anonymous_ntlm, users=users, keytab=config.keytab)
 
     async def _bind_admin(self) -> None:
-        from qm2qm.admin import AdminApi
+        from qm2qm.admin import HTTP_LOG, AdminApi
 
         api = AdminApi(self.qm, info=self.info, service=self.service, directory=self.directory,
                        mqrr_service=self.mqrr_service)
         from qm2qm.web import attach_app
         attach_app(api, self)
-        self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False, logger=HTTP_LOG)
         await self._runner.setup()
         self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)
         try:
@@ -320,10 +321,13 @@ class App:
         if self.directory is not None:
             directory, self.directory = self.directory, None
             directory.close()
+        from shared_adm.store.base import StoreError
         if self.qm is not None:
             qm, self.qm = self.qm, None
             try:
                 await qm.durable()
+            except StoreError:
+                pass                    # the store logged why; store.close() below reports it once
             except Exception:
                 log.exception("final commit failed")
         if self.auth is not None and self.auth.users is not None:
@@ -331,9 +335,14 @@ class App:
         if self.store is not None:
             store, self.store = self.store, None
             try:
-                store.flush()
-            finally:
-                store.close()
+                try:
+                    store.flush()
+                finally:
+                    store.close()       # a store that cannot commit still releases its files
+            except StoreError as exc:
+                # disk full / read-only at shutdown: one line, no traceback; the caller exits non-zero
+                log.error("store closed without its last changes: %s", exc)
+                raise
             log.info("store flushed and closed")
 
 

@@ -24,6 +24,10 @@ DEFAULT_EPM_PORT = 135
 MQSD_DEFAULT_PORT = 1801
 # Same as qm2qm.rpc.server.DEFAULT_MAX_CONNECTIONS; each connection is one file descriptor (mind ulimit -n).
 DEFAULT_MAX_CONNECTIONS = 1024
+# Same as qm2qm.rpc.server.DEFAULT_IDLE_TIMEOUT_S: a connection that is not bound, or stops inside a PDU, is closed
+# after this many seconds without a complete PDU (C706 and MS-RPCE leave it to the implementation). Bound
+# connections resting between calls are kept: Windows peers hold their association open while they hold handles.
+DEFAULT_IDLE_TIMEOUT_S = 60.0
 # Loopback by default: a queue manager that answers unauthenticated remote reads (MS-MQQP 5) must not be
 # exposed by accident. Windows peers need --host 0.0.0.0 (or the host's address).
 DEFAULT_HOST = "127.0.0.1"
@@ -57,6 +61,7 @@ class ServerConfig:
     log_level: str = "warning"
     computer_name: str = field(default_factory=default_computer_name)
     max_connections: int = DEFAULT_MAX_CONNECTIONS
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     epm_port: int = DEFAULT_EPM_PORT
     trace: str | None = None
     mqsd_port: int = 0
@@ -163,6 +168,10 @@ def _check_value(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
             raise ConfigError(f"max_connections: expected an integer 1..1000000, got {value!r}")
         return value
+    if key == "idle_timeout":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86400:
+            raise ConfigError(f"idle_timeout: expected seconds 0.1..86400, got {value!r}")
+        return float(value)
     if key in ("epm_port", "mqsd_port"):
         return _check_port(key, value, allow_zero=True)
     if key == "trace":

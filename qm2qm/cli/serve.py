@@ -9,6 +9,7 @@ from qm2qm.cli._common import (_admin,
                                _call_admin, _emit, _fail, _kv, admin_options, main)
 from qm2qm.config import DEFAULT_ADMIN_PORT
 from qm2qm.config import ConfigError, load_config
+from shared_adm.store.base import StoreError
 
 
 @main.command()
@@ -23,6 +24,8 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
 @click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--idle-timeout", type=float,
+              help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
 @click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
@@ -48,7 +51,7 @@ from qm2qm.config import ConfigError, load_config
 @click.option("--loop", "event_loop", type=click.Choice(["auto", "asyncio", "uvloop"]),
               help="Event loop [auto: uvloop when installed, else asyncio].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
+          max_connections, idle_timeout, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
@@ -58,7 +61,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
-                                           "max_connections": max_connections, "epm_port": epm_port,
+                                           "max_connections": max_connections, "idle_timeout": idle_timeout,
+                                           "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,
                                            "metrics": metrics, "users": users_file, "auth": auth_mode,
@@ -79,6 +83,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         run_on_loop(run(config, on_ready=ready), config.loop)
     except (StartupError, EventLoopError) as exc:
         _fail(str(exc), 2)
+    except StoreError as exc:          # the last changes could not be committed at shutdown (disk full, read-only)
+        _fail(f"stopped, but the store could not commit its last changes: {exc}", 1)
     except KeyboardInterrupt:   # Ctrl-C before the signal handlers are installed
         _fail("interrupted", 130)
 

@@ -1,25 +1,54 @@
 """Answering a call that acknowledged a change once the change is durable (qm.durable(), group commit): inline
-when it already is, as a coroutine otherwise — exactly as the task running the handler would have."""
+when it already is, as a coroutine otherwise — exactly as the task running the handler would have. A commit the
+store cannot make (disk full, read-only file system: StoreError) is answered MQ_ERROR_INSUFFICIENT_RESOURCES,
+never MQ_OK and never a server fault; the change is written once the store recovers (docs/mqqp-choices.md)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from shared_adm import status as st
+from shared_adm.store.base import StoreError
 
-def answer_when_durable(durable: Coroutine | None, encode: Callable[[], bytes]) -> bytes | Any:
-    """``encode()`` now if ``durable`` is None or completes without waiting; else a coroutine that finishes it."""
+log = logging.getLogger(__name__)
+
+
+def not_durable_status(what: str, exc: StoreError) -> int:
+    """The status a caller gets when ``what`` could not be committed (one WARNING line, no traceback)."""
+    log.warning("%s is not durable: %s", what, exc)
+    return st.MQ_ERROR_INSUFFICIENT_RESOURCES
+
+
+async def await_durable(durable: Coroutine | None, what: str) -> int | None:
+    """Await ``durable``; None when it is (or there was nothing to wait for), else the failure status."""
+    if durable is None:
+        return None
+    try:
+        await durable
+    except StoreError as exc:
+        return not_durable_status(what, exc)
+    return None
+
+
+def answer_when_durable(durable: Coroutine | None, encode: Callable[[int | None], bytes],
+                        what: str = "the ACK") -> bytes | Any:
+    """``encode(None)`` now if ``durable`` is None or completes without waiting; else a coroutine that finishes it.
+    A failed commit answers ``encode(MQ_ERROR_INSUFFICIENT_RESOURCES)`` instead."""
     if durable is not None:
         try:
             waiting = durable.send(None)
         except StopIteration:
             pass
+        except StoreError as exc:
+            return encode(not_durable_status(what, exc))
         else:
-            return _finish(durable, waiting, encode)
-    return encode()
+            return _finish(durable, waiting, encode, what)
+    return encode(None)
 
 
-async def _finish(durable: Coroutine, waiting: Any, encode: Callable[[], bytes]) -> bytes:
+async def _finish(durable: Coroutine, waiting: Any, encode: Callable[[int | None], bytes], what: str) -> bytes:
     """Drive the rest of qm.durable() (already started, now waiting on ``waiting``) as the task would have."""
     while True:
         try:
@@ -33,9 +62,13 @@ async def _finish(durable: Coroutine, waiting: Any, encode: Callable[[], bytes])
                 waiting = durable.throw(exc)
             except StopIteration:
                 break
+            except StoreError as failed:
+                return encode(not_durable_status(what, failed))
             continue
         try:
             waiting = durable.send(None)
         except StopIteration:
             break
-    return encode()
+        except StoreError as failed:
+            return encode(not_durable_status(what, failed))
+    return encode(None)

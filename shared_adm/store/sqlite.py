@@ -589,8 +589,12 @@ class SqliteStore:
                     raise
             return None
         except Exception as exc:
-            log.error("%s: group commit of batches %d..%d failed; will retry on the next commit",
-                      self.path, batches[0][0], batches[-1][0], exc_info=True)
+            # A full or read-only disk is the environment, not a defect: one line naming it, no traceback.
+            # (SQLite reports a file that became unreadable or unwritable mid-transaction as plain DatabaseError.)
+            environmental = isinstance(exc, (sqlite3.OperationalError, OSError)) or type(exc) is sqlite3.DatabaseError
+            log.error("%s: group commit of batches %d..%d failed%s; will retry on the next commit",
+                      self.path, batches[0][0], batches[-1][0], f": {exc}" if environmental else "",
+                      exc_info=not environmental)
             return exc
 
     @staticmethod

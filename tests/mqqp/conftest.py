@@ -368,3 +368,17 @@ async def make_env(syntax):
 @pytest.fixture
 async def env(make_env):
     return await make_env()
+
+
+from shared_adm.store.base import MemoryStore, StoreError  # noqa: E402
+
+
+class FullDiskStore(MemoryStore):
+    """A store whose commits fail while ``full`` is set, as SqliteStore's do on a full or read-only disk."""
+
+    full = False
+
+    async def durable(self) -> None:
+        await asyncio.sleep(0)
+        if self.full:
+            raise StoreError("qm2qm.sqlite3: commit failed: database or disk is full")

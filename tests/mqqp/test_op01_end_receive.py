@@ -99,3 +99,17 @@ async def test_end_receive_ack_answers_only_once_the_delete_is_durable(make_env)
     assert not call.done() and env.positions() == {}
     store.gate.set()
     assert await call == (st.MQ_OK, NULL_HANDLE)
+
+
+async def test_end_receive_ack_that_cannot_be_made_durable_is_not_answered_mq_ok(make_env):
+    # "An ACK is durable before the answer": when the store cannot commit (disk full, read-only), the caller
+    # gets MQ_ERROR_INSUFFICIENT_RESOURCES, not MQ_OK, and the server logs no traceback (found by scripts/soak.py).
+    from tests.mqqp.conftest import FullDiskStore
+    store = FullDiskStore()
+    env = await make_env(store)
+    c, d, _, message, context = await received(env)
+    store.full = True
+    status, out = await c.call(c.end_receive, context, RR_ACK)
+    assert (status, out) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE)
+    store.full = False
+    assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE, timeout=0)).status == st.MQ_ERROR_IO_TIMEOUT

@@ -60,3 +60,14 @@ async def test_purge_queue_faults_with_queue_deleted_when_the_queue_was_deleted(
     c, d, _ = await env.session()
     assert env.qm.delete_queue(env.queue) == st.MQ_OK
     assert await c.call(c.fault, c.purge_queue, d.handle) == st.MQ_ERROR_QUEUE_DELETED
+
+
+async def test_purge_queue_that_cannot_be_made_durable_faults_with_insufficient_resources(make_env):
+    # <18>: failures are faults; a purge the store cannot commit (disk full, read-only) is not answered MQ_OK.
+    from tests.mqqp.conftest import FullDiskStore
+    store = FullDiskStore()
+    env = await make_env(store)
+    c, d, _ = await env.session()
+    env.enqueue(b"x")
+    store.full = True
+    assert await c.call(c.fault, c.purge_queue, d.handle) == st.MQ_ERROR_INSUFFICIENT_RESOURCES

@@ -336,3 +336,59 @@ async def test_a_body_that_overflows_the_packet_limit_is_refused(api):
     body = base64.b64encode(bytes(4 * 1024 * 1024 - 1024)).decode()
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body_base64": body})
     assert status == 201, data
+
+
+async def test_an_enqueue_the_store_cannot_commit_is_answered_507_message_storage_failed():
+    # disk full / read-only store (found by scripts/soak.py storage faults): a clear 507, never a 500
+    from shared_adm.store.base import StoreError
+
+    class FullDisk(MemoryStore):
+        async def durable(self):
+            raise StoreError("qm2qm.sqlite3: commit failed: database or disk is full")
+
+    qm = QueueManager(FullDisk(), computer_name="testhost")
+    qm.initialize()
+    client = TestClient(TestServer(AdminApi(qm, info=lambda: {}).app))
+    await client.start_server()
+    try:
+        status, data = await call(client, "POST", "/v1/queues", {"pathname": Q})
+        assert (status, data["error"], data["hresult"]) == (507, "MQ_ERROR_INSUFFICIENT_RESOURCES", "0xC00E0027")
+        status, data = await call(client, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x"})
+        assert (status, data["error"], data["hresult"]) == (507, "MQ_ERROR_MESSAGE_STORAGE_FAILED", "0xC00E002A")
+        assert "disk is full" in data["message"] and "not durable" in data["message"]
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("raw", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000],
+                         ids=["array", "object"])
+async def test_a_body_nested_too_deeply_is_400_bad_json_not_500(api, raw):
+    # found by scripts/soak.py admin fuzz: json.loads raised RecursionError, answered as a 500
+    status, data = await call(api, "POST", "/v1/queues", raw=raw)
+    assert (status, data["error"]) == (400, "bad_json") and "nested too deeply" in data["message"]
+
+
+async def test_a_malformed_http_request_is_a_400_and_one_warning_line_without_traceback(caplog):
+    # found by scripts/soak.py admin fuzz: a request line over aiohttp's limit was logged as ERROR + traceback
+    import asyncio
+    from aiohttp import web
+    from qm2qm.admin import HTTP_LOG
+    qm = QueueManager(MemoryStore(), computer_name="testhost")
+    qm.initialize()
+    runner = web.AppRunner(AdminApi(qm, info=lambda: {}).app, access_log=None, logger=HTTP_LOG)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        with caplog.at_level("WARNING"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /v1/queues/" + b"x" * 9000 + b" HTTP/1.1\r\nHost: a\r\n\r\n")
+            status_line = await asyncio.wait_for(reader.readline(), 60)
+            writer.close()
+        assert status_line.split()[1] == b"400"
+        records = [r for r in caplog.records if r.name == "qm2qm.admin.http"]
+        assert records and all(r.levelname == "WARNING" and not r.exc_info for r in records)
+        assert "malformed HTTP request answered 400" in records[0].getMessage()
+    finally:
+        await runner.cleanup()

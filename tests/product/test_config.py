@@ -87,3 +87,12 @@ def test_max_connections_and_computer_name():
     assert (config.max_connections, config.computer_name) == (6000, "QMHOST")
     with pytest.raises(ConfigError, match=r"max_connections: expected an integer 1..1000000, got 0"):
         load_config(None, {"max_connections": 0})
+
+
+def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
+    from qm2qm.rpc.server import DEFAULT_IDLE_TIMEOUT_S
+    assert load_config(None, {}).idle_timeout == DEFAULT_IDLE_TIMEOUT_S == 60.0
+    assert load_config(None, {"idle_timeout": 2}).idle_timeout == 2.0
+    for bad in (0, -1, True, "5", 100000):
+        with pytest.raises(ConfigError, match=r"idle_timeout: expected seconds 0.1..86400"):
+            load_config(None, {"idle_timeout": bad})

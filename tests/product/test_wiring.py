@@ -152,3 +152,31 @@ async def test_a_public_queue_created_through_the_admin_api_is_written_to_the_di
         assert result is DirectoryOperationResult.OBJECT_NOT_FOUND
     finally:
         await app.close()
+
+
+async def test_idle_timeout_reaches_the_rpc_server_and_closes_a_silent_unbound_connection(tmp_path):
+    app = App(config(tmp_path, idle_timeout=0.2))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)
+    try:
+        assert app.rpc.idle_timeout_s == 0.2
+        reader, writer = await asyncio.open_connection("127.0.0.1", app.rpc.port)
+        assert await asyncio.wait_for(reader.read(1), HANG_GUARD_S) == b""     # closed by the server, no data
+        writer.close()
+    finally:
+        await app.close()
+
+
+async def test_a_store_that_cannot_commit_at_shutdown_is_one_error_line_and_a_store_error(tmp_path, caplog):
+    from shared_adm.store.base import StoreError
+    app = App(config(tmp_path))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)
+    store = app.store
+
+    def full():
+        raise StoreError("qm2qm.sqlite3: commit failed: database or disk is full")
+    store.flush = full
+    with caplog.at_level("ERROR", logger="qm2qm.app"):
+        with pytest.raises(StoreError, match="disk is full"):
+            await app.close()
+    (record,) = [r for r in caplog.records if r.name == "qm2qm.app"]
+    assert "store closed without its last changes" in record.getMessage() and not record.exc_info

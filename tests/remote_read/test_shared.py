@@ -8,7 +8,8 @@ import pytest
 
 from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 from qm2qm.remote_read.core import ReadCore
-from qm2qm.remote_read.durable import answer_when_durable
+from qm2qm.remote_read.durable import answer_when_durable, await_durable
+from shared_adm.store.base import StoreError
 from qm2qm.remote_read.entries import ReadEntry, ReadEntryTable
 from qm2qm.remote_read.locks import cancel, release, release_descriptor
 from qm2qm.remote_read.packets import take_packet
@@ -131,7 +132,23 @@ async def test_answer_when_durable_is_inline_without_a_wait_and_a_coroutine_othe
     async def waits():
         await asyncio.sleep(0.001)
 
-    assert answer_when_durable(None, lambda: b"now") == b"now"
-    assert answer_when_durable(done_at_once(), lambda: b"now") == b"now"
-    later = answer_when_durable(waits(), lambda: b"later")
+    assert answer_when_durable(None, lambda failed: b"now") == b"now"
+    assert answer_when_durable(done_at_once(), lambda failed: b"now") == b"now"
+    later = answer_when_durable(waits(), lambda failed: b"later")
     assert not isinstance(later, bytes) and await later == b"later"
+
+
+async def test_answer_when_durable_answers_insufficient_resources_when_the_commit_fails():
+    """Disk full / read-only store (StoreError) at once or after a wait: the caller is told, not MQ_OK."""
+    async def fails_at_once():
+        raise StoreError("disk full")
+
+    async def fails_later():
+        await asyncio.sleep(0.001)
+        raise StoreError("read-only file system")
+
+    assert answer_when_durable(fails_at_once(), lambda failed: failed) == st.MQ_ERROR_INSUFFICIENT_RESOURCES
+    later = answer_when_durable(fails_later(), lambda failed: failed)
+    assert await later == st.MQ_ERROR_INSUFFICIENT_RESOURCES
+    assert await await_durable(fails_later(), "x") == st.MQ_ERROR_INSUFFICIENT_RESOURCES
+    assert await await_durable(None, "x") is None

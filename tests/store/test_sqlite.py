@@ -213,6 +213,22 @@ async def test_commit_failure_reaches_every_waiter_and_is_retried(data_dir, capl
     store.close()
 
 
+async def test_a_full_disk_is_logged_as_one_line_naming_it_without_a_traceback(data_dir, caplog):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    await store.durable()
+    _limit_pages(store, _rows(store.path, "PRAGMA page_count")[0][0])
+    store.put_message(_msg(2, body=b"y" * 200_000))
+    with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
+        with pytest.raises(StoreError):
+            await store.durable()
+    (record,) = [r for r in caplog.records if "group commit" in r.message]
+    assert "database or disk is full" in record.getMessage() and not record.exc_info
+    _limit_pages(store, 1_000_000)
+    await store.durable()
+    store.close()
+
+
 async def test_close_raises_a_commit_failure_and_still_releases_the_store(data_dir):
     store = SqliteStore(data_dir, commit_interval_ms=60_000)
     store.put_message(_msg(1))
@@ -529,4 +545,21 @@ def test_a_corrupt_row_met_while_streaming_names_the_message(data_dir):
     with pytest.raises(StoreError, match="corrupt message 3 .*unknown state 9"):
         list(stream)
     assert next(store.load_stream().messages).lookup_identifier == 1     # the read lock was released
+
+
+async def test_a_file_that_turned_unreadable_is_logged_without_a_traceback(data_dir, caplog, monkeypatch):
+    # SQLite reports I/O on a file system that stopped accepting writes as plain DatabaseError ("malformed")
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+
+    def broken(conn, batch):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+    monkeypatch.setattr(store, "_apply", broken)
+    store.put_message(_msg(1))
+    with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
+        with pytest.raises(StoreError, match="malformed"):
+            await store.durable()
+    (record,) = [r for r in caplog.records if "group commit" in r.message]
+    assert "malformed" in record.getMessage() and not record.exc_info
+    monkeypatch.undo()
+    await store.durable()
     store.close()

@@ -7,7 +7,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
-from qm2qm.remote_read.durable import answer_when_durable
+from qm2qm.remote_read.durable import answer_when_durable, await_durable
 from qm2qm.remote_read.locks import release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -16,9 +16,8 @@ from shared_adm import status as st
 async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes]:
     """The processing rules of 3.1.4.2; returns (rStatus, pphContext out). An ACK is durable before the answer."""
     status, context, durable = _end_receive(service, ctx, context, ack)
-    if durable is not None:
-        await durable
-    return status, context
+    failed = await await_durable(durable, "RemoteQMEndReceive: the ACK")
+    return (status if failed is None else failed), context
 
 
 def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes, Any]:
@@ -47,7 +46,8 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
         return _serve(service, ctx, stub)
     request = codec.decode_request(1, stub, ctx.ndr64)
     status, context, durable = _end_receive(service, ctx, request.pphContext, request.dwAck)
-    return answer_when_durable(durable, lambda: _encode(ctx, status, context))
+    return answer_when_durable(durable, lambda failed: _encode(ctx, status if failed is None else failed, context),
+                               "RemoteQMEndReceive: the ACK")
 
 
 async def _serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:

@@ -7,6 +7,7 @@ from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.interface import RpcFault
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
+from shared_adm.store.base import StoreError
 
 
 async def purge_queue(service: Service, h_queue: int) -> int:
@@ -21,7 +22,10 @@ async def purge_queue(service: Service, h_queue: int) -> int:
     if not descriptor.can_receive:
         raise RpcFault(st.MQ_ERROR_ACCESS_DENIED, f"descriptor {h_queue:#x} was opened without ReceiveAccess")
     service.qm.purge_queue(descriptor.queue_reference)
-    await service.qm.durable()
+    try:
+        await service.qm.durable()
+    except StoreError as exc:           # disk full / read-only store: a fault with a status, as <18> says
+        raise RpcFault(st.MQ_ERROR_INSUFFICIENT_RESOURCES, f"the purge is not durable: {exc}") from None
     return st.MQ_OK
 
 

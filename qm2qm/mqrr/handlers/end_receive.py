@@ -45,4 +45,6 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
     """Opnum 9 on the wire; inline when the ACK is durable at once (qm2qm.remote_read.durable)."""
     r = decode(9, stub, ctx.ndr64)
     status, durable = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
-    return answer_when_durable(durable, lambda: encode(9, ctx.ndr64, ErrorCode=signed(status)))
+    return answer_when_durable(durable, lambda failed: encode(9, ctx.ndr64,
+                                                              ErrorCode=signed(status if failed is None else failed)),
+                               "R_EndReceive: the ACK")

@@ -13,4 +13,6 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     """Opnum 15 on the wire: decode, apply 3.1.4.15, encode."""
     r = decode(15, stub, ctx.ndr64)
     status, durable = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
-    return answer_when_durable(durable, lambda: encode(15, ctx.ndr64, ErrorCode=signed(status)))
+    return answer_when_durable(durable, lambda failed: encode(15, ctx.ndr64,
+                                                              ErrorCode=signed(status if failed is None else failed)),
+                               "R_EndReceive: the ACK")

@@ -5,6 +5,7 @@ from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.constants import STATUS_ACCESS_DENIED
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.durable import await_durable
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import QueueAccessType
@@ -19,8 +20,8 @@ async def purge_queue(service: Service, ctx: CallContext, wire: bytes) -> int:
         if descriptor.queue_reference is None:
             return st.MQ_ERROR_QUEUE_DELETED
         service.qm.purge_queue(descriptor.queue_reference)
-        await service.qm.durable()
-        return st.MQ_OK
+        failed = await await_durable(service.qm.durable(), "R_PurgeQueue")
+        return st.MQ_OK if failed is None else failed
     return STATUS_ACCESS_DENIED
 
 

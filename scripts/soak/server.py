@@ -1,0 +1,109 @@
+"""The real `qm2qm serve` as a subprocess: ephemeral ports, the ready line, its log, RSS, SIGKILL (issue 14)."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+READY = re.compile(r"qm2qm listening rpc=(?P<host>[^:\s]+):(?P<port>\d+) admin=(?P<admin>\S+)"
+                   r"(?: epm=[^:\s]+:(?P<epm>\d+))?")
+
+
+def qm2qm_command() -> list[str]:
+    """The `qm2qm` console script of this interpreter's environment (as a user runs it)."""
+    script = Path(sys.executable).with_name("qm2qm")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "qm2qm"]
+
+
+class ServerProcess:
+    """One `qm2qm serve` run; ``log_path`` receives its stderr (scanned for tracebacks)."""
+
+    def __init__(self, data_dir: str | Path, log_path: str | Path, *, extra: list[str] = (),
+                 log_level: str = "warning") -> None:
+        self.data_dir = str(data_dir)
+        self.log_path = Path(log_path)
+        self.extra = list(extra)
+        self.log_level = log_level
+        self.proc: subprocess.Popen | None = None
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.admin = ""
+        self.epm_port = 0
+
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        cmd = qm2qm_command() + ["serve", "--data-dir", self.data_dir, "--port", "0", "--admin-port", "0",
+                                 "--epm-port", "0", "--host", "127.0.0.1", "--log-level", self.log_level,
+                                 *self.extra]
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        os.set_blocking(self.proc.stdout.fileno(), True)
+        line = b""
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            m = READY.search(line.decode(errors="replace"))
+            if m:
+                self.host, self.port, self.admin = m["host"], int(m["port"]), m["admin"]
+                self.epm_port = int(m["epm"] or 0)
+                return self
+        code = self.proc.poll()
+        raise RuntimeError(f"qm2qm serve did not print its ready line (exit {code}); see {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def rss_kib(self) -> int:
+        """VmRSS of the server process (Linux /proc), 0 when gone."""
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def kill(self) -> None:
+        """SIGKILL: the crash the durability check simulates (no flush, no close)."""
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+            self.proc.stdout.close()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM and wait (clean shutdown); SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc.stdout.close()
+        return self.proc.returncode
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+
+def log_problems(text: str) -> list[str]:
+    """Lines that must never appear in a server log under hostile input: tracebacks and ERROR/CRITICAL records."""
+    return [line for line in text.splitlines()
+            if line.startswith("Traceback") or " ERROR " in line or " CRITICAL " in line]
