@@ -88,7 +88,20 @@ class SecurityProvider:
         with self.credentials():
             protocol = _PROTOCOLS[auth_type]
             mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        if protocol == "negotiate":
+            self._prefer_accepted_mechs(mech)
         return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+
+    def _prefer_accepted_mechs(self, mech) -> None:
+        """SPNEGO acceptor preference = the mechanisms this server accepts. pyspnego ranks Kerberos first whenever
+        GSSAPI is importable and answers request-mic when the initiator's first mechanism differs from it (RFC 4178
+        5); without a keytab only NTLM is accepted, so an initiator offering NTLM first gets accept-incomplete as
+        from Windows, and an anonymous one (no key, no mechListMIC) can finish (Samba raw_protocol
+        test_spnego_packet_downgrade_connect)."""
+        from spnego._spnego import GSSMech
+        accepted = [GSSMech.kerberos] if RPC_C_AUTHN_GSS_KERBEROS in self._types else []
+        accepted.append(GSSMech.ntlm)
+        mech._preferred_mech_list = lambda: list(accepted)
 
 
 class SecurityContext:
