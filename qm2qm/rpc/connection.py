@@ -101,6 +101,7 @@ class Connection:
         self._auth: dict[int, SecurityContext] = {}          # auth_context_id → security context (3.3.1.5.2)
         self._default_auth: SecurityContext | None = None    # the bind's context: requests without a verifier
         self._auth_invalid = False                           # an rpc_auth3 named no pending context
+        self._header_sign = False                            # Supports Header Signing Flag (3.3.1.5.2.2)
         self._ack_flags = _FIRST_LAST
         self._registry = registry
         self._limits = limits
@@ -316,6 +317,8 @@ class Connection:
         results = self._negotiate(body.items, alter, refuse)
         client_flags = pdu[3]
         ack_flags = _FIRST_LAST | (client_flags & F.PFC_SUPPORT_HEADER_SIGN)
+        if client_flags & F.PFC_SUPPORT_HEADER_SIGN:
+            self._negotiate_header_signing()
         if not alter:
             if self._conc_mpx and client_flags & F.PFC_CONC_MPX:
                 self._ack_flags = _FIRST_LAST | F.PFC_CONC_MPX
@@ -326,8 +329,7 @@ class Connection:
         auth = None
         if trailer is not None:
             token = pdu[frag_length - auth_length:frag_length]
-            auth = self._security_leg(trailer, token, alter, bool(client_flags & F.PFC_SUPPORT_HEADER_SIGN),
-                                      call_id, refuse)
+            auth = self._security_leg(trailer, token, alter, call_id, refuse)
         self._state = _BOUND
         request = BindRequest(call_id=call_id, is_alter_context=alter, max_xmit_frag=body.max_xmit_frag,
                               max_recv_frag=body.max_recv_frag, assoc_group_id=body.assoc_group_id,
@@ -353,8 +355,16 @@ class Connection:
             # clients upgrade call to packet (MS-RPCE 2.2.1.1.8), so only a hand-made bind asks for it.
             raise refuse("authentication level call is not negotiated", F.BIND_NAK_INVALID_CHECKSUM)
 
-    def _security_leg(self, trailer: P.SecTrailer, token: bytes, alter: bool, header_sign: bool, call_id: int,
-                      refuse) -> tuple[int, int, int, bytes]:
+    def _negotiate_header_signing(self) -> None:
+        """MS-RPCE 3.3.1.5.2.2: header signing is agreed per connection, by any bind or alter_context asking for it
+        (the server supports it), and from then on protects the PDUs of every security context of the connection,
+        those established before included (Samba raw_protocol test_spnego_multiple_auth_hdr_signing; Samba's
+        dcesrv_auth_negotiate_hdr_signing does the same)."""
+        self._header_sign = True
+        for security in self._auth.values():
+            security.header_sign = True
+
+    def _security_leg(self, trailer: P.SecTrailer, token: bytes, alter: bool, call_id: int, refuse) -> tuple[int, int, int, bytes]:
         """Start or continue the security context named by auth_context_id; returns the bind_ack / alter_context_resp
         verifier (MS-RPCE 3.3.1.5.2, 3.3.1.5.4 security context multiplexing)."""
         security = self._auth.get(trailer.auth_context_id)
@@ -373,7 +383,7 @@ class Connection:
                 raise _Terminate(f"more than {self._limits.max_security_contexts} security contexts",
                                  P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
             security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
-                                                  header_sign)
+                                                  self._header_sign)
             self._auth[trailer.auth_context_id] = security
             if not alter:
                 # requests without a verifier run under the bind's context; contexts added by alter_context

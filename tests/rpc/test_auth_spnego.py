@@ -66,3 +66,57 @@ async def test_garbage_first_token_gets_bind_nak_not_specified(env):
     nak = await asyncio.to_thread(c.read_pdu)
     assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
     c.close()
+
+
+def _spnego_ntlm_only_bind(env, level: int):
+    """A bind whose NegTokenInit offers NTLM alone (as Samba's and Windows' clients do without Kerberos)."""
+    from impacket import ntlm
+    from spnego._spnego import GSSMech, NegTokenInit
+    c = client(env, auth_type=9, level=level)
+    negotiate = ntlm.getNTLMSSPType1("", "", signingRequired=True)
+    c.sock.sendall(c._with_auth(P.build_bind(1, c.items),
+                                NegTokenInit(mech_types=[GSSMech.ntlm.value], mech_token=negotiate.getData()).pack()))
+    return c, negotiate, c.read_pdu()
+
+
+async def test_spnego_initiator_first_choice_ntlm_gets_accept_incomplete_not_request_mic(env):
+    # RFC 4178 5: request-mic only when the acceptor selects a mechanism other than the initiator's first choice
+    from spnego._spnego import GSSMech, NegState, NegTokenResp, unpack_token
+    c, _, ack = await asyncio.to_thread(_spnego_ntlm_only_bind, env, 5)
+    assert ack[2] == F.PTYPE_BIND_ACK
+    answer = unpack_token(c.token_of(ack))
+    assert isinstance(answer, NegTokenResp)
+    assert (answer.neg_state, answer.supported_mech) == (NegState.accept_incomplete, GSSMech.ntlm.value)
+    c.close()
+
+
+async def test_spnego_anonymous_ntlm_at_packet_level_finishes_without_mech_list_mic(auth_env_anonymous):
+    # Samba raw_protocol test_spnego_packet_downgrade_connect: the final token must be acceptable to an initiator
+    # that holds no key to check a mechListMIC with
+    from impacket import ntlm
+    from impacket.spnego import SPNEGO_NegTokenResp
+    from spnego._spnego import NegState, NegTokenResp, unpack_token
+    c, negotiate, ack = await asyncio.to_thread(_spnego_ntlm_only_bind, auth_env_anonymous, 4)
+    first = unpack_token(c.token_of(ack))
+    assert first.neg_state == NegState.accept_incomplete        # request-mic would oblige a keyless initiator
+    challenge = first.response_token
+    authenticate, _ = ntlm.getNTLMSSPType3(negotiate, challenge, "", "", "")
+    leg = SPNEGO_NegTokenResp()
+    leg["ResponseToken"] = authenticate.getData()
+    await asyncio.to_thread(c.sock.sendall, c._with_auth(P.build_bind(2, c.items, alter_context=True),
+                                                         leg.getData()))
+    resp = await asyncio.to_thread(c.read_pdu)
+    assert resp[2] == F.PTYPE_ALTER_CONTEXT_RESP
+    final = unpack_token(c.token_of(resp))
+    assert isinstance(final, NegTokenResp)
+    assert (final.neg_state, final.mech_list_mic) == (NegState.accept_complete, None)
+    c.close()
+
+
+@pytest.fixture
+async def auth_env_anonymous():
+    from tests.mqqp.conftest import NDR
+    from tests.rpc.auth_helpers import start_env, stop_env
+    env = await start_env(NDR, allow_anonymous_ntlm=True)
+    yield env
+    await stop_env(env)

@@ -88,7 +88,20 @@ class SecurityProvider:
         with self.credentials():
             protocol = _PROTOCOLS[auth_type]
             mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        if protocol == "negotiate":
+            self._prefer_accepted_mechs(mech)
         return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+
+    def _prefer_accepted_mechs(self, mech) -> None:
+        """SPNEGO acceptor preference = the mechanisms this server accepts. pyspnego ranks Kerberos first whenever
+        GSSAPI is importable and answers request-mic when the initiator's first mechanism differs from it (RFC 4178
+        5); without a keytab only NTLM is accepted, so an initiator offering NTLM first gets accept-incomplete as
+        from Windows, and an anonymous one (no key, no mechListMIC) can finish (Samba raw_protocol
+        test_spnego_packet_downgrade_connect)."""
+        from spnego._spnego import GSSMech
+        accepted = [GSSMech.kerberos] if RPC_C_AUTHN_GSS_KERBEROS in self._types else []
+        accepted.append(GSSMech.ntlm)
+        mech._preferred_mech_list = lambda: list(accepted)
 
 
 class SecurityContext:
@@ -100,13 +113,13 @@ class SecurityContext:
         self.auth_type = auth_type
         self.auth_level = auth_level
         self.context_id = context_id
-        self.header_sign = header_sign      # PFC_SUPPORT_HEADER_SIGN negotiated (MS-RPCE 3.3.1.5.2.2)
+        self.header_sign = header_sign      # the connection's Supports Header Signing Flag (MS-RPCE 3.3.1.5.2.2)
         self.complete = False
         self.failed = False
         self.principal: Principal = ANONYMOUS
         self._mech = mech
         self._anonymous = False
-        self._whole: bool | None = None         # fixed once the context is established
+        self._signs_every_buffer: bool | None = None     # fixed once the context is established
         self._can_sign = False
 
     @property
@@ -203,19 +216,21 @@ class SecurityContext:
     # -- PDU protection (MS-RPCE 3.3.1.5.2.2) --
 
     def _whole_pdu(self) -> bool:
-        """NTLM with extended session security signs header + body + sec_trailer whether or not header signing was
-        negotiated (what Windows, Samba and impacket do); other mechanisms only when it was."""
-        if self._whole is None:
-            self._whole = self._decide_whole_pdu()
-        return self._whole
+        """Whether header and sec_trailer are signed: when the connection negotiated header signing (MS-RPCE
+        3.3.1.5.2.2, read at each PDU: a later bind or alter_context can switch it on), and always with NTLM with
+        extended session security, whose signature covers every input buffer, signed or not (MS-NLMP 3.4.6,
+        3.4.6.1: "for NTLMv2, all of the input data buffers"; Windows, Samba and impacket sign so)."""
+        if self._signs_every_buffer is None:
+            self._signs_every_buffer = self._mechanism_signs_every_buffer()
+        return self._signs_every_buffer or self.header_sign
 
-    def _decide_whole_pdu(self) -> bool:
+    def _mechanism_signs_every_buffer(self) -> bool:
         if self.auth_type in (RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE):
             inner = getattr(self._mech, "_context", self._mech)     # SPNEGO: the negotiated mechanism
             flags = getattr(inner, "_context_attr", 0)
             if getattr(inner, "negotiated_protocol", "ntlm") == "ntlm":
                 return bool(flags & _NTLMSSP_EXTENDED_SESSION_SECURITY)
-        return self.header_sign
+        return False
 
     def unprotect(self, header: bytes, body: bytes, trailer: bytes, signature: bytes) -> bytes:
         """Verify (integrity) or unseal and verify (privacy) one fragment; returns the plain body (stub + pad)."""
