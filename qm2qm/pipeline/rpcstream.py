@@ -13,7 +13,9 @@ from qm2qm.rpc.faults import (PFC_FIRST_FRAG, PFC_LAST_FRAG, PFC_OBJECT_UUID, PT
                               PTYPE_ALTER_CONTEXT_RESP, PTYPE_BIND, PTYPE_BIND_ACK, PTYPE_BIND_NAK,
                               PTYPE_CO_CANCEL, PTYPE_FAULT, PTYPE_REQUEST, PTYPE_RESPONSE)
 from qm2qm.rpc.interface import NDR20, NDR64
-from qm2qm.rpc.pdu import HEADER, HEADER_SIZE, PduError, decode_syntax, parse_bind_body
+from qm2qm.rpc.pdu import (HEADER, HEADER_SIZE, REQUEST_FIELDS, REQUEST_HEADER_SIZE, RESPONSE_HEADER_SIZE,
+                           SEC_TRAILER_SIZE, PduError, parse_bind_ack_body, parse_bind_body, parse_fault_status,
+                           stub_bounds)
 
 CLIENT_PTYPES = {0, 11, 14, 16, 18, 19}        # request, bind, alter_context, auth3, co_cancel, orphaned
 SERVER_PTYPES = {2, 3, 12, 13, 15, 17}         # response, fault, bind_ack, bind_nak, alter_context_resp, shutdown
@@ -22,7 +24,6 @@ KNOWN_INTERFACES = {
     QM2QM_UUID_STR: "qm2qm",
     "e1af8308-5d1f-11c9-91a4-08002b14a0fa": "epm",          # endpoint mapper (C706 Appendix O)
 }
-SEC_TRAILER_SIZE = 8
 RPC_C_AUTHN_LEVEL_PKT_PRIVACY = 6          # MS-RPCE 2.2.1.1.8
 SEALED = "stub sealed (RPC_C_AUTHN_LEVEL_PKT_PRIVACY): not decoded"
 RESULT_ACCEPTANCE = 0
@@ -100,20 +101,12 @@ class _Fragments:
     sealed: bool = False
 
 
-def _stub_bounds(pdu: Pdu, header: int) -> tuple[int, int, bool]:
-    """(start, end, sealed) of the stub of a request/response PDU: the auth trailer (MS-RPCE 2.2.2.11) is cut
-    off; sealed is True at RPC_C_AUTHN_LEVEL_PKT_PRIVACY, whose stub is encrypted (integrity leaves it clear)."""
-    frag_len, auth_len = struct.unpack_from("<HH", pdu.data, 8)
-    end = frag_len
-    sealed = False
-    if auth_len:
-        trailer = frag_len - auth_len - SEC_TRAILER_SIZE
-        if trailer < header:
-            raise PduError(f"auth_length {auth_len} does not fit in frag_length {frag_len}")
-        auth_level, pad = pdu.data[trailer + 1], pdu.data[trailer + 2]
-        end = max(header, trailer - pad)
-        sealed = auth_level >= RPC_C_AUTHN_LEVEL_PKT_PRIVACY
-    return header, end, sealed
+def _stub(pdu: Pdu, header: int) -> tuple[bytes, bool]:
+    """The stub of a request/response PDU without its auth verifier, and whether it is sealed
+    (RPC_C_AUTHN_LEVEL_PKT_PRIVACY encrypts it; integrity leaves it clear), MS-RPCE 2.2.2.11."""
+    start, end, trailer = stub_bounds(pdu.data, header)
+    sealed = trailer is not None and trailer.auth_level >= RPC_C_AUTHN_LEVEL_PKT_PRIVACY
+    return pdu.data[start:end], sealed
 
 
 class Conversation:
@@ -149,19 +142,11 @@ class Conversation:
         self.proposed[pdu.call_id] = parse_bind_body(pdu.data, _frag_end(pdu)).items
 
     def _bind_ack(self, pdu: Pdu) -> None:
-        data = pdu.data
-        _xmit, _recv, group, addr_len = struct.unpack_from("<HHIH", data, HEADER_SIZE)
-        pos = HEADER_SIZE + 10 + addr_len
-        pos += -pos % 4
-        count = data[pos]
-        pos += 4
+        body = parse_bind_ack_body(pdu.data, _frag_end(pdu))
         items = self.proposed.pop(pdu.call_id, ())
-        if pdu.ptype == PTYPE_BIND_ACK or group:
-            self.association_group_id = group
-        for index in range(count):
-            result = struct.unpack_from("<H", data, pos)[0]
-            syntax = decode_syntax(data, pos + 4)
-            pos += 24
+        if pdu.ptype == PTYPE_BIND_ACK or body.assoc_group_id:
+            self.association_group_id = body.assoc_group_id
+        for index, (result, _reason, syntax) in enumerate(body.results):
             if result == RESULT_ACCEPTANCE and index < len(items):
                 self.contexts[items[index].context_id] = (items[index].abstract_syntax, syntax)
 
@@ -170,12 +155,11 @@ class Conversation:
 
     def _request(self, pdu: Pdu) -> None:
         if pdu.flags & PFC_FIRST_FRAG or pdu.call_id not in self.requests:
-            _alloc, context_id, opnum = struct.unpack_from("<IHH", pdu.data, HEADER_SIZE)
+            _alloc, context_id, opnum = REQUEST_FIELDS.unpack_from(pdu.data, HEADER_SIZE)
             self.requests[pdu.call_id] = _Fragments(pdu.call_id, opnum, context_id)
         frags = self.requests[pdu.call_id]
-        header = 24 + (16 if pdu.flags & PFC_OBJECT_UUID else 0)
-        start, end, sealed = _stub_bounds(pdu, header)
-        frags.parts.append(pdu.data[start:end])
+        stub, sealed = _stub(pdu, REQUEST_HEADER_SIZE + (16 if pdu.flags & PFC_OBJECT_UUID else 0))
+        frags.parts.append(stub)
         frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.requests[pdu.call_id]
@@ -206,8 +190,8 @@ class Conversation:
         if pdu.flags & PFC_FIRST_FRAG or pdu.call_id not in self.responses:
             self.responses[pdu.call_id] = _Fragments(pdu.call_id)
         frags = self.responses[pdu.call_id]
-        start, end, sealed = _stub_bounds(pdu, 24)
-        frags.parts.append(pdu.data[start:end])
+        stub, sealed = _stub(pdu, RESPONSE_HEADER_SIZE)
+        frags.parts.append(stub)
         frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.responses[pdu.call_id]
@@ -226,7 +210,7 @@ class Conversation:
         row = self.pending.pop(pdu.call_id, None)
         if row is None:
             return
-        status = struct.unpack_from("<I", pdu.data, 24)[0]
+        status = parse_fault_status(pdu.data)
         row.update(status_kind=schema.FAULT, fault_status=status, response_time_us=pdu.time_us,
                    latency_us=pdu.time_us - row["request_time_us"])
 
