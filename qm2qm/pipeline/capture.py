@@ -107,6 +107,7 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None) -> Inge
     conns: dict[tuple, _Connection] = {}
     order: list[_Connection] = []
     warned_links: set[int] = set()
+    frames = captured = non_tcp = 0
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -115,8 +116,8 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None) -> Inge
     with fh:
         try:
             for frame in read_frames(fh):
-                result.count("frames")
-                result.count("capture_bytes", len(frame.data))
+                frames += 1
+                captured += len(frame.data)
                 if frame.linktype not in SUPPORTED_LINKTYPES:
                     if frame.linktype not in warned_links:
                         warned_links.add(frame.linktype)
@@ -126,11 +127,14 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None) -> Inge
                     continue
                 seg = tcp_segment(frame)
                 if seg is None:
-                    result.count("non_tcp_frames")
+                    non_tcp += 1
                     continue
                 _segment(seg, frame.time_us, conns, order, result)
         except CaptureError as exc:
             result.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
+    for key, n in (("frames", frames), ("capture_bytes", captured), ("non_tcp_frames", non_tcp)):
+        if n:
+            result.count(key, n)
     _finish(path, order, result)
     return result
 
@@ -157,13 +161,13 @@ def _segment(seg: Any, time_us: int, conns: dict, order: list, result: IngestRes
 def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
     rows: list[dict] = []
     extras: dict[str, dict] = {}
-    for conn in order:
+    for connection_id, conn in enumerate(order):
         calls, extra = conn.finish()
         if not calls and not extra:
             continue
         for index, row in enumerate(calls):
             row["source_file"] = str(path)
-            row["connection_id"] = order.index(conn)
+            row["connection_id"] = connection_id
             if row["decode_error"] != SEALED:
                 decode_call(row)
             if row["interface_uuid"] != QM2QM_UUID_STR:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import operator
 import uuid
 from typing import Any
 
@@ -34,8 +35,33 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+_FIELDS: dict[type, tuple[tuple[str, ...], Any]] = {}
+
+
+def _json_default(value: Any) -> Any:
+    """What to_jsonable gives for one non-JSON value, one level at a time (json's C encoder recurses)."""
+    cls = type(value)
+    if cls is bytes:
+        return value.hex()
+    known = _FIELDS.get(cls)
+    if known is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = tuple(f.name for f in dataclasses.fields(value))
+        if len(names) > 1:
+            getter = operator.attrgetter(*names)
+        else:                                   # attrgetter of one name returns the value, not a 1-tuple
+            getter = (lambda v, names=names: tuple(getattr(v, n) for n in names))
+        known = _FIELDS[cls] = (names, getter)
+    if known is not None:
+        return dict(zip(known[0], known[1](value)))
+    return to_jsonable(value)
+
+
+# One encoder built once: a JSON dump per decoded stub is the ingest's hottest step (cProfile, docs/pipeline.md).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default, check_circular=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _read_desc(obj: Any) -> Any:

@@ -2,6 +2,7 @@
 bind / alter_context tracking of presentation contexts, request and response fragment reassembly."""
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -65,31 +66,44 @@ class Framer:
         """Append stream bytes; complete PDUs go to ``out``; a bad header stops framing (``error``)."""
         if self.error is not None:
             return
-        buf = self.buf
-        buf += data
+        if self.buf:
+            self.buf += data
+            data = bytes(self.buf)
+            self.buf.clear()
+        # Parse in place: the common case is whole PDUs per segment, so no copy through the buffer (cProfile).
         pos = 0
-        while len(buf) - pos >= HEADER_SIZE:
-            vers, minor, ptype, flags, drep0, _drep1, frag_len, _auth, call_id = HEADER.unpack_from(buf, pos)
+        end = len(data)
+        unpack = HEADER.unpack_from
+        while end - pos >= HEADER_SIZE:
+            vers, minor, ptype, flags, drep0, _drep1, frag_len, _auth, call_id = unpack(data, pos)
             if vers != 5 or minor > 1 or ptype > MAX_PTYPE or frag_len < HEADER_SIZE or drep0 & 0xF0 != 0x10:
                 self.non_rpc = self.pdus == 0
                 self.error = ("not DCE/RPC" if self.non_rpc else
                               f"bad PDU header (version {vers}.{minor}, type {ptype}, frag_length {frag_len}, "
                               f"drep 0x{drep0:02x})")
                 self.error_offset = self.offset + pos
-                del buf[:]
                 return
-            if len(buf) - pos < frag_len:
+            if end - pos < frag_len:
                 break
-            out.append(Pdu(ptype, flags, call_id, bytes(buf[pos:pos + frag_len]), time_us, self.offset + pos))
+            pdu = data if frag_len == end else data[pos:pos + frag_len]
+            out.append(Pdu(ptype, flags, call_id, pdu, time_us, self.offset + pos))
             self.pdus += 1
             pos += frag_len
-        if pos:
-            del buf[:pos]
-            self.offset += pos
+        if pos < end:
+            self.buf += data[pos:] if pos else data
+        self.offset += pos
 
     def leftover(self) -> int:
         """Bytes of an incomplete PDU at end of stream."""
         return len(self.buf)
+
+
+@functools.lru_cache(maxsize=4096)
+def _context_columns(ctx: tuple[tuple, tuple]) -> dict[str, str | None]:
+    """The call-table columns a presentation context gives each of its calls."""
+    abstract, transfer = ctx
+    return {"interface_uuid": str(abstract[0]), "interface_version": f"{abstract[1]}.{abstract[2]}",
+            "interface_name": KNOWN_INTERFACES.get(str(abstract[0])), "transfer_syntax": syntax_name(transfer)}
 
 
 @dataclass
@@ -174,11 +188,7 @@ class Conversation:
                    context_id=frags.context_id, request_time_us=time_us, opnum=frags.opnum, request_stub=stub,
                    request_bytes=len(stub), status_kind=schema.NO_RESPONSE)
         if ctx is not None:
-            (abstract, transfer) = ctx
-            row["interface_uuid"] = str(abstract[0])
-            row["interface_version"] = f"{abstract[1]}.{abstract[2]}"
-            row["interface_name"] = KNOWN_INTERFACES.get(str(abstract[0]))
-            row["transfer_syntax"] = syntax_name(transfer)
+            row.update(_context_columns(ctx))
         else:
             row["decode_error"] = f"presentation context {frags.context_id} was never bound in this capture"
         if frags.sealed:
