@@ -35,25 +35,28 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-_FIELDS: dict[type, tuple[tuple[str, ...], Any]] = {}
+_CONVERTERS: dict[type, Any] = {bytes: bytes.hex, uuid.UUID: str}
 
 
 def _json_default(value: Any) -> Any:
-    """What to_jsonable gives for one non-JSON value, one level at a time (json's C encoder recurses)."""
-    cls = type(value)
-    if cls is bytes:
-        return value.hex()
-    known = _FIELDS.get(cls)
-    if known is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+    """What to_jsonable gives for one non-JSON value, one level at a time (json's C encoder recurses); the
+    conversion is looked up once per type."""
+    convert = _CONVERTERS.get(type(value))
+    if convert is None:
+        convert = _CONVERTERS[type(value)] = _converter(value)
+    return convert(value)
+
+
+def _converter(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
         names = tuple(f.name for f in dataclasses.fields(value))
         if len(names) > 1:
             getter = operator.attrgetter(*names)
-        else:                                   # attrgetter of one name returns the value, not a 1-tuple
-            getter = (lambda v, names=names: tuple(getattr(v, n) for n in names))
-        known = _FIELDS[cls] = (names, getter)
-    if known is not None:
-        return dict(zip(known[0], known[1](value)))
-    return to_jsonable(value)
+            return lambda v: dict(zip(names, getter(v)))
+        return lambda v: {n: getattr(v, n) for n in names}
+    if isinstance(value, enum.Enum):
+        return operator.attrgetter("value")
+    return to_jsonable
 
 
 # One encoder built once: a JSON dump per decoded stub is the ingest's hottest step (cProfile, docs/pipeline.md).
