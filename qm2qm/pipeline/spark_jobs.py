@@ -75,23 +75,83 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
 
 # ---------------------------------------------------------------------------------------------------- ingest
 
-def _records(path: str) -> pa.RecordBatch:
+def _records(path: str, part_json: str | None = None) -> pa.RecordBatch:
     from qm2qm.pipeline.ingest import ingest_file
-    result = ingest_file(path)
+    if part_json is None:
+        result = ingest_file(path)
+    else:
+        result = _ingest_part(path, json.loads(part_json))
     rows: list[dict] = []
     rows.extend(dict(r, record="call") for r in result.calls)
     rows.extend(dict(r, record="session") for r in result.sessions)
     rows.extend(dict(r, record="problem") for r in result.problems)
+    if part_json is not None:                                   # what split.renumber needs, one row a connection
+        rows.extend({"record": "connection", "source_file": result.path, "session_id": c["session_id"],
+                     "offset": c["first_offset"], "request_time_us": None if c["first_call"] is None else
+                     c["first_call"][0], "call_id": None if c["first_call"] is None else c["first_call"][1]}
+                    for c in result.connections)
     rows.append({"record": "file", "source_file": result.path,
                  "counters": json.dumps(result.counters, sort_keys=True)})
     return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
 
 
+def _ingest_part(path: str, spec: dict) -> Any:
+    """One part of a capture split by session; part 0 carries the first pass's own findings (split.plan)."""
+    from qm2qm.pipeline.capture import IngestResult
+    from qm2qm.pipeline.split import Part, ingest_part
+    keys = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in spec["keys"]]
+    result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0))
+    head = spec.get("head")
+    if head is not None:
+        first = IngestResult(path, problems=head["problems"], counters=head["counters"])
+        result.problems[:0] = first.problems
+        for key, value in first.counters.items():
+            result.count(key, value)
+    return result
+
+
 def ingest_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: each input row names one file; yields that file's records (RECORD_SCHEMA)."""
+    """mapInArrow function: each input row names one file (and, for a split capture, one part of it); yields
+    that file's or part's records (RECORD_SCHEMA)."""
     for batch in batches:
-        for path in batch.column("path").to_pylist():
-            yield _records(path)
+        columns = batch.to_pydict()
+        for path, part in zip(columns["path"], columns.get("part") or [None] * batch.num_rows):
+            yield _records(path, part)
+
+
+# A capture above this size, and above its fair share of the input, is split by TCP session (split.py).
+SPLIT_MIN_BYTES = 4 * 1024 * 1024
+
+
+def plan_tasks(paths: list[str], parallelism: int, split_min_bytes: int = SPLIT_MIN_BYTES
+               ) -> list[tuple[str, str | None, int]]:
+    """(path, part spec JSON or None, bytes) per task, largest first. A capture bigger than its share of the
+    input (total / parallelism, at least ``split_min_bytes``) is split by TCP session into parts of about that
+    share, so one huge capture is spread over the executors instead of landing on one."""
+    from qm2qm.pipeline.ingest import file_kind
+    from qm2qm.pipeline.split import plan
+
+    sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
+    share = max(split_min_bytes, sum(size for _, size in sizes) / max(1, parallelism))
+    tasks: list[tuple[str, str | None, int]] = []
+    for path, size in sizes:
+        parts = -(-size // int(share))
+        if parts < 2 or file_kind(path) not in ("pcap", "pcapng"):
+            tasks.append((path, None, size))
+            continue
+        head, planned = plan(path, parts)
+        head.count("file_bytes", size)
+        for index, part in enumerate(planned):
+            spec = {"keys": [[a.hex(), b.hex()] for a, b in part.keys], "start": part.start, "stop": part.stop}
+            if index == 0:
+                spec["head"] = {"problems": head.problems, "counters": head.counters}
+            tasks.append((path, json.dumps(spec), part.bytes))
+        if not planned:
+            spec = {"keys": [], "start": 0, "stop": 0, "head": {"problems": head.problems,
+                                                                "counters": head.counters}}
+            tasks.append((path, json.dumps(spec), 0))
+    tasks.sort(key=lambda task: -task[2])           # big tasks first: they bound the job's length
+    return tasks
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -106,38 +166,92 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     return out
 
 
-def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
-    """Ingest captures and traces in parallel (one task per file) into OUT/calls, OUT/sessions, OUT/problems
-    (Parquet); returns the summary also written to OUT/summary.json."""
+def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_bytes: int | None = None) -> dict:
+    """Ingest captures and traces in parallel (one task per file, or per part of a capture split by TCP session:
+    plan_tasks) into OUT/calls, OUT/sessions, OUT/problems (Parquet); returns the summary also written to
+    OUT/summary.json."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
 
     paths = expand_inputs(inputs)
-    sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
-    sizes.sort(key=lambda item: -item[1])           # big files first: they bound the job's length
     out = Path(out_dir)
-    # one file per partition, so one task per file (parallelize slices a list evenly; repartition does not)
-    rdd = spark.sparkContext.parallelize([(p,) for p, _ in sizes], max(1, len(sizes)))
-    frame = spark.createDataFrame(rdd, StructType([StructField("path", StringType())]))
+    tasks = plan_tasks(paths, spark.sparkContext.defaultParallelism,
+                       SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes)
+    # one task per partition (parallelize slices a list evenly; repartition does not)
+    rdd = spark.sparkContext.parallelize([(p, part) for p, part, _ in tasks], max(1, len(tasks)))
+    frame = spark.createDataFrame(rdd, StructType([StructField("path", StringType()),
+                                                   StructField("part", StringType())]))
     records = frame.mapInArrow(ingest_batches, _spark_schema(RECORD_SCHEMA)).persist()
     try:
+        numbers = _split_numbers(spark, records) if any(part for _, part, _ in tasks) else None
         for name, cols in (("calls", schema.CALL_COLUMNS), ("sessions", schema.SESSION_COLUMNS),
                            ("problems", schema.PROBLEM_COLUMNS)):
             kind = name[:-1] if name != "calls" else "call"
-            records.filter(F.col("record") == kind).select(*cols).write.mode("overwrite").parquet(str(out / name))
+            table = records.filter(F.col("record") == kind).select(*cols)
+            if numbers is not None and name != "problems":
+                table = _renumbered(table, numbers, cols)
+            if name == "problems" and numbers is not None:
+                table = table.unionByName(_split_problems(spark, records, tasks))
+            table.write.mode("overwrite").parquet(str(out / name))
         files = records.filter(F.col("record") == "file").select("source_file", "counters").collect()
     finally:
         records.unpersist()
-    summary = {"files": len(files), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
-               "executors": executor_count(spark)}
+    summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
+               "executors": executor_count(spark), "tasks": len(tasks),
+               "split_files": len({p for p, part, _ in tasks if part})}
     for row in files:
         counters = json.loads(row["counters"])
-        summary["per_file"][row["source_file"]] = counters
+        per_file = summary["per_file"].setdefault(row["source_file"], {})
         for key, value in counters.items():
+            per_file[key] = per_file.get(key, 0) + value
             summary["totals"][key] = summary["totals"].get(key, 0) + value
     summary["problems"] = [r.asDict() for r in spark.read.parquet(str(out / "problems")).collect()]
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     return summary
+
+
+def _split_numbers(spark: Any, records: Any) -> Any:
+    """A small DataFrame (source_file, session_id, _connection_id, _session_seq) numbering the sessions of split
+    captures file-wide (split.renumber over the connection records of every part)."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+    from pyspark.sql import functions as F
+    from qm2qm.pipeline.split import renumber
+    by_file: dict[str, list[dict]] = {}
+    for r in records.filter(F.col("record") == "connection").select("source_file", "session_id", "offset",
+                                                                    "request_time_us", "call_id").collect():
+        first = None if r["request_time_us"] is None else (r["request_time_us"], r["call_id"])
+        by_file.setdefault(r["source_file"], []).append({"session_id": r["session_id"], "first_offset": r["offset"],
+                                                         "first_call": first})
+    rows = [(path, sid, cid, seq) for path, conns in by_file.items() for sid, (cid, seq) in renumber(conns).items()]
+    return spark.createDataFrame(rows, StructType([
+        StructField("source_file", StringType()), StructField("session_id", StringType()),
+        StructField("_connection_id", LongType()), StructField("_session_seq", IntegerType())]))
+
+
+def _renumbered(table: Any, numbers: Any, cols: list[str]) -> Any:
+    from pyspark.sql import functions as F
+    joined = table.join(F.broadcast(numbers), on=["source_file", "session_id"], how="left")
+    return joined.select(*[F.coalesce(F.col("_" + c), F.col(c)).alias(c) if c in ("connection_id", "session_seq")
+                           else F.col(c) for c in cols])
+
+
+def _split_problems(spark: Any, records: Any, tasks: list) -> Any:
+    """The per-file problem rows a split capture's parts cannot write alone (calls on unknown interfaces)."""
+    from pyspark.sql import functions as F
+    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
+    split = {p for p, part, _ in tasks if part}
+    totals: dict[str, IngestResult] = {}
+    for row in records.filter((F.col("record") == "file") & F.col("source_file").isin(list(split))) \
+            .select("source_file", "counters").collect():
+        result = totals.setdefault(row["source_file"], IngestResult(row["source_file"]))
+        for key, value in json.loads(row["counters"]).items():
+            result.count(key, value)
+    problems = []
+    for path, result in totals.items():
+        report_unknown_interfaces(path, result)
+        problems.extend(result.problems)
+    return spark.createDataFrame(schema.table(problems, schema.PROBLEM_SCHEMA).to_pandas(),
+                                 _spark_schema(schema.PROBLEM_SCHEMA)).select(*schema.PROBLEM_COLUMNS)
 
 
 def executor_count(spark: Any) -> int:
