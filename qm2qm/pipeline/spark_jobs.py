@@ -75,14 +75,14 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
 
 # ---------------------------------------------------------------------------------------------------- ingest
 
-def _records(path: str, part_json: str | None = None) -> pa.RecordBatch:
+def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatch:
+    """Ingest one file or part: its calls go straight to ``calls_file`` (Parquet, written by the executor);
+    the small records (sessions, problems, connections, counters) go back to the driver."""
+    import pyarrow.parquet as pq
     from qm2qm.pipeline.ingest import ingest_file
-    if part_json is None:
-        result = ingest_file(path)
-    else:
-        result = _ingest_part(path, json.loads(part_json))
+    result = ingest_file(path) if part_json is None else _ingest_part(path, json.loads(part_json))
+    pq.write_table(schema.table(result.calls, schema.CALL_SCHEMA), calls_file)
     rows: list[dict] = []
-    rows.extend(dict(r, record="call") for r in result.calls)
     rows.extend(dict(r, record="session") for r in result.sessions)
     rows.extend(dict(r, record="problem") for r in result.problems)
     if part_json is not None:                                   # what split.renumber needs, one row a connection
@@ -90,33 +90,47 @@ def _records(path: str, part_json: str | None = None) -> pa.RecordBatch:
                      "offset": c["first_offset"], "request_time_us": None if c["first_call"] is None else
                      c["first_call"][0], "call_id": None if c["first_call"] is None else c["first_call"][1]}
                     for c in result.connections)
-    rows.append({"record": "file", "source_file": result.path,
-                 "counters": json.dumps(result.counters, sort_keys=True)})
+    rows.append({"record": "file", "source_file": result.path, "counters": json.dumps(result.counters,
+                                                                                      sort_keys=True)})
     return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
 
 
 def _ingest_part(path: str, spec: dict) -> Any:
     """One part of a capture split by session; part 0 carries the first pass's own findings (split.plan)."""
-    from qm2qm.pipeline.capture import IngestResult
     from qm2qm.pipeline.split import Part, ingest_part
     keys = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in spec["keys"]]
     result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0))
     head = spec.get("head")
     if head is not None:
-        first = IngestResult(path, problems=head["problems"], counters=head["counters"])
-        result.problems[:0] = first.problems
-        for key, value in first.counters.items():
+        result.problems[:0] = head["problems"]
+        for key, value in head["counters"].items():
             result.count(key, value)
     return result
 
 
-def ingest_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: each input row names one file (and, for a split capture, one part of it); yields
-    that file's or part's records (RECORD_SCHEMA)."""
+def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function (bound to the calls directory): each input row is one task (a file, or one part of a
+    split capture); yields that task's small records (RECORD_SCHEMA)."""
     for batch in batches:
         columns = batch.to_pydict()
-        for path, part in zip(columns["path"], columns.get("part") or [None] * batch.num_rows):
-            yield _records(path, part)
+        for index, path, part in zip(columns["task"], columns["path"], columns["part"]):
+            yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+
+
+def _renumber_file(job: tuple[str, str]) -> None:
+    """Rewrite connection_id and session_seq of one calls part file of a split capture (split.renumber)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    calls_file, numbers_json = job
+    numbers = json.loads(numbers_json)
+    table = pq.read_table(calls_file, schema=schema.CALL_SCHEMA)
+    index = pc.index_in(table.column("session_id"), value_set=pa.array(list(numbers), pa.string()))
+    for name, at in (("connection_id", 0), ("session_seq", 1)):
+        field = schema.CALL_SCHEMA.field(name)
+        known = pa.array([n[at] for n in numbers.values()], field.type).take(index)
+        table = table.set_column(table.schema.get_field_index(name), field,
+                                 pc.coalesce(known, table.column(name)))
+    pq.write_table(table, calls_file)
 
 
 # A capture above this size, and above its fair share of the input, is split by TCP session (split.py).
@@ -169,89 +183,82 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
 def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_bytes: int | None = None) -> dict:
     """Ingest captures and traces in parallel (one task per file, or per part of a capture split by TCP session:
     plan_tasks) into OUT/calls, OUT/sessions, OUT/problems (Parquet); returns the summary also written to
-    OUT/summary.json."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
+    OUT/summary.json. Executors write the calls themselves (OUT must be visible to them); only sessions,
+    problems and counters travel back to the driver."""
+    import functools
+    import shutil
+
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     paths = expand_inputs(inputs)
     out = Path(out_dir)
     tasks = plan_tasks(paths, spark.sparkContext.defaultParallelism,
                        SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes)
+    calls_dir = out / "calls"
+    for name in ("calls", "sessions", "problems"):
+        shutil.rmtree(out / name, ignore_errors=True)
+    calls_dir.mkdir(parents=True)
     # one task per partition (parallelize slices a list evenly; repartition does not)
-    rdd = spark.sparkContext.parallelize([(p, part) for p, part, _ in tasks], max(1, len(tasks)))
-    frame = spark.createDataFrame(rdd, StructType([StructField("path", StringType()),
+    rdd = spark.sparkContext.parallelize([(i, p, part) for i, (p, part, _) in enumerate(tasks)], max(1, len(tasks)))
+    frame = spark.createDataFrame(rdd, StructType([StructField("task", IntegerType()),
+                                                   StructField("path", StringType()),
                                                    StructField("part", StringType())]))
-    records = frame.mapInArrow(ingest_batches, _spark_schema(RECORD_SCHEMA)).persist()
-    try:
-        numbers = _split_numbers(spark, records) if any(part for _, part, _ in tasks) else None
-        for name, cols in (("calls", schema.CALL_COLUMNS), ("sessions", schema.SESSION_COLUMNS),
-                           ("problems", schema.PROBLEM_COLUMNS)):
-            kind = name[:-1] if name != "calls" else "call"
-            table = records.filter(F.col("record") == kind).select(*cols)
-            if numbers is not None and name != "problems":
-                table = _renumbered(table, numbers, cols)
-            if name == "problems" and numbers is not None:
-                table = table.unionByName(_split_problems(spark, records, tasks))
-            table.write.mode("overwrite").parquet(str(out / name))
-        files = records.filter(F.col("record") == "file").select("source_file", "counters").collect()
-    finally:
-        records.unpersist()
+    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
+                               _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
+    kinds: dict[str, list[dict]] = {}
+    for row in records:
+        kinds.setdefault(row["record"], []).append(row)
+    sessions, problems = kinds.get("session", []), kinds.get("problem", [])
+    split_files = {p for p, part, _ in tasks if part}
+    if split_files:
+        problems += _renumber_split(spark, tasks, kinds, calls_dir, sessions)
+    (out / "sessions").mkdir()
+    (out / "problems").mkdir()
+    pq.write_table(schema.table(sessions, schema.SESSION_SCHEMA), out / "sessions" / "part-00000.parquet")
+    pq.write_table(schema.table(problems, schema.PROBLEM_SCHEMA), out / "problems" / "part-00000.parquet")
     summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
-               "executors": executor_count(spark), "tasks": len(tasks),
-               "split_files": len({p for p, part, _ in tasks if part})}
-    for row in files:
-        counters = json.loads(row["counters"])
+               "executors": executor_count(spark), "tasks": len(tasks), "split_files": len(split_files)}
+    for row in kinds.get("file", []):
         per_file = summary["per_file"].setdefault(row["source_file"], {})
-        for key, value in counters.items():
+        for key, value in json.loads(row["counters"]).items():
             per_file[key] = per_file.get(key, 0) + value
             summary["totals"][key] = summary["totals"].get(key, 0) + value
-    summary["problems"] = [r.asDict() for r in spark.read.parquet(str(out / "problems")).collect()]
+    summary["problems"] = [{c: p.get(c) for c in schema.PROBLEM_COLUMNS} for p in problems]
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     return summary
 
 
-def _split_numbers(spark: Any, records: Any) -> Any:
-    """A small DataFrame (source_file, session_id, _connection_id, _session_seq) numbering the sessions of split
-    captures file-wide (split.renumber over the connection records of every part)."""
-    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
-    from pyspark.sql import functions as F
+def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls_dir: Path,
+                    sessions: list[dict]) -> list[dict]:
+    """Number the sessions of split captures file-wide (split.renumber): session rows here, calls part files in
+    parallel tasks. Returns the per-file problem rows the parts could not write alone."""
+    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
     from qm2qm.pipeline.split import renumber
+
     by_file: dict[str, list[dict]] = {}
-    for r in records.filter(F.col("record") == "connection").select("source_file", "session_id", "offset",
-                                                                    "request_time_us", "call_id").collect():
+    for r in kinds.get("connection", []):
         first = None if r["request_time_us"] is None else (r["request_time_us"], r["call_id"])
         by_file.setdefault(r["source_file"], []).append({"session_id": r["session_id"], "first_offset": r["offset"],
                                                          "first_call": first})
-    rows = [(path, sid, cid, seq) for path, conns in by_file.items() for sid, (cid, seq) in renumber(conns).items()]
-    return spark.createDataFrame(rows, StructType([
-        StructField("source_file", StringType()), StructField("session_id", StringType()),
-        StructField("_connection_id", LongType()), StructField("_session_seq", IntegerType())]))
-
-
-def _renumbered(table: Any, numbers: Any, cols: list[str]) -> Any:
-    from pyspark.sql import functions as F
-    joined = table.join(F.broadcast(numbers), on=["source_file", "session_id"], how="left")
-    return joined.select(*[F.coalesce(F.col("_" + c), F.col(c)).alias(c) if c in ("connection_id", "session_seq")
-                           else F.col(c) for c in cols])
-
-
-def _split_problems(spark: Any, records: Any, tasks: list) -> Any:
-    """The per-file problem rows a split capture's parts cannot write alone (calls on unknown interfaces)."""
-    from pyspark.sql import functions as F
-    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
-    split = {p for p, part, _ in tasks if part}
-    totals: dict[str, IngestResult] = {}
-    for row in records.filter((F.col("record") == "file") & F.col("source_file").isin(list(split))) \
-            .select("source_file", "counters").collect():
-        result = totals.setdefault(row["source_file"], IngestResult(row["source_file"]))
-        for key, value in json.loads(row["counters"]).items():
-            result.count(key, value)
+    numbers = {path: renumber(conns) for path, conns in by_file.items()}
+    for row in sessions:                                     # session ids can repeat across files
+        known = numbers.get(row["source_file"], {}).get(row["session_id"])
+        if known is not None:
+            row["connection_id"], row["session_seq"] = known
+    jobs = [(str(calls_dir / f"part-{i:05d}.parquet"), json.dumps(numbers.get(path, {})))
+            for i, (path, part, _) in enumerate(tasks) if part]
+    spark.sparkContext.parallelize(jobs, max(1, len(jobs))).foreach(_renumber_file)
     problems = []
-    for path, result in totals.items():
+    for path in numbers:
+        result = IngestResult(path)
+        for row in kinds.get("file", []):
+            if row["source_file"] == path:
+                for key, value in json.loads(row["counters"]).items():
+                    result.count(key, value)
         report_unknown_interfaces(path, result)
         problems.extend(result.problems)
-    return spark.createDataFrame(schema.table(problems, schema.PROBLEM_SCHEMA).to_pandas(),
-                                 _spark_schema(schema.PROBLEM_SCHEMA)).select(*schema.PROBLEM_COLUMNS)
+    return problems
 
 
 def executor_count(spark: Any) -> int:
