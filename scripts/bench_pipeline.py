@@ -347,6 +347,7 @@ def bench_stats_diff(calls: int, master: str) -> dict:
         t0 = time.perf_counter()
         result = spark_jobs.stats(spark, left, Path(tmp) / "stats")
         stats_s = time.perf_counter() - t0
+        print(f"stats of {calls} calls: {stats_s:.1f} s (table generated in {made:.1f} s); diff running", flush=True)
         t0 = time.perf_counter()
         summary = spark_jobs.diff(spark, left, right, Path(tmp) / "diff")
         diff_s = time.perf_counter() - t0

@@ -113,3 +113,51 @@ def test_plan_tasks_splits_only_a_capture_above_its_share(tmp_path):
     assert len(big_parts) == 2 and all(big_parts)
     assert [spec for path, spec, _ in tasks if path == str(small)] == [None]
     assert [path for path, _, _ in plan_tasks([str(big), str(small)], parallelism=2)] == [str(big), str(small)]
+
+
+def _dpkt_segment(data: bytes):
+    """What tcp_segment gave for an Ethernet frame before the IPv4 fast path: dpkt objects all the way."""
+    import struct
+    try:
+        ip = dpkt.ethernet.Ethernet(data).data
+    except (dpkt.UnpackError, ValueError, IndexError, struct.error):
+        return None
+    if not isinstance(ip, dpkt.ip.IP) or ip.mf or ip.offset or not isinstance(ip.data, dpkt.tcp.TCP):
+        return None
+    return (socket.inet_ntoa(ip.src), ip.data.sport, socket.inet_ntoa(ip.dst), ip.data.dport, ip.data.seq,
+            ip.data.flags, bytes(ip.data.data))
+
+
+def _frames(path) -> list[bytes]:
+    out = []
+    with open(path, "rb") as fh:
+        try:
+            for frame in read_frames(fh):
+                out.append(frame.data)
+        except Exception:                                                  # noqa: BLE001 - the cut last record
+            pass
+    return out
+
+
+def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
+    """Ethernet/IPv4/TCP frames with options, fragments, truncation and bad lengths: the struct-based reader
+    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none."""
+    import random
+    from qm2qm.pipeline.pcapfile import Frame, tcp_segment
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng=False)
+    rng = random.Random(7)
+    checked = 0
+    for data in _frames(path)[:60]:
+        variants = [data, data[:rng.randrange(14, len(data))]]
+        for pos in (16, 17, 20, 21, 23, 14, 46):                # length, fragment, protocol, IHL, TCP offset
+            mutated = bytearray(data)
+            if pos < len(mutated):
+                mutated[pos] = rng.randrange(256)
+                variants.append(bytes(mutated))
+        for raw in variants:
+            got = tcp_segment(Frame(0, 1, raw, 0))
+            assert (None if got is None else (got.src, got.sport, got.dst, got.dport, got.seq, got.flags,
+                                              got.payload)) == _dpkt_segment(raw), raw.hex()
+            checked += 1
+    assert checked > 300
