@@ -332,17 +332,21 @@ def bench_stats_diff(calls: int, master: str) -> dict:
     """Seconds of `qm2qm stats` and `qm2qm diff` over a synthetic call table of `calls` rows (and its copy with
     one changed answer), with the peak resident memory of the driver process and of the JVM."""
     import resource
-    from qm2qm.pipeline import spark_jobs
+
+    import pyarrow.parquet as pq
+    from qm2qm.pipeline import schema, spark_jobs
+    from qm2qm.pipeline.ingest import ingest_file
 
     with tempfile.TemporaryDirectory() as tmp:
         capture = Path(tmp) / "template.pcap"
         make_capture(capture, 100_000)
-        spark = spark_jobs.spark_session(master)
-        spark_jobs.ingest(spark, [str(capture)], Path(tmp) / "template")
+        template = Path(tmp) / "template.parquet"
+        pq.write_table(schema.table(ingest_file(capture).calls, schema.CALL_SCHEMA), template)
         left, right = Path(tmp) / "left", Path(tmp) / "right"
         t0 = time.perf_counter()
-        make_call_table(Path(tmp) / "template" / "calls", left, calls)
-        make_call_table(Path(tmp) / "template" / "calls", right, calls, alter=True)
+        make_call_table(template, left, calls)
+        make_call_table(template, right, calls, alter=True)
+        spark = spark_jobs.spark_session(master)
         made = time.perf_counter() - t0
         t0 = time.perf_counter()
         result = spark_jobs.stats(spark, left, Path(tmp) / "stats")

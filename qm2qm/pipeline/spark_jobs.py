@@ -382,6 +382,7 @@ def _normalized(spark: Any, calls: Any) -> Any:
 def diff(spark: Any, left_path: str | Path, right_path: str | Path, out_dir: str | Path) -> dict:
     """Align two call tables by (file order, session order, call order), normalize, and write OUT/mismatches
     (Parquet, one row per differing field or missing call); returns counts and the first mismatches."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     key = ["file_rank", "session_seq", "call_index"]
@@ -389,12 +390,17 @@ def diff(spark: Any, left_path: str | Path, right_path: str | Path, out_dir: str
     for prefix, path in (("l_", left_path), ("r_", right_path)):
         norm = _normalized(spark, read_calls(spark, path))
         sides.append(norm.select(*key, *[F.col(c).alias(prefix + c) for c in _NORM_SCHEMA.names if c not in key]))
-    joined = sides[0].join(sides[1], on=key, how="full_outer")
-    mismatches = joined.mapInPandas(_compare_batches, _spark_schema(MISMATCH_SCHEMA))
-    out = Path(out_dir)
-    mismatches.write.mode("overwrite").parquet(str(out / "mismatches"))
+    # kept on local disk: counting the aligned calls must not normalize both sides a second time (the costliest
+    # step of a 10-million-call diff, BENCHMARKS.md)
+    joined = sides[0].join(sides[1], on=key, how="full_outer").persist(StorageLevel.DISK_ONLY)
+    try:
+        mismatches = joined.mapInPandas(_compare_batches, _spark_schema(MISMATCH_SCHEMA))
+        out = Path(out_dir)
+        mismatches.write.mode("overwrite").parquet(str(out / "mismatches"))
+        aligned = joined.count()
+    finally:
+        joined.unpersist()
     written = spark.read.parquet(str(out / "mismatches"))
-    aligned = joined.count()
     rows = [r.asDict() for r in written.orderBy(*key, "field").limit(1000).collect()]
     summary = {"left": str(left_path), "right": str(right_path), "aligned_calls": aligned,
                "mismatches": written.count(), "first": rows}
