@@ -258,7 +258,8 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
         for master in masters:
             spark = spark_jobs.spark_session(master)
             cores = spark.sparkContext.defaultParallelism
-            spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup")   # JVM, workers
+            # warm the JVM and every Python worker (a split capture: one task per core, and the renumbering job)
+            spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup", split_min_bytes=1)
             for name, paths in workloads.items():
                 out = Path(tmp) / ("out-" + "".join(ch for ch in master + name if ch.isalnum()))   # no [] in paths
                 t0 = time.perf_counter()

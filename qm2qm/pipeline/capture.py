@@ -58,12 +58,15 @@ class _Connection:
             framer = Framer()
             sender, receiver = f"{src[0]}:{src[1]}", f"{dst[0]}:{dst[1]}"
 
+            out = self._out
+            feed, handle = framer.feed, self.conversation.pdu
+            self.bytes[src] = 0
+
             def deliver(data: bytes, time_us: int) -> None:
-                self.bytes[src] = self.bytes.get(src, 0) + len(data)
-                out = self._out
-                framer.feed(data, time_us, out)
+                self.bytes[src] += len(data)
+                feed(data, time_us, out)
                 for pdu in out:
-                    self.conversation.pdu(pdu, sender, receiver)
+                    handle(pdu, sender, receiver)
                 out.clear()
 
             entry = self.dirs[src] = (Direction(deliver), framer)

@@ -181,7 +181,7 @@ class Conversation:
 
     def _new_call(self, frags: _Fragments, time_us: int) -> None:
         row = schema.empty_call()
-        stub = b"".join(frags.parts)
+        stub = frags.parts[0] if len(frags.parts) == 1 else b"".join(frags.parts)
         ctx = self.contexts.get(frags.context_id)
         row.update(source="capture", session_id=self.session_id, client=self.client, server=self.server,
                    association_group_id=self.association_group_id, call_id=frags.call_id,
@@ -209,7 +209,7 @@ class Conversation:
             if row is None:
                 self.orphans.append(pdu.call_id)
                 return
-            stub = b"".join(frags.parts)
+            stub = frags.parts[0] if len(frags.parts) == 1 else b"".join(frags.parts)
             row.update(status_kind=schema.OK, response_stub=stub, response_bytes=len(stub),
                        response_time_us=pdu.time_us, latency_us=pdu.time_us - row["request_time_us"])
             if frags.sealed:
