@@ -242,7 +242,8 @@ class Conversation:
 
 
 def _frag_end(pdu: Pdu) -> int:
-    frag_len, auth_len = struct.unpack_from("<HH", pdu.data, 8)
+    """Where a bind-family body ends: before the auth verifier and its sec_trailer (MS-RPCE 2.2.2.11)."""
+    *_, frag_len, auth_len, _call_id = HEADER.unpack_from(pdu.data)
     return frag_len - (auth_len + SEC_TRAILER_SIZE if auth_len else 0)
 
 
