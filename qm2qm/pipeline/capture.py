@@ -134,11 +134,7 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None, keep: C
                 frames += 1
                 captured += len(frame.data)
                 if frame.linktype not in SUPPORTED_LINKTYPES:
-                    if frame.linktype not in warned_links:
-                        warned_links.add(frame.linktype)
-                        result.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type "
-                                                                 f"{frame.linktype} is not supported (Ethernet, "
-                                                                 f"SLL, SLL2, loopback, raw IP are); frames skipped")
+                    report_link_type(path, frame, warned_links, result)
                     continue
                 seg = tcp_segment(frame)
                 if seg is None:
@@ -153,6 +149,15 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None, keep: C
             result.count(key, n)
     _finish(path, order, result, report_unknown=keep is None)
     return result
+
+
+def report_link_type(path: str | Path, frame: Any, warned: set[int], result: IngestResult) -> None:
+    """One problem row per unsupported link type of a file (its frames are skipped)."""
+    if frame.linktype not in warned:
+        warned.add(frame.linktype)
+        result.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type {frame.linktype} is "
+                                                 f"not supported (Ethernet, SLL, SLL2, loopback, raw IP are); "
+                                                 f"frames skipped")
 
 
 def _segment(seg: Any, frame: Any, conns: dict, order: list, prefixes: dict, result: IngestResult) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from qm2qm.pipeline.capture import IngestResult, ingest_capture, report_unknown_interfaces
+from qm2qm.pipeline.capture import IngestResult, ingest_capture, report_link_type, report_unknown_interfaces
 from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, flow_key, read_frames
 
 FlowKey = tuple[bytes, bytes]
@@ -37,11 +37,8 @@ def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
                     head.count("capture_bytes", len(frame.data))
                     if frame.linktype in SUPPORTED_LINKTYPES:
                         head.count("non_tcp_frames")
-                    elif frame.linktype not in warned:
-                        warned.add(frame.linktype)
-                        head.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type "
-                                                               f"{frame.linktype} is not supported (Ethernet, SLL, "
-                                                               f"SLL2, loopback, raw IP are); frames skipped")
+                    else:
+                        report_link_type(path, frame, warned, head)
                     continue
                 span = spans.get(key)
                 if span is None:
