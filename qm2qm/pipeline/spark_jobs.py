@@ -206,6 +206,8 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
                                                    StructField("part", StringType())]))
     records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
                                _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
+    if not tasks:                                   # still a readable (empty) calls table
+        pq.write_table(schema.table([], schema.CALL_SCHEMA), calls_dir / "part-00000.parquet")
     kinds: dict[str, list[dict]] = {}
     for row in records:
         kinds.setdefault(row["record"], []).append(row)
