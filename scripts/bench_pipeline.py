@@ -1,14 +1,21 @@
-"""Pipeline benchmarks: trace overhead on server throughput, and the Spark ingest rate (calls/s, MB/s of pcap)
-at local[1] and local[2].
+"""Pipeline benchmarks: trace overhead on server throughput; in-process ingest against tshark on the same
+32 MB / 100,000-call capture; Spark ingest (many files, and one large capture split by session) as a ratio to
+cores x the in-process rate; stats and diff over a large synthetic call table.
 
-    .venv/bin/python scripts/bench_pipeline.py [--calls-per-file 20000] [--files 4] [--seconds 4] [--rounds 3]
+    .venv/bin/python scripts/bench_pipeline.py [--skip-trace] [--rounds 3] [--masters 'local[2],local-cluster[2,1,1024]']
+        [--scale-calls 10000000] [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import multiprocessing
+import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -188,50 +195,207 @@ def make_capture(path: Path, calls: int, sessions: int = 20) -> None:
     sink.close()
 
 
-def bench_ingest(calls_per_file: int, files: int, masters: list[str]) -> dict:
+def tshark_command(path: Path) -> list[str] | None:
+    """tshark dissecting every DCE/RPC request of the capture and printing its opnum (the closest tshark does to
+    what ingest does: TCP reassembly, DCE/RPC framing and fragment reassembly; it has no MS-MQQP stub dissector,
+    so it decodes less than ingest). None when tshark is not installed."""
+    exe = shutil.which("tshark")
+    if exe is None:
+        return None
+    return [exe, "-r", str(path), "-d", "tcp.port==2105,dcerpc", "-Y", "dcerpc.pkt_type == 0", "-T", "fields",
+            "-e", "dcerpc.opnum"]
+
+
+def _timed_tshark(command: list[str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, request lines) of one tshark run."""
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    return wall, cpu, len(proc.stdout.split())
+
+
+def _timed_ingest(path: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, calls) of one in-process ingest_file."""
+    from qm2qm.pipeline.ingest import ingest_file
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = ingest_file(path)
+    return time.perf_counter() - t0, time.process_time() - c0, len(result.calls)
+
+
+def bench_vs_tshark(path: Path, rounds: int) -> dict:
+    """In-process ingest_file and tshark on the same file, run alternately `rounds` times: the median of the
+    per-round ratios (ours / tshark, calls/s) is robust to the other load on a shared machine."""
+    command = tshark_command(path)
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(_timed_ingest(path))
+        if command:
+            theirs.append(_timed_tshark(command))
+    calls = ours[0][2]
+    out = {"calls": calls, "pcap_mb": round(path.stat().st_size / 1e6, 1), "rounds": rounds,
+           "ingest_calls_per_s": round(calls / statistics.median(r[0] for r in ours)),
+           "ingest_cpu_calls_per_s": round(calls / statistics.median(r[1] for r in ours))}
+    if theirs:
+        out.update(tshark=" ".join(command[1:]).replace(str(path), "FILE"), tshark_requests=theirs[0][2],
+                   tshark_calls_per_s=round(calls / statistics.median(r[0] for r in theirs)),
+                   tshark_cpu_calls_per_s=round(calls / statistics.median(r[1] for r in theirs)),
+                   ratio_wall=round(statistics.median(t[0] / o[0] for o, t in zip(ours, theirs)), 2),
+                   ratio_cpu=round(statistics.median(t[1] / o[1] for o, t in zip(ours, theirs)), 2))
+    return out
+
+
+def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: Path) -> dict:
+    """Spark ingest of each workload on each master, each run followed by an in-process ingest of `reference`
+    (same calls per file as the workload's files): ratio = Spark calls/s / (cores × in-process calls/s)."""
     from qm2qm.pipeline import spark_jobs
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
+        for master in masters:
+            spark = spark_jobs.spark_session(master)
+            cores = spark.sparkContext.defaultParallelism
+            # warm the JVM and every Python worker (a split capture: one task per core, and the renumbering job)
+            spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup", split_min_bytes=1)
+            for name, paths in workloads.items():
+                out = Path(tmp) / ("out-" + "".join(ch for ch in master + name if ch.isalnum()))   # no [] in paths
+                t0 = time.perf_counter()
+                summary = spark_jobs.ingest(spark, paths, out)
+                elapsed = time.perf_counter() - t0
+                wall, _cpu, calls_ref = _timed_ingest(Path(paths[0]))
+                calls = summary["totals"]["calls"]
+                rate, inproc = calls / elapsed, calls_ref / wall
+                results[f"{master} {name}"] = {
+                    "calls": calls, "seconds": round(elapsed, 2), "calls_per_s": round(rate),
+                    "mb_per_s": round(sum(Path(p).stat().st_size for p in paths) / 1e6 / elapsed, 2),
+                    "cores": cores, "executors": summary["executors"], "tasks": summary["tasks"],
+                    "split_files": summary["split_files"], "in_process_calls_per_s": round(inproc),
+                    "ratio_to_cores_x_in_process": round(rate / (cores * inproc), 2)}
+            spark.stop()
+    return results
+
+
+def bench_ingest(calls_per_file: int, files: int, big_calls: int, masters: list[str], rounds: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        big = Path(tmp) / "big.pcap"
+        make_capture(big, big_calls)
+        results = {"vs_tshark": bench_vs_tshark(big, rounds)}
         paths = []
         for i in range(files):
             path = Path(tmp) / f"cap{i}.pcap"
             make_capture(path, calls_per_file)
             paths.append(str(path))
-        megabytes = sum(Path(p).stat().st_size for p in paths) / 1e6
-        for master in masters:
-            spark = spark_jobs.spark_session(master)
-            spark_jobs.ingest(spark, paths[:1], Path(tmp) / "warmup")          # JVM and worker warm-up
-            t0 = time.perf_counter()
-            out = Path(tmp) / ("out-" + "".join(ch for ch in master if ch.isalnum()))    # no [] in Spark paths
-            summary = spark_jobs.ingest(spark, paths, out)
-            elapsed = time.perf_counter() - t0
-            spark.stop()
-            calls = summary["totals"]["calls"]
-            results[master] = {"calls": calls, "seconds": round(elapsed, 2), "calls_per_s": round(calls / elapsed),
-                               "mb_per_s": round(megabytes / elapsed, 2), "pcap_mb": round(megabytes, 1)}
-        from qm2qm.pipeline.ingest import ingest_file
-        t0 = time.perf_counter()
-        one = ingest_file(paths[0])
-        elapsed = time.perf_counter() - t0
-        results["in-process, 1 file, no Spark"] = {
-            "calls": len(one.calls), "seconds": round(elapsed, 2), "calls_per_s": round(len(one.calls) / elapsed),
-            "mb_per_s": round(Path(paths[0]).stat().st_size / 1e6 / elapsed, 2)}
+        if masters:
+            results["spark"] = bench_spark({f"{files} files x {calls_per_file} calls": paths,
+                                            f"1 file x {big_calls} calls": [str(big)]}, masters, big)
     return results
+
+
+# ------------------------------------------------------------------------------------- stats/diff at scale
+
+def make_call_table(template: Path, out: Path, calls: int, alter: bool = False) -> int:
+    """A call table of `calls` rows written part by part (never whole in memory): the decoded calls of a
+    synthetic capture (`template`, an ingest calls directory) repeated with new session ids, sequence numbers
+    and times. `alter`: one row of the last part answers another HRESULT (one diff mismatch)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from qm2qm.pipeline import schema
+
+    base = pq.read_table(template, schema=schema.CALL_SCHEMA)
+    out.mkdir(parents=True, exist_ok=True)
+    sessions = len(set(base.column("session_id").to_pylist()))
+    span = pc.max(base.column("request_time_us")).as_py() - pc.min(base.column("request_time_us")).as_py() + 1
+    written, part = 0, 0
+    while written < calls:
+        chunk = base.slice(0, min(len(base), calls - written))
+        cols = {name: chunk.column(name) for name in chunk.column_names}
+        cols["session_id"] = pc.binary_join_element_wise(cols["session_id"], pa.scalar(f"#{part}"), "")
+        for name, step in (("session_seq", sessions), ("connection_id", sessions)):
+            cols[name] = pc.add(cols[name], pa.scalar(part * step, cols[name].type))
+        for name in ("request_time_us", "response_time_us"):
+            cols[name] = pc.add(cols[name], pa.scalar(part * span, pa.int64()))
+        if alter and written + len(chunk) >= calls:
+            hresult = cols["hresult"].to_pylist()
+            first = next(i for i, h in enumerate(hresult) if h is not None)
+            hresult[first] = 0xC00E0007
+            cols["hresult"] = pa.chunked_array([pa.array(hresult, pa.int64())])
+        pq.write_table(pa.table(cols, schema=schema.CALL_SCHEMA), out / f"part-{part:05d}.parquet")
+        written += len(chunk)
+        part += 1
+    return written
+
+
+def bench_stats_diff(calls: int, master: str) -> dict:
+    """Seconds of `qm2qm stats` and `qm2qm diff` over a synthetic call table of `calls` rows (and its copy with
+    one changed answer), with the peak resident memory of the driver process and of the JVM."""
+    import resource
+
+    import pyarrow.parquet as pq
+    from qm2qm.pipeline import schema, spark_jobs
+    from qm2qm.pipeline.ingest import ingest_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        capture = Path(tmp) / "template.pcap"
+        make_capture(capture, 100_000)
+        template = Path(tmp) / "template.parquet"
+        pq.write_table(schema.table(ingest_file(capture).calls, schema.CALL_SCHEMA), template)
+        left, right = Path(tmp) / "left", Path(tmp) / "right"
+        t0 = time.perf_counter()
+        make_call_table(template, left, calls)
+        make_call_table(template, right, calls, alter=True)
+        spark = spark_jobs.spark_session(master)
+        made = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        result = spark_jobs.stats(spark, left, Path(tmp) / "stats")
+        stats_s = time.perf_counter() - t0
+        print(f"stats of {calls} calls: {stats_s:.1f} s (table generated in {made:.1f} s); diff running", flush=True)
+        t0 = time.perf_counter()
+        summary = spark_jobs.diff(spark, left, right, Path(tmp) / "diff")
+        diff_s = time.perf_counter() - t0
+        jvm_peak = _jvm_peak_rss_mb(spark)
+        spark.stop()
+    return {"calls": calls, "master": master, "generate_s": round(made, 1), "stats_s": round(stats_s, 1),
+            "stats_calls": sum(r["calls"] for r in result["by_opnum"]), "diff_s": round(diff_s, 1),
+            "diff_aligned": summary["aligned_calls"], "diff_mismatches": summary["mismatches"],
+            "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "jvm_peak_rss_mb": jvm_peak}
+
+
+def _jvm_peak_rss_mb(spark) -> int | None:
+    """VmHWM of the driver JVM (local mode: where every task's JVM side runs)."""
+    try:
+        pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024)
+    except Exception:   # noqa: BLE001 - a figure we cannot read is left out, not guessed
+        return None
+    return None
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=4.0, help="load duration per throughput run")
-    parser.add_argument("--rounds", type=int, default=3, help="untraced/traced pairs (median reported)")
+    parser.add_argument("--rounds", type=int, default=3, help="untraced/traced pairs, ingest/tshark pairs (median)")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--calls-per-file", type=int, default=20000)
     parser.add_argument("--files", type=int, default=4)
+    parser.add_argument("--big-calls", type=int, default=100_000, help="calls of the one large capture (32 MB)")
+    parser.add_argument("--masters", default="local[2],local-cluster[2,1,1024]",
+                        help="comma-separated Spark masters for the ingest runs ('' for none)")
+    parser.add_argument("--scale-calls", type=int, default=0,
+                        help="also time stats and diff over a synthetic call table of this many rows (e.g. 10000000)")
+    parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--skip-ingest", action="store_true")
     args = parser.parse_args()
+    figures: dict = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     if not args.skip_trace:
-        r = bench_trace(args.seconds, args.rounds, args.connections)
+        r = figures["trace"] = bench_trace(args.seconds, args.rounds, args.connections)
         print(f"trace overhead (server CPU per call, robust to machine load): untraced {r['untraced_cpu_us']} µs, "
               f"traced {r['traced_cpu_us']} µs -> {r['cpu_overhead_pct']}%")
         print(f"trace overhead (throughput): untraced {r['untraced_calls_per_s']} calls/s, traced (Parquet) "
@@ -239,9 +403,31 @@ def main() -> None:
               f"(median of {r['rounds']} x {r['seconds']} s, {r['connections']} connections; "
               f"runs {r['all_untraced']} vs {r['all_traced']}); decoding the spool at close: {r['close_s']} s")
     if not args.skip_ingest:
-        for master, r in bench_ingest(args.calls_per_file, args.files, ["local[1]", "local[2]"]).items():
-            print(f"ingest {master}: {r['calls']} calls in {r['seconds']} s -> {r['calls_per_s']} calls/s, "
-                  f"{r['mb_per_s']} MB/s of pcap")
+        masters = [m for m in re.split(r",(?![^\[]*\])", args.masters) if m]
+        r = figures["ingest"] = bench_ingest(args.calls_per_file, args.files, args.big_calls, masters, args.rounds)
+        t = r["vs_tshark"]
+        print(f"in-process ingest_file: {t['calls']} calls, {t['pcap_mb']} MB: {t['ingest_calls_per_s']} calls/s "
+              f"({t['ingest_cpu_calls_per_s']} per CPU second)")
+        if "tshark_calls_per_s" in t:
+            print(f"tshark ({t['tshark']}): {t['tshark_calls_per_s']} calls/s ({t['tshark_cpu_calls_per_s']} per CPU "
+                  f"second); ours/tshark {t['ratio_wall']} (wall), {t['ratio_cpu']} (CPU), median of "
+                  f"{t['rounds']} alternating rounds")
+        else:
+            print("tshark not installed: no ratio (apt-get install tshark)")
+        for name, x in r.get("spark", {}).items():
+            print(f"spark ingest {name}: {x['calls']} calls in {x['seconds']} s -> {x['calls_per_s']} calls/s, "
+                  f"{x['mb_per_s']} MB/s ({x['tasks']} tasks, {x['split_files']} split, {x['executors']} executor "
+                  f"JVMs); in-process right after {x['in_process_calls_per_s']} calls/s; "
+                  f"ratio to {x['cores']} x in-process {x['ratio_to_cores_x_in_process']}")
+    if args.scale_calls:
+        r = figures["scale"] = bench_stats_diff(args.scale_calls, "local[2]")
+        print(f"stats of {r['calls']} calls: {r['stats_s']} s; diff: {r['diff_s']} s ({r['diff_aligned']} aligned, "
+              f"{r['diff_mismatches']} mismatch(es)); peak RSS driver {r['driver_peak_rss_mb']} MB, JVM "
+              f"{r['jvm_peak_rss_mb']} MB (table generated in {r['generate_s']} s)")
+    figures["load_average_after"] = os.getloadavg()
+    print(f"load average before {figures['load_average']}, after {figures['load_average_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2, default=str))
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
-from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, read_frames, tcp_segment
+from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, flow_key, read_frames, tcp_segment
 from qm2qm.pipeline.rpcstream import SEALED, Conversation, Framer, Pdu
 from qm2qm.pipeline.tcp import FIN, RST, SYN, Direction
 
@@ -23,6 +23,9 @@ class IngestResult:
     sessions: list[dict] = field(default_factory=list)
     problems: list[dict] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
+    # per TCP connection, in file order: session_id, first_offset (file offset of its first frame), first_call
+    # ((request_time_us, call_id) of its earliest call, or None): what split.renumber needs to merge parts
+    connections: list[dict] = field(default_factory=list)
 
     def count(self, key: str, n: int = 1) -> None:
         """Add n to a counter of this file."""
@@ -45,6 +48,7 @@ class _Connection:
         self.bytes: dict[tuple[str, int], int] = {}
         self.saw_data = False
         self.closed = False
+        self.first_offset = 0
         self._out: list[Pdu] = []
 
     def direction(self, src: tuple[str, int], dst: tuple[str, int]) -> tuple[Direction, Framer]:
@@ -54,12 +58,15 @@ class _Connection:
             framer = Framer()
             sender, receiver = f"{src[0]}:{src[1]}", f"{dst[0]}:{dst[1]}"
 
+            out = self._out
+            feed, handle = framer.feed, self.conversation.pdu
+            self.bytes[src] = 0
+
             def deliver(data: bytes, time_us: int) -> None:
-                self.bytes[src] = self.bytes.get(src, 0) + len(data)
-                out = self._out
-                framer.feed(data, time_us, out)
+                self.bytes[src] += len(data)
+                feed(data, time_us, out)
                 for pdu in out:
-                    self.conversation.pdu(pdu, sender, receiver)
+                    handle(pdu, sender, receiver)
                 out.clear()
 
             entry = self.dirs[src] = (Direction(deliver), framer)
@@ -100,13 +107,20 @@ class _Connection:
         return calls, extra
 
 
-def ingest_capture(path: str | Path, result: IngestResult | None = None) -> IngestResult:
-    """Read one capture file into call, session and problem rows; a bad file yields problems, not exceptions."""
+def ingest_capture(path: str | Path, result: IngestResult | None = None, keep: Collection | None = None,
+                   start: int | None = None, stop: int | None = None) -> IngestResult:
+    """Read one capture file into call, session and problem rows; a bad file yields problems, not exceptions.
+
+    With ``keep`` (flow keys, ``pcapfile.flow_key``) only those TCP connections are read, from the record at file
+    offset ``start`` to the one at ``stop``: one part of a capture split by session (split.py), whose first pass
+    reports the frames of no connection and the file-level problems instead."""
     path = Path(path)
     result = result or IngestResult(str(path))
     conns: dict[tuple, _Connection] = {}
     order: list[_Connection] = []
+    prefixes: dict[str, int] = {}
     warned_links: set[int] = set()
+    frames = captured = non_tcp = 0
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -114,38 +128,52 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None) -> Inge
         return result
     with fh:
         try:
-            for frame in read_frames(fh):
-                result.count("frames")
-                result.count("capture_bytes", len(frame.data))
+            for frame in read_frames(fh, start, stop):
+                if keep is not None and flow_key(frame) not in keep:
+                    continue
+                frames += 1
+                captured += len(frame.data)
                 if frame.linktype not in SUPPORTED_LINKTYPES:
-                    if frame.linktype not in warned_links:
-                        warned_links.add(frame.linktype)
-                        result.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type "
-                                                                 f"{frame.linktype} is not supported (Ethernet, "
-                                                                 f"SLL, SLL2, loopback, raw IP are); frames skipped")
+                    report_link_type(path, frame, warned_links, result)
                     continue
                 seg = tcp_segment(frame)
                 if seg is None:
-                    result.count("non_tcp_frames")
+                    non_tcp += 1
                     continue
-                _segment(seg, frame.time_us, conns, order, result)
+                _segment(seg, frame, conns, order, prefixes, result)
         except CaptureError as exc:
-            result.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
-    _finish(path, order, result)
+            if keep is None:
+                result.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
+    for key, n in (("frames", frames), ("capture_bytes", captured), ("non_tcp_frames", non_tcp)):
+        if n:
+            result.count(key, n)
+    _finish(path, order, result, report_unknown=keep is None)
     return result
 
 
-def _segment(seg: Any, time_us: int, conns: dict, order: list, result: IngestResult) -> None:
+def report_link_type(path: str | Path, frame: Any, warned: set[int], result: IngestResult) -> None:
+    """One problem row per unsupported link type of a file (its frames are skipped)."""
+    if frame.linktype not in warned:
+        warned.add(frame.linktype)
+        result.report("link_type", frame.offset, f"{path}: offset {frame.offset}: link type {frame.linktype} is "
+                                                 f"not supported (Ethernet, SLL, SLL2, loopback, raw IP are); "
+                                                 f"frames skipped")
+
+
+def _segment(seg: Any, frame: Any, conns: dict, order: list, prefixes: dict, result: IngestResult) -> None:
     a, b = (seg.src, seg.sport), (seg.dst, seg.dport)
     key = (a, b) if a <= b else (b, a)
     conn = conns.get(key)
     if seg.flags & SYN and not seg.flags & ACK and conn is not None and (conn.saw_data or conn.closed):
         conn = None                                    # the 4-tuple is reused by a new connection
     if conn is None:
-        n = sum(1 for c in order if c.session_id.startswith(f"{a[0]}:{a[1]}-{b[0]}:{b[1]}"))
-        sid = f"{a[0]}:{a[1]}-{b[0]}:{b[1]}" + (f"#{n}" if n else "")
-        conn = conns[key] = _Connection(sid, result)
+        prefix = f"{a[0]}:{a[1]}-{b[0]}:{b[1]}"
+        n = prefixes.get(prefix, 0)
+        prefixes[prefix] = n + 1
+        conn = conns[key] = _Connection(prefix + (f"#{n}" if n else ""), result)
+        conn.first_offset = frame.offset
         order.append(conn)
+    time_us = frame.time_us
     direction, _ = conn.direction(a, b)
     if seg.payload:
         conn.saw_data = True
@@ -154,16 +182,19 @@ def _segment(seg: Any, time_us: int, conns: dict, order: list, result: IngestRes
     direction.segment(seg.seq, seg.flags, seg.payload, time_us)
 
 
-def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
+def _finish(path: Path, order: list[_Connection], result: IngestResult, report_unknown: bool = True) -> None:
     rows: list[dict] = []
     extras: dict[str, dict] = {}
-    for conn in order:
+    for connection_id, conn in enumerate(order):
         calls, extra = conn.finish()
+        result.connections.append({"session_id": conn.session_id, "first_offset": conn.first_offset,
+                                   "first_call": min(((r["request_time_us"] or 0, r["call_id"] or 0) for r in calls),
+                                                     default=None)})
         if not calls and not extra:
             continue
         for index, row in enumerate(calls):
             row["source_file"] = str(path)
-            row["connection_id"] = order.index(conn)
+            row["connection_id"] = connection_id
             if row["decode_error"] != SEALED:
                 decode_call(row)
             if row["interface_uuid"] not in (QM2QM_UUID_STR, QMCOMM_UUID_STR):
@@ -178,6 +209,12 @@ def _finish(path: Path, order: list[_Connection], result: IngestResult) -> None:
     result.calls = rows
     result.sessions = schema.sessions_from_calls(rows, extras)
     result.count("calls", len(rows))
+    if report_unknown:
+        report_unknown_interfaces(path, result)
+
+
+def report_unknown_interfaces(path: str | Path, result: IngestResult) -> None:
+    """One problem row counting the calls of a file that are on interfaces other than qm2qm, if any."""
     if result.counters.get("unknown_interface_calls"):
         result.report("unknown_interface", None, f"{path}: {result.counters['unknown_interface_calls']} call(s) on "
                                                  f"interfaces other than qm2qm (not decoded)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import operator
 import uuid
 from typing import Any
 
@@ -37,8 +38,36 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
+_CONVERTERS: dict[type, Any] = {bytes: bytes.hex, uuid.UUID: str}
+
+
+def _json_default(value: Any) -> Any:
+    """What to_jsonable gives for one non-JSON value, one level at a time (json's C encoder recurses); the
+    conversion is looked up once per type."""
+    convert = _CONVERTERS.get(type(value))
+    if convert is None:
+        convert = _CONVERTERS[type(value)] = _converter(value)
+    return convert(value)
+
+
+def _converter(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        names = tuple(f.name for f in dataclasses.fields(value))
+        if len(names) > 1:
+            getter = operator.attrgetter(*names)
+            return lambda v: dict(zip(names, getter(v)))
+        return lambda v: {n: getattr(v, n) for n in names}
+    if isinstance(value, enum.Enum):
+        return operator.attrgetter("value")
+    return to_jsonable
+
+
+# One encoder built once: a JSON dump per decoded stub is the ingest's hottest step (cProfile, docs/pipeline.md).
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default, check_circular=False)
+
+
 def _dumps(value: Any) -> str:
-    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 def _read_desc(obj: Any) -> Any:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import struct
 import uuid
 
 from qm2qm.pipeline.rpcstream import Framer, Pdu
 from qm2qm.rpc.events import ContextItem
 from qm2qm.rpc.faults import (PFC_LAST_FRAG, PTYPE_BIND_ACK, PTYPE_BIND_NAK, PTYPE_CO_CANCEL, PTYPE_FAULT,
                               PTYPE_RESPONSE)
-from qm2qm.rpc.pdu import build_bind, build_header_only, decode_syntax, fragment_request
+from qm2qm.rpc.pdu import (PduError, build_bind, build_header_only, fragment_request, parse_bind_ack_body,
+                           parse_fault_status)
 
 MAX_FRAG = 5840
 CONTEXT_ID = 0
@@ -54,16 +54,18 @@ class RpcClient:
             raise RpcClientError(f"{self.host}:{self.port} refused the bind (bind_nak)")
         if pdu.ptype != PTYPE_BIND_ACK:
             raise RpcClientError(f"{self.host}:{self.port} answered the bind with PDU type {pdu.ptype}")
-        data = pdu.data
-        xmit, _recv, group, addr_len = struct.unpack_from("<HHIH", data, 16)
-        pos = 26 + addr_len
-        pos += -pos % 4
-        result = struct.unpack_from("<H", data, pos + 4)[0]
+        try:
+            body = parse_bind_ack_body(pdu.data, len(pdu.data))
+        except PduError as exc:
+            raise RpcClientError(f"{self.host}:{self.port} sent an unreadable bind_ack: {exc}") from None
+        if not body.results:
+            raise RpcClientError(f"{self.host}:{self.port} answered the bind with no presentation context result")
+        result, _reason, syntax = body.results[0]
         if result != 0:
             raise RpcClientError(f"{self.host}:{self.port} rejected the presentation context "
-                                 f"{decode_syntax(data, pos + 8)[0]} (result {result})")
-        self.max_xmit = min(xmit, MAX_FRAG)
-        self.association_group_id = group
+                                 f"{syntax[0]} (result {result})")
+        self.max_xmit = min(body.max_xmit_frag, MAX_FRAG)
+        self.association_group_id = body.assoc_group_id
 
     async def _read(self) -> None:
         out: list[Pdu] = []
@@ -95,7 +97,7 @@ class RpcClient:
             result: object = ("ok", stub)
         elif pdu.ptype == PTYPE_FAULT:
             self.parts.pop(pdu.call_id, None)
-            result = ("fault", struct.unpack_from("<I", pdu.data, 24)[0])
+            result = ("fault", parse_fault_status(pdu.data))
         else:
             result = pdu
         future = self.waiting.pop(pdu.call_id, None)

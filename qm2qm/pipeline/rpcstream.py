@@ -2,6 +2,7 @@
 bind / alter_context tracking of presentation contexts, request and response fragment reassembly."""
 from __future__ import annotations
 
+import functools
 import struct
 import uuid
 from dataclasses import dataclass, field
@@ -13,7 +14,9 @@ from qm2qm.rpc.faults import (PFC_FIRST_FRAG, PFC_LAST_FRAG, PFC_OBJECT_UUID, PT
                               PTYPE_ALTER_CONTEXT_RESP, PTYPE_BIND, PTYPE_BIND_ACK, PTYPE_BIND_NAK,
                               PTYPE_CO_CANCEL, PTYPE_FAULT, PTYPE_REQUEST, PTYPE_RESPONSE)
 from qm2qm.rpc.interface import NDR20, NDR64
-from qm2qm.rpc.pdu import HEADER, HEADER_SIZE, PduError, decode_syntax, parse_bind_body
+from qm2qm.rpc.pdu import (HEADER, HEADER_SIZE, REQUEST_FIELDS, REQUEST_HEADER_SIZE, RESPONSE_HEADER_SIZE,
+                           SEC_TRAILER_SIZE, PduError, parse_bind_ack_body, parse_bind_body, parse_fault_status,
+                           stub_bounds)
 
 CLIENT_PTYPES = {0, 11, 14, 16, 18, 19}        # request, bind, alter_context, auth3, co_cancel, orphaned
 SERVER_PTYPES = {2, 3, 12, 13, 15, 17}         # response, fault, bind_ack, bind_nak, alter_context_resp, shutdown
@@ -22,7 +25,6 @@ KNOWN_INTERFACES = {
     QM2QM_UUID_STR: "qm2qm",
     "e1af8308-5d1f-11c9-91a4-08002b14a0fa": "epm",          # endpoint mapper (C706 Appendix O)
 }
-SEC_TRAILER_SIZE = 8
 RPC_C_AUTHN_LEVEL_PKT_PRIVACY = 6          # MS-RPCE 2.2.1.1.8
 SEALED = "stub sealed (RPC_C_AUTHN_LEVEL_PKT_PRIVACY): not decoded"
 RESULT_ACCEPTANCE = 0
@@ -64,31 +66,44 @@ class Framer:
         """Append stream bytes; complete PDUs go to ``out``; a bad header stops framing (``error``)."""
         if self.error is not None:
             return
-        buf = self.buf
-        buf += data
+        if self.buf:
+            self.buf += data
+            data = bytes(self.buf)
+            self.buf.clear()
+        # Parse in place: the common case is whole PDUs per segment, so no copy through the buffer (cProfile).
         pos = 0
-        while len(buf) - pos >= HEADER_SIZE:
-            vers, minor, ptype, flags, drep0, _drep1, frag_len, _auth, call_id = HEADER.unpack_from(buf, pos)
+        end = len(data)
+        unpack = HEADER.unpack_from
+        while end - pos >= HEADER_SIZE:
+            vers, minor, ptype, flags, drep0, _drep1, frag_len, _auth, call_id = unpack(data, pos)
             if vers != 5 or minor > 1 or ptype > MAX_PTYPE or frag_len < HEADER_SIZE or drep0 & 0xF0 != 0x10:
                 self.non_rpc = self.pdus == 0
                 self.error = ("not DCE/RPC" if self.non_rpc else
                               f"bad PDU header (version {vers}.{minor}, type {ptype}, frag_length {frag_len}, "
                               f"drep 0x{drep0:02x})")
                 self.error_offset = self.offset + pos
-                del buf[:]
                 return
-            if len(buf) - pos < frag_len:
+            if end - pos < frag_len:
                 break
-            out.append(Pdu(ptype, flags, call_id, bytes(buf[pos:pos + frag_len]), time_us, self.offset + pos))
+            pdu = data if frag_len == end else data[pos:pos + frag_len]
+            out.append(Pdu(ptype, flags, call_id, pdu, time_us, self.offset + pos))
             self.pdus += 1
             pos += frag_len
-        if pos:
-            del buf[:pos]
-            self.offset += pos
+        if pos < end:
+            self.buf += data[pos:] if pos else data
+        self.offset += pos
 
     def leftover(self) -> int:
         """Bytes of an incomplete PDU at end of stream."""
         return len(self.buf)
+
+
+@functools.lru_cache(maxsize=4096)
+def _context_columns(ctx: tuple[tuple, tuple]) -> dict[str, str | None]:
+    """The call-table columns a presentation context gives each of its calls."""
+    abstract, transfer = ctx
+    return {"interface_uuid": str(abstract[0]), "interface_version": f"{abstract[1]}.{abstract[2]}",
+            "interface_name": KNOWN_INTERFACES.get(str(abstract[0])), "transfer_syntax": syntax_name(transfer)}
 
 
 @dataclass
@@ -100,20 +115,12 @@ class _Fragments:
     sealed: bool = False
 
 
-def _stub_bounds(pdu: Pdu, header: int) -> tuple[int, int, bool]:
-    """(start, end, sealed) of the stub of a request/response PDU: the auth trailer (MS-RPCE 2.2.2.11) is cut
-    off; sealed is True at RPC_C_AUTHN_LEVEL_PKT_PRIVACY, whose stub is encrypted (integrity leaves it clear)."""
-    frag_len, auth_len = struct.unpack_from("<HH", pdu.data, 8)
-    end = frag_len
-    sealed = False
-    if auth_len:
-        trailer = frag_len - auth_len - SEC_TRAILER_SIZE
-        if trailer < header:
-            raise PduError(f"auth_length {auth_len} does not fit in frag_length {frag_len}")
-        auth_level, pad = pdu.data[trailer + 1], pdu.data[trailer + 2]
-        end = max(header, trailer - pad)
-        sealed = auth_level >= RPC_C_AUTHN_LEVEL_PKT_PRIVACY
-    return header, end, sealed
+def _stub(pdu: Pdu, header: int) -> tuple[bytes, bool]:
+    """The stub of a request/response PDU without its auth verifier, and whether it is sealed
+    (RPC_C_AUTHN_LEVEL_PKT_PRIVACY encrypts it; integrity leaves it clear), MS-RPCE 2.2.2.11."""
+    start, end, trailer = stub_bounds(pdu.data, header)
+    sealed = trailer is not None and trailer.auth_level >= RPC_C_AUTHN_LEVEL_PKT_PRIVACY
+    return pdu.data[start:end], sealed
 
 
 class Conversation:
@@ -149,19 +156,11 @@ class Conversation:
         self.proposed[pdu.call_id] = parse_bind_body(pdu.data, _frag_end(pdu)).items
 
     def _bind_ack(self, pdu: Pdu) -> None:
-        data = pdu.data
-        _xmit, _recv, group, addr_len = struct.unpack_from("<HHIH", data, HEADER_SIZE)
-        pos = HEADER_SIZE + 10 + addr_len
-        pos += -pos % 4
-        count = data[pos]
-        pos += 4
+        body = parse_bind_ack_body(pdu.data, _frag_end(pdu))
         items = self.proposed.pop(pdu.call_id, ())
-        if pdu.ptype == PTYPE_BIND_ACK or group:
-            self.association_group_id = group
-        for index in range(count):
-            result = struct.unpack_from("<H", data, pos)[0]
-            syntax = decode_syntax(data, pos + 4)
-            pos += 24
+        if pdu.ptype == PTYPE_BIND_ACK or body.assoc_group_id:
+            self.association_group_id = body.assoc_group_id
+        for index, (result, _reason, syntax) in enumerate(body.results):
             if result == RESULT_ACCEPTANCE and index < len(items):
                 self.contexts[items[index].context_id] = (items[index].abstract_syntax, syntax)
 
@@ -170,12 +169,11 @@ class Conversation:
 
     def _request(self, pdu: Pdu) -> None:
         if pdu.flags & PFC_FIRST_FRAG or pdu.call_id not in self.requests:
-            _alloc, context_id, opnum = struct.unpack_from("<IHH", pdu.data, HEADER_SIZE)
+            _alloc, context_id, opnum = REQUEST_FIELDS.unpack_from(pdu.data, HEADER_SIZE)
             self.requests[pdu.call_id] = _Fragments(pdu.call_id, opnum, context_id)
         frags = self.requests[pdu.call_id]
-        header = 24 + (16 if pdu.flags & PFC_OBJECT_UUID else 0)
-        start, end, sealed = _stub_bounds(pdu, header)
-        frags.parts.append(pdu.data[start:end])
+        stub, sealed = _stub(pdu, REQUEST_HEADER_SIZE + (16 if pdu.flags & PFC_OBJECT_UUID else 0))
+        frags.parts.append(stub)
         frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.requests[pdu.call_id]
@@ -183,18 +181,14 @@ class Conversation:
 
     def _new_call(self, frags: _Fragments, time_us: int) -> None:
         row = schema.empty_call()
-        stub = b"".join(frags.parts)
+        stub = frags.parts[0] if len(frags.parts) == 1 else b"".join(frags.parts)
         ctx = self.contexts.get(frags.context_id)
         row.update(source="capture", session_id=self.session_id, client=self.client, server=self.server,
                    association_group_id=self.association_group_id, call_id=frags.call_id,
                    context_id=frags.context_id, request_time_us=time_us, opnum=frags.opnum, request_stub=stub,
                    request_bytes=len(stub), status_kind=schema.NO_RESPONSE)
         if ctx is not None:
-            (abstract, transfer) = ctx
-            row["interface_uuid"] = str(abstract[0])
-            row["interface_version"] = f"{abstract[1]}.{abstract[2]}"
-            row["interface_name"] = KNOWN_INTERFACES.get(str(abstract[0]))
-            row["transfer_syntax"] = syntax_name(transfer)
+            row.update(_context_columns(ctx))
         else:
             row["decode_error"] = f"presentation context {frags.context_id} was never bound in this capture"
         if frags.sealed:
@@ -206,8 +200,8 @@ class Conversation:
         if pdu.flags & PFC_FIRST_FRAG or pdu.call_id not in self.responses:
             self.responses[pdu.call_id] = _Fragments(pdu.call_id)
         frags = self.responses[pdu.call_id]
-        start, end, sealed = _stub_bounds(pdu, 24)
-        frags.parts.append(pdu.data[start:end])
+        stub, sealed = _stub(pdu, RESPONSE_HEADER_SIZE)
+        frags.parts.append(stub)
         frags.sealed |= sealed
         if pdu.flags & PFC_LAST_FRAG:
             del self.responses[pdu.call_id]
@@ -215,7 +209,7 @@ class Conversation:
             if row is None:
                 self.orphans.append(pdu.call_id)
                 return
-            stub = b"".join(frags.parts)
+            stub = frags.parts[0] if len(frags.parts) == 1 else b"".join(frags.parts)
             row.update(status_kind=schema.OK, response_stub=stub, response_bytes=len(stub),
                        response_time_us=pdu.time_us, latency_us=pdu.time_us - row["request_time_us"])
             if frags.sealed:
@@ -226,7 +220,7 @@ class Conversation:
         row = self.pending.pop(pdu.call_id, None)
         if row is None:
             return
-        status = struct.unpack_from("<I", pdu.data, 24)[0]
+        status = parse_fault_status(pdu.data)
         row.update(status_kind=schema.FAULT, fault_status=status, response_time_us=pdu.time_us,
                    latency_us=pdu.time_us - row["request_time_us"])
 
@@ -248,7 +242,8 @@ class Conversation:
 
 
 def _frag_end(pdu: Pdu) -> int:
-    frag_len, auth_len = struct.unpack_from("<HH", pdu.data, 8)
+    """Where a bind-family body ends: before the auth verifier and its sec_trailer (MS-RPCE 2.2.2.11)."""
+    *_, frag_len, auth_len, _call_id = HEADER.unpack_from(pdu.data)
     return frag_len - (auth_len + SEC_TRAILER_SIZE if auth_len else 0)
 
 

@@ -1,6 +1,7 @@
 """The call table, sessions table and problems table shared by traces, captures and replays (docs/pipeline.md)."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -104,11 +105,12 @@ def empty_call() -> dict[str, Any]:
 def table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) as an Arrow table of ``schema``; missing keys are null."""
     names = schema.names
-    cols: dict[str, list] = {n: [] for n in names}
-    for row in rows:
-        for n in names:
-            cols[n].append(row.get(n))
-    return pa.Table.from_pydict(cols, schema=schema)
+    rows = rows if isinstance(rows, list) else list(rows)
+    try:                                    # rows with every column (the ingest's): transposed in C
+        columns = list(zip(*map(operator.itemgetter(*names), rows))) or [[] for _ in names]
+    except KeyError:
+        columns = [[row.get(n) for row in rows] for n in names]
+    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
 
 
 def number_sessions(rows: list[dict]) -> None:

@@ -75,23 +75,97 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
 
 # ---------------------------------------------------------------------------------------------------- ingest
 
-def _records(path: str) -> pa.RecordBatch:
+def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatch:
+    """Ingest one file or part: its calls go straight to ``calls_file`` (Parquet, written by the executor);
+    the small records (sessions, problems, connections, counters) go back to the driver."""
+    import pyarrow.parquet as pq
     from qm2qm.pipeline.ingest import ingest_file
-    result = ingest_file(path)
+    result = ingest_file(path) if part_json is None else _ingest_part(path, json.loads(part_json))
+    pq.write_table(schema.table(result.calls, schema.CALL_SCHEMA), calls_file)
     rows: list[dict] = []
-    rows.extend(dict(r, record="call") for r in result.calls)
     rows.extend(dict(r, record="session") for r in result.sessions)
     rows.extend(dict(r, record="problem") for r in result.problems)
-    rows.append({"record": "file", "source_file": result.path,
-                 "counters": json.dumps(result.counters, sort_keys=True)})
+    if part_json is not None:                                   # what split.renumber needs, one row a connection
+        rows.extend({"record": "connection", "source_file": result.path, "session_id": c["session_id"],
+                     "offset": c["first_offset"], "request_time_us": None if c["first_call"] is None else
+                     c["first_call"][0], "call_id": None if c["first_call"] is None else c["first_call"][1]}
+                    for c in result.connections)
+    rows.append({"record": "file", "source_file": result.path, "counters": json.dumps(result.counters,
+                                                                                      sort_keys=True)})
     return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
 
 
-def ingest_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function: each input row names one file; yields that file's records (RECORD_SCHEMA)."""
+def _ingest_part(path: str, spec: dict) -> Any:
+    """One part of a capture split by session; part 0 carries the first pass's own findings (split.plan)."""
+    from qm2qm.pipeline.split import Part, ingest_part
+    keys = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in spec["keys"]]
+    result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0))
+    head = spec.get("head")
+    if head is not None:
+        result.problems[:0] = head["problems"]
+        for key, value in head["counters"].items():
+            result.count(key, value)
+    return result
+
+
+def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function (bound to the calls directory): each input row is one task (a file, or one part of a
+    split capture); yields that task's small records (RECORD_SCHEMA)."""
     for batch in batches:
-        for path in batch.column("path").to_pylist():
-            yield _records(path)
+        columns = batch.to_pydict()
+        for index, path, part in zip(columns["task"], columns["path"], columns["part"]):
+            yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+
+
+def _renumber_file(job: tuple[str, str]) -> None:
+    """Rewrite connection_id and session_seq of one calls part file of a split capture (split.renumber)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    calls_file, numbers_json = job
+    numbers = json.loads(numbers_json)
+    table = pq.read_table(calls_file, schema=schema.CALL_SCHEMA)
+    index = pc.index_in(table.column("session_id"), value_set=pa.array(list(numbers), pa.string()))
+    for name, at in (("connection_id", 0), ("session_seq", 1)):
+        field = schema.CALL_SCHEMA.field(name)
+        known = pa.array([n[at] for n in numbers.values()], field.type).take(index)
+        table = table.set_column(table.schema.get_field_index(name), field,
+                                 pc.coalesce(known, table.column(name)))
+    pq.write_table(table, calls_file)
+
+
+# A capture above this size, and above its fair share of the input, is split by TCP session (split.py).
+SPLIT_MIN_BYTES = 4 * 1024 * 1024
+
+
+def plan_tasks(paths: list[str], parallelism: int, split_min_bytes: int = SPLIT_MIN_BYTES
+               ) -> list[tuple[str, str | None, int]]:
+    """(path, part spec JSON or None, bytes) per task, largest first. A capture bigger than its share of the
+    input (total / parallelism, at least ``split_min_bytes``) is split by TCP session into parts of about that
+    share, so one huge capture is spread over the executors instead of landing on one."""
+    from qm2qm.pipeline.ingest import file_kind
+    from qm2qm.pipeline.split import plan
+
+    sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
+    share = max(split_min_bytes, sum(size for _, size in sizes) / max(1, parallelism))
+    tasks: list[tuple[str, str | None, int]] = []
+    for path, size in sizes:
+        parts = -(-size // int(share))
+        if parts < 2 or file_kind(path) not in ("pcap", "pcapng"):
+            tasks.append((path, None, size))
+            continue
+        head, planned = plan(path, parts)
+        head.count("file_bytes", size)
+        for index, part in enumerate(planned):
+            spec = {"keys": [[a.hex(), b.hex()] for a, b in part.keys], "start": part.start, "stop": part.stop}
+            if index == 0:
+                spec["head"] = {"problems": head.problems, "counters": head.counters}
+            tasks.append((path, json.dumps(spec), part.bytes))
+        if not planned:
+            spec = {"keys": [], "start": 0, "stop": 0, "head": {"problems": head.problems,
+                                                                "counters": head.counters}}
+            tasks.append((path, json.dumps(spec), 0))
+    tasks.sort(key=lambda task: -task[2])           # big tasks first: they bound the job's length
+    return tasks
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -106,38 +180,87 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     return out
 
 
-def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path) -> dict:
-    """Ingest captures and traces in parallel (one task per file) into OUT/calls, OUT/sessions, OUT/problems
-    (Parquet); returns the summary also written to OUT/summary.json."""
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StringType, StructField, StructType
+def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_bytes: int | None = None) -> dict:
+    """Ingest captures and traces in parallel (one task per file, or per part of a capture split by TCP session:
+    plan_tasks) into OUT/calls, OUT/sessions, OUT/problems (Parquet); returns the summary also written to
+    OUT/summary.json. Executors write the calls themselves (OUT must be visible to them); only sessions,
+    problems and counters travel back to the driver."""
+    import functools
+    import shutil
+
+    import pyarrow.parquet as pq
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     paths = expand_inputs(inputs)
-    sizes = [(p, os.path.getsize(p) if os.path.exists(p) else 0) for p in paths]
-    sizes.sort(key=lambda item: -item[1])           # big files first: they bound the job's length
     out = Path(out_dir)
-    # one file per partition, so one task per file (parallelize slices a list evenly; repartition does not)
-    rdd = spark.sparkContext.parallelize([(p,) for p, _ in sizes], max(1, len(sizes)))
-    frame = spark.createDataFrame(rdd, StructType([StructField("path", StringType())]))
-    records = frame.mapInArrow(ingest_batches, _spark_schema(RECORD_SCHEMA)).persist()
-    try:
-        for name, cols in (("calls", schema.CALL_COLUMNS), ("sessions", schema.SESSION_COLUMNS),
-                           ("problems", schema.PROBLEM_COLUMNS)):
-            kind = name[:-1] if name != "calls" else "call"
-            records.filter(F.col("record") == kind).select(*cols).write.mode("overwrite").parquet(str(out / name))
-        files = records.filter(F.col("record") == "file").select("source_file", "counters").collect()
-    finally:
-        records.unpersist()
-    summary = {"files": len(files), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
-               "executors": executor_count(spark)}
-    for row in files:
-        counters = json.loads(row["counters"])
-        summary["per_file"][row["source_file"]] = counters
-        for key, value in counters.items():
+    tasks = plan_tasks(paths, spark.sparkContext.defaultParallelism,
+                       SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes)
+    calls_dir = out / "calls"
+    for name in ("calls", "sessions", "problems"):
+        shutil.rmtree(out / name, ignore_errors=True)
+    calls_dir.mkdir(parents=True)
+    # one task per partition (parallelize slices a list evenly; repartition does not)
+    rdd = spark.sparkContext.parallelize([(i, p, part) for i, (p, part, _) in enumerate(tasks)], max(1, len(tasks)))
+    frame = spark.createDataFrame(rdd, StructType([StructField("task", IntegerType()),
+                                                   StructField("path", StringType()),
+                                                   StructField("part", StringType())]))
+    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
+                               _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
+    if not tasks:                                   # still a readable (empty) calls table
+        pq.write_table(schema.table([], schema.CALL_SCHEMA), calls_dir / "part-00000.parquet")
+    kinds: dict[str, list[dict]] = {}
+    for row in records:
+        kinds.setdefault(row["record"], []).append(row)
+    sessions, problems = kinds.get("session", []), kinds.get("problem", [])
+    split_files = {p for p, part, _ in tasks if part}
+    if split_files:
+        problems += _renumber_split(spark, tasks, kinds, calls_dir, sessions)
+    (out / "sessions").mkdir()
+    (out / "problems").mkdir()
+    pq.write_table(schema.table(sessions, schema.SESSION_SCHEMA), out / "sessions" / "part-00000.parquet")
+    pq.write_table(schema.table(problems, schema.PROBLEM_SCHEMA), out / "problems" / "part-00000.parquet")
+    summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
+               "executors": executor_count(spark), "tasks": len(tasks), "split_files": len(split_files)}
+    for row in kinds.get("file", []):
+        per_file = summary["per_file"].setdefault(row["source_file"], {})
+        for key, value in json.loads(row["counters"]).items():
+            per_file[key] = per_file.get(key, 0) + value
             summary["totals"][key] = summary["totals"].get(key, 0) + value
-    summary["problems"] = [r.asDict() for r in spark.read.parquet(str(out / "problems")).collect()]
+    summary["problems"] = [{c: p.get(c) for c in schema.PROBLEM_COLUMNS} for p in problems]
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True))
     return summary
+
+
+def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls_dir: Path,
+                    sessions: list[dict]) -> list[dict]:
+    """Number the sessions of split captures file-wide (split.renumber): session rows here, calls part files in
+    parallel tasks. Returns the per-file problem rows the parts could not write alone."""
+    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
+    from qm2qm.pipeline.split import renumber
+
+    by_file: dict[str, list[dict]] = {}
+    for r in kinds.get("connection", []):
+        first = None if r["request_time_us"] is None else (r["request_time_us"], r["call_id"])
+        by_file.setdefault(r["source_file"], []).append({"session_id": r["session_id"], "first_offset": r["offset"],
+                                                         "first_call": first})
+    numbers = {path: renumber(conns) for path, conns in by_file.items()}
+    for row in sessions:                                     # session ids can repeat across files
+        known = numbers.get(row["source_file"], {}).get(row["session_id"])
+        if known is not None:
+            row["connection_id"], row["session_seq"] = known
+    jobs = [(str(calls_dir / f"part-{i:05d}.parquet"), json.dumps(numbers.get(path, {})))
+            for i, (path, part, _) in enumerate(tasks) if part]
+    spark.sparkContext.parallelize(jobs, max(1, len(jobs))).foreach(_renumber_file)
+    problems = []
+    for path in numbers:
+        result = IngestResult(path)
+        for row in kinds.get("file", []):
+            if row["source_file"] == path:
+                for key, value in json.loads(row["counters"]).items():
+                    result.count(key, value)
+        report_unknown_interfaces(path, result)
+        problems.extend(result.problems)
+    return problems
 
 
 def executor_count(spark: Any) -> int:
@@ -261,6 +384,7 @@ def _normalized(spark: Any, calls: Any) -> Any:
 def diff(spark: Any, left_path: str | Path, right_path: str | Path, out_dir: str | Path) -> dict:
     """Align two call tables by (file order, session order, call order), normalize, and write OUT/mismatches
     (Parquet, one row per differing field or missing call); returns counts and the first mismatches."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     key = ["file_rank", "session_seq", "call_index"]
@@ -268,12 +392,17 @@ def diff(spark: Any, left_path: str | Path, right_path: str | Path, out_dir: str
     for prefix, path in (("l_", left_path), ("r_", right_path)):
         norm = _normalized(spark, read_calls(spark, path))
         sides.append(norm.select(*key, *[F.col(c).alias(prefix + c) for c in _NORM_SCHEMA.names if c not in key]))
-    joined = sides[0].join(sides[1], on=key, how="full_outer")
-    mismatches = joined.mapInPandas(_compare_batches, _spark_schema(MISMATCH_SCHEMA))
-    out = Path(out_dir)
-    mismatches.write.mode("overwrite").parquet(str(out / "mismatches"))
+    # kept on local disk: counting the aligned calls must not normalize both sides a second time (the costliest
+    # step of a 10-million-call diff, BENCHMARKS.md)
+    joined = sides[0].join(sides[1], on=key, how="full_outer").persist(StorageLevel.DISK_ONLY)
+    try:
+        mismatches = joined.mapInPandas(_compare_batches, _spark_schema(MISMATCH_SCHEMA))
+        out = Path(out_dir)
+        mismatches.write.mode("overwrite").parquet(str(out / "mismatches"))
+        aligned = joined.count()
+    finally:
+        joined.unpersist()
     written = spark.read.parquet(str(out / "mismatches"))
-    aligned = joined.count()
     rows = [r.asDict() for r in written.orderBy(*key, "field").limit(1000).collect()]
     summary = {"left": str(left_path), "right": str(right_path), "aligned_calls": aligned,
                "mismatches": written.count(), "first": rows}

@@ -34,7 +34,12 @@ class Direction:
         if payload:
             if self.next_seq is None:
                 self.next_seq = seq            # capture started mid-stream
-            self._data(seq, payload, time_us)
+            if seq == self.next_seq and not self.held:     # the common case: the next bytes, nothing held
+                self.next_seq = (seq + len(payload)) % SEQ_MOD
+                self.delivered += len(payload)
+                self.deliver(payload, time_us)
+            else:
+                self._data(seq, payload, time_us)
         if flags & (FIN | RST):
             self.closed = True
 

@@ -231,3 +231,66 @@ def fragment_request(call_id: int, context_id: int, opnum: int, stub: bytes, max
         flags = (PFC_FIRST_FRAG if pos == 0 else 0) | (PFC_LAST_FRAG if pos + len(part) == len(stub) else 0)
         out.append(build_request(call_id, context_id, opnum, part, flags=flags, alloc_hint=len(stub) - pos))
     return out
+
+
+# --- read-side parsers of the PDUs a server sends (the client and the capture reader; the server never parses
+# these). Appended here so every reader of the wire shares one set of header and trailer layouts. ---
+
+_BIND_ACK_FIXED = struct.Struct("<HHIH")       # max_xmit_frag, max_recv_frag, assoc_group_id, sec_addr length
+_FAULT_STATUS = struct.Struct("<I")            # rpc_fault status, after the 24-byte response-style header
+
+
+@dataclass(frozen=True, slots=True)
+class BindAckBody:
+    """Decoded rpc_bind_ack / rpc_alter_context_resp body (C706 12.6.4.4): results are (result, reason, syntax)."""
+    max_xmit_frag: int
+    max_recv_frag: int
+    assoc_group_id: int
+    secondary_address: bytes
+    results: tuple[tuple[int, int, SyntaxId], ...]
+
+
+def parse_bind_ack_body(pdu: bytes | bytearray | memoryview, end: int) -> BindAckBody:
+    """Decode a bind_ack / alter_context_resp body between offset 16 and ``end`` (C706 12.6.4.4, port_any_t
+    secondary address, 4-aligned p_result_list_t); PduError names the field that does not fit."""
+    if end < HEADER_SIZE + _BIND_ACK_FIXED.size:
+        raise PduError(f"bind_ack body truncated: {end - HEADER_SIZE} bytes, need {_BIND_ACK_FIXED.size}")
+    max_xmit, max_recv, group, addr_len = _BIND_ACK_FIXED.unpack_from(pdu, HEADER_SIZE)
+    pos = HEADER_SIZE + _BIND_ACK_FIXED.size
+    if pos + addr_len > end:
+        raise PduError(f"bind_ack secondary address length {addr_len} exceeds the PDU")
+    address = bytes(pdu[pos:pos + addr_len])
+    pos += addr_len
+    pos += -pos % 4
+    if pos + 4 > end:
+        raise PduError("bind_ack result list truncated")
+    count = pdu[pos]
+    pos += 4
+    if pos + count * (_RESULT.size + SYNTAX_SIZE) > end:
+        raise PduError(f"bind_ack has {count} results, the PDU holds {(end - pos) // (_RESULT.size + SYNTAX_SIZE)}")
+    results = []
+    for _ in range(count):
+        result, reason = _RESULT.unpack_from(pdu, pos)
+        results.append((result, reason, decode_syntax(pdu, pos + _RESULT.size)))
+        pos += _RESULT.size + SYNTAX_SIZE
+    return BindAckBody(max_xmit, max_recv, group, address, tuple(results))
+
+
+def stub_bounds(pdu: bytes | bytearray | memoryview, stub_offset: int) -> tuple[int, int, SecTrailer | None]:
+    """(start, end, sec_trailer or None) of the stub of a request/response PDU: the auth verifier and the auth
+    padding before it are cut off (MS-RPCE 2.2.2.11); PduError if the trailer overlaps the PDU's own header."""
+    frag_length, auth_length = struct.unpack_from("<HH", pdu, 8)
+    if not auth_length:
+        return stub_offset, frag_length, None
+    trailer = parse_sec_trailer(pdu, frag_length, auth_length)
+    start = frag_length - auth_length - SEC_TRAILER_SIZE
+    if start < stub_offset:
+        raise PduError(f"auth_length {auth_length} does not fit in frag_length {frag_length}")
+    return stub_offset, max(stub_offset, start - trailer.auth_pad_length), trailer
+
+
+def parse_fault_status(pdu: bytes | bytearray | memoryview) -> int:
+    """The status of an rpc_fault PDU (C706 12.6.4.7; values MS-RPCE 2.2.2.8 / MS-ERREF)."""
+    if len(pdu) < RESPONSE_HEADER_SIZE + _FAULT_STATUS.size:
+        raise PduError(f"fault PDU of {len(pdu)} bytes has no status")
+    return _FAULT_STATUS.unpack_from(pdu, RESPONSE_HEADER_SIZE)[0]

@@ -122,15 +122,22 @@ def test_ingest_many_files_and_stats(spark, recorded, tmp_path):
     path, _ = recorded
     bad = tmp_path / "broken.pcap"
     bad.write_bytes(path.read_bytes()[:100])
-    summary = spark_jobs.ingest(spark, [str(path), str(bad), str(tmp_path / "missing.pcapng")], tmp_path / "out")
-    assert summary["files"] == 3 and summary["totals"]["calls"] == 13
+    # split_min_bytes=1: the two-session capture is split by session into two tasks (split.py), numbered file-wide
+    summary = spark_jobs.ingest(spark, [str(path), str(bad), str(tmp_path / "missing.pcapng")], tmp_path / "out",
+                                split_min_bytes=1)
+    assert summary["files"] == 3 and summary["totals"]["calls"] == 13 and summary["split_files"] == 1
+    assert summary["tasks"] == 4
     assert sorted(p["kind"] for p in summary["problems"]) == ["truncated", "unreadable"]
     assert any("broken.pcap: offset 94: truncated packet record header" in p["message"]
                for p in summary["problems"])
     calls = pq.read_table(tmp_path / "out" / "calls").to_pylist()
-    assert sorted((c["session_seq"], c["call_index"]) for c in calls) == \
-           sorted((c["session_seq"], c["call_index"]) for c in ingest_file(path).calls)
-    assert len(pq.read_table(tmp_path / "out" / "sessions")) == 2
+    numbering = ("session_id", "session_seq", "call_index", "connection_id")
+    assert sorted(tuple(c[k] for k in numbering) for c in calls) == \
+           sorted(tuple(c[k] for k in numbering) for c in ingest_file(path).calls)
+    sessions = pq.read_table(tmp_path / "out" / "sessions").to_pylist()
+    assert sorted((s["session_seq"], s["connection_id"], s["bytes_to_server"]) for s in sessions) == \
+           sorted((s["session_seq"], s["connection_id"], s["bytes_to_server"]) for s in ingest_file(path).sessions)
+    assert summary["per_file"][str(path)]["frames"] == ingest_file(path).counters["frames"]
     result = spark_jobs.stats(spark, tmp_path / "out", tmp_path / "stats", bucket_seconds=3600)
     counts = {r["op_name"]: r["calls"] for r in result["by_opnum"]}
     assert counts == {"RemoteQMStartReceive": 1, "RemoteQMEndReceive": 2, "RemoteQMOpenQueue": 2,

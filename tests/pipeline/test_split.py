@@ -1,0 +1,163 @@
+"""Splitting one capture by TCP session (split.py, spark_jobs.plan_tasks): every part holds whole connections, the
+parts are of about equal bytes, and the merged parts are the rows of an unsplit ingest, numbering included."""
+from __future__ import annotations
+
+import socket
+import uuid
+
+import dpkt
+import pytest
+
+from qm2qm.mqqp.constants import QM2QM_UUID
+from qm2qm.mqqp.codec import RemoteQmGetVersionResponse, encode_response
+from qm2qm.pipeline import split
+from qm2qm.pipeline.capture import ingest_capture
+from qm2qm.pipeline.pcapfile import flow_key, read_frames
+from qm2qm.pipeline.recorder import PcapSink
+from qm2qm.pipeline.spark_jobs import plan_tasks
+from qm2qm.rpc.events import ContextItem
+from qm2qm.rpc.interface import NDR20
+from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, build_request
+
+from tests.pipeline.test_capture import SERVER, Wire
+
+NDR = (NDR20[0], NDR20[1], 0)
+VERSION = encode_response(8, RemoteQmGetVersionResponse(6, 1, 20348), False)
+
+
+def _session(wire: Wire, calls: int, interface=(QM2QM_UUID, 1, 0)) -> None:
+    wire.send(True, build_bind(1, [ContextItem(0, interface, (NDR,))]))
+    wire.send(False, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
+                                    assoc_group_id=3, secondary_address="2105", results=[(0, 0, NDR)]))
+    for call_id in range(2, 2 + calls):
+        wire.send(True, build_request(call_id, 0, 8, b""))
+        out = bytearray()
+        append_response(out, call_id, 0, VERSION, 5840)
+        wire.send(False, bytes(out))
+
+
+def _udp_frame(sink: PcapSink) -> None:
+    udp = dpkt.udp.UDP(sport=137, dport=137, data=b"name query")
+    udp.ulen = len(bytes(udp))
+    ip = dpkt.ip.IP(src=socket.inet_aton("10.0.0.9"), dst=socket.inet_aton("10.0.0.255"), p=dpkt.ip.IP_PROTO_UDP,
+                    data=udp)
+    ip.len = len(bytes(ip))
+    sink.writer.writepkt(bytes(dpkt.ethernet.Ethernet(type=dpkt.ethernet.ETH_TYPE_IP, data=ip)))
+
+
+def _capture(path, pcapng: bool) -> None:
+    """Seven sessions of different sizes, one 4-tuple reused after FIN, one call on an unknown interface, a UDP
+    frame, and a capture cut short in its last record."""
+    sink = PcapSink(path, pcapng=pcapng)
+    for i in range(6):
+        wire = Wire(sink, client=("10.0.0.1", 50000 + i), server=SERVER)
+        _session(wire, calls=3 + 2 * i)
+        if i == 2:
+            _udp_frame(sink)
+    reused = ("10.0.0.1", 50000)
+    sink.segment(reused, SERVER, 10**6, 0, dpkt.tcp.TH_FIN | dpkt.tcp.TH_ACK)
+    _session(Wire(sink, client=reused, server=SERVER), calls=2)
+    _session(Wire(sink, client=("10.0.0.3", 40000), server=SERVER), calls=1, interface=(uuid.UUID(int=1), 1, 0))
+    sink.close()
+    with open(path, "r+b") as fh:
+        fh.truncate(fh.seek(0, 2) - 7)
+
+
+def _rows(result):
+    by_seq = lambda r: (r["session_seq"] if r["session_seq"] is not None else -1, r["session_id"],  # noqa: E731
+                        r.get("call_index") or 0)
+    return (sorted(result.calls, key=by_seq), sorted(result.sessions, key=by_seq),
+            sorted((p["kind"], p["message"]) for p in result.problems), result.counters)
+
+
+@pytest.mark.parametrize("pcapng", [False, True], ids=["pcap", "pcapng"])
+@pytest.mark.parametrize("parts", [2, 3, 16])
+def test_merged_parts_are_the_unsplit_ingest(tmp_path, pcapng, parts):
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng)
+    whole = ingest_capture(path)
+    assert {p["kind"] for p in whole.problems} == {"truncated", "unknown_interface"}
+    assert any(c["session_id"].endswith("#1") for c in whole.calls)
+    assert whole.counters["non_tcp_frames"] == 1
+    assert _rows(split.ingest_split(path, parts)) == _rows(whole)
+
+
+def test_plan_keeps_connections_whole_and_parts_balanced(tmp_path):
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng=False)
+    _head, parts = split.plan(path, 3)
+    assert len(parts) == 3
+    owner = {key: index for index, part in enumerate(parts) for key in part.keys}
+    assert sum(len(part.keys) for part in parts) == len(owner)          # no connection in two parts
+    with open(path, "rb") as fh:
+        try:
+            for frame in read_frames(fh):
+                key = flow_key(frame)
+                if key is not None:
+                    part = parts[owner[key]]
+                    assert part.start <= frame.offset <= part.stop       # every frame inside its part's range
+        except Exception:                                                # noqa: BLE001 - the cut last record
+            pass
+    sizes = [part.bytes for part in parts]
+    assert max(sizes) < 2 * min(sizes)
+
+
+def test_plan_tasks_splits_only_a_capture_above_its_share(tmp_path):
+    big, small = tmp_path / "big.pcap", tmp_path / "small.pcap"
+    _capture(big, pcapng=False)
+    sink = PcapSink(small)
+    _session(Wire(sink), calls=1)
+    sink.close()
+    tasks = plan_tasks([str(big), str(small)], parallelism=2, split_min_bytes=1)
+    big_parts = [spec for path, spec, _ in tasks if path == str(big)]
+    assert len(big_parts) == 2 and all(big_parts)
+    assert [spec for path, spec, _ in tasks if path == str(small)] == [None]
+    assert [path for path, _, _ in plan_tasks([str(big), str(small)], parallelism=2)] == [str(big), str(small)]
+
+
+def _dpkt_segment(data: bytes):
+    """What tcp_segment gave for an Ethernet frame before the IPv4 fast path: dpkt objects all the way."""
+    import struct
+    try:
+        ip = dpkt.ethernet.Ethernet(data).data
+    except (dpkt.UnpackError, ValueError, IndexError, struct.error):
+        return None
+    if not isinstance(ip, dpkt.ip.IP) or ip.mf or ip.offset or not isinstance(ip.data, dpkt.tcp.TCP):
+        return None
+    return (socket.inet_ntoa(ip.src), ip.data.sport, socket.inet_ntoa(ip.dst), ip.data.dport, ip.data.seq,
+            ip.data.flags, bytes(ip.data.data))
+
+
+def _frames(path) -> list[bytes]:
+    out = []
+    with open(path, "rb") as fh:
+        try:
+            for frame in read_frames(fh):
+                out.append(frame.data)
+        except Exception:                                                  # noqa: BLE001 - the cut last record
+            pass
+    return out
+
+
+def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
+    """Ethernet/IPv4/TCP frames with options, fragments, truncation and bad lengths: the struct-based reader
+    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none."""
+    import random
+    from qm2qm.pipeline.pcapfile import Frame, tcp_segment
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng=False)
+    rng = random.Random(7)
+    checked = 0
+    for data in _frames(path)[:60]:
+        variants = [data, data[:rng.randrange(14, len(data))]]
+        for pos in (16, 17, 20, 21, 23, 14, 46):                # length, fragment, protocol, IHL, TCP offset
+            mutated = bytearray(data)
+            if pos < len(mutated):
+                mutated[pos] = rng.randrange(256)
+                variants.append(bytes(mutated))
+        for raw in variants:
+            got = tcp_segment(Frame(0, 1, raw, 0))
+            assert (None if got is None else (got.src, got.sport, got.dst, got.dport, got.seq, got.flags,
+                                              got.payload)) == _dpkt_segment(raw), raw.hex()
+            checked += 1
+    assert checked > 300
