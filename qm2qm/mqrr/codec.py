@@ -6,6 +6,7 @@ from typing import Any
 
 from qm2qm.mqrr import codec_fast, idl
 from qm2qm.rpc.interface import RpcFault
+from qm2qm.rpc.quiet_ndr import parse_quietly
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
 _HRESULT = struct.Struct("<I")
@@ -26,7 +27,7 @@ def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
             return fields
     request = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     try:
-        request.fromString(stub)
+        parse_quietly(request, stub)
     except Exception as exc:
         raise RpcFault(RPC_X_BAD_STUB_DATA, f"{type(request).__name__}: {exc}") from None
     return request

@@ -95,3 +95,18 @@ def test_an_hresult_alone_is_its_four_bytes(status):
         response = idl.R_EndReceiveResponse(isNDR64=ndr64)
         response["ErrorCode"] = status - (1 << 32) if status & 0x80000000 else status
         assert codec.encode(9, ndr64, ErrorCode=codec.signed(status)) == response.getData()
+
+
+def test_a_truncated_stub_is_bad_stub_data_without_impacket_error_log_lines(caplog):
+    """Found by scripts/soak.py: impacket logged two ERROR records per malformed MS-MQRR stub into the server log."""
+    import logging
+
+    import pytest
+
+    from qm2qm.rpc.interface import RpcFault
+    caplog.set_level(logging.DEBUG)
+    for ndr64 in (False, True):
+        with pytest.raises(RpcFault) as fault:
+            codec.decode(3, b"\x00" * 11, ndr64)            # R_CloseQueue: a 20-byte handle cut short
+        assert fault.value.status == codec.RPC_X_BAD_STUB_DATA
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
