@@ -14,13 +14,15 @@ from impacket.dcerpc.v5.dtypes import DWORD, LPWSTR, NULL, WSTR
 from impacket.dcerpc.v5.ndr import NDRCALL, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray
 
 from qm2qm.mqmp import codec, idl
-from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ, IPX_HANDSHAKE, IPX_READ, MQ_PEEK_ACCESS, \
-    MQ_RECEIVE_ACCESS
+from qm2qm.mqmp.client import create_remote_cursor_request
+from qm2qm.mqmp.constants import IP_HANDSHAKE, IP_READ, IPX_HANDSHAKE, IPX_READ, MQ_DENY_NONE, \
+    MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
 
 from soak.seeds_common import QUEUE_HANDLE, SESSION, ndr, repeatable
 
 OPEN_OPNUM = 2
 SEED_FORMAT_NAME = "DIRECT=OS:.\\private$\\soak-seed"
+PRIVATE_FORMAT_NAME = "PRIVATE=" + str(uuid.UUID(int=14)) + "\\00000001"
 
 
 class _HANDLE(NDRSTRUCT):
@@ -78,11 +80,12 @@ def _handle_shaped() -> list[bytes]:
     return [b"", SESSION + bytes(8), QUEUE_HANDLE.to_bytes(4, "little") + bytes(28)]
 
 
-def open_remote_queue(format_name: str, ndr64: bool, access: int = MQ_RECEIVE_ACCESS) -> bytes:
+def open_remote_queue(format_name: str, ndr64: bool, access: int = MQ_RECEIVE_ACCESS,
+                      share_mode: int = MQ_DENY_NONE) -> bytes:
     """R_QMOpenRemoteQueue (opnum 2, 3.1.4.2) of ``format_name``, as qm2qm.mqmp.client sends it."""
     r = idl.R_QMOpenRemoteQueue()
     codec.fill_queue_format(r["pQueueFormat"], format_name)
-    r["dwCallingProcessID"], r["dwDesiredAccess"], r["dwShareMode"] = 14, access, 0
+    r["dwCallingProcessID"], r["dwDesiredAccess"], r["dwShareMode"] = 14, access, share_mode
     r["pLicGuid"] = uuid.UUID(int=0x50AC).bytes_le
     r["dwMQS"] = 0
     return ndr(r, ndr64)
@@ -96,8 +99,7 @@ def opened_handle(response: bytes) -> int:
 def _object_format(call) -> None:
     call["pObjectFormat"]["ObjType"] = 1
     call["pObjectFormat"]["u"]["tag"] = 1
-    codec.fill_queue_format(call["pObjectFormat"]["u"]["pQueueFormat"], "PRIVATE=" + str(uuid.UUID(int=14))
-                            + "\\00000001")
+    codec.fill_queue_format(call["pObjectFormat"]["u"]["pQueueFormat"], PRIVATE_FORMAT_NAME)
 
 
 @repeatable
@@ -109,22 +111,11 @@ def build_qmcomm(ndr64: bool) -> dict[int, list[bytes]]:
     r1["lplpRemoteQueueName"] = NULL
     out[1] = [ndr(r1, ndr64)]
     out[2] = [open_remote_queue(SEED_FORMAT_NAME, ndr64, access) for access in (MQ_RECEIVE_ACCESS, MQ_PEEK_ACCESS)]
-    r2 = idl.R_QMOpenRemoteQueue()
-    codec.fill_queue_format(r2["pQueueFormat"], "PRIVATE=" + str(uuid.UUID(int=14)) + "\\00000001")
-    r2["dwCallingProcessID"], r2["dwDesiredAccess"], r2["dwShareMode"] = 14, MQ_RECEIVE_ACCESS, 1
-    r2["pLicGuid"], r2["dwMQS"] = uuid.UUID(int=0x50AC).bytes_le, 0
-    out[2].append(ndr(r2, ndr64))
+    out[2].append(open_remote_queue(PRIVATE_FORMAT_NAME, ndr64, MQ_RECEIVE_ACCESS, MQ_DENY_RECEIVE_SHARE))
     r3 = idl.R_QMCloseRemoteQueueContext()
     r3["pphContext"] = SESSION
     out[3] = [ndr(r3, ndr64)]
-    r4 = idl.R_QMCreateRemoteCursor()
-    tb = r4["ptb1"]
-    tb["uTransferType"] = 0
-    tb["u"]["tag"] = 0
-    tb["u"]["Send"]["pAdminQueueFormat"] = NULL
-    tb["u"]["Send"]["pResponseQueueFormat"] = NULL
-    r4["hQueue"] = QUEUE_HANDLE
-    out[4] = [ndr(r4, ndr64)]
+    out[4] = [ndr(create_remote_cursor_request(QUEUE_HANDLE), ndr64)]
     out[31] = []
     for f_ip in (IP_HANDSHAKE, IP_READ, IPX_HANDSHAKE, IPX_READ):
         r31 = idl.R_QMGetRTQMServerPort()
