@@ -1,16 +1,15 @@
 """Fuzz seeds of qmcomm and qmcomm2 (MS-MQMP 3.1.4, 3.1.5, 6): valid request stubs, NDR and NDR64.
 
 The hosted opnums (1, 2, 3, 4, 31) are built with qm2qm.mqmp.idl as qm2qm.mqmp.client fills them. The
-supporting-server opnums qm2qm refuses before reading the stub (3.1.4 <9>, not_supporting_server.py) have no
-declaration in qm2qm.mqmp.idl; the ones whose in-parameters are plain (handles, DWORDs, XACTUOW, a string, a byte
-array, OBJECT_FORMAT) are declared below from MS-MQMP 6, the PROPVARIANT / CACTransferBufferV2 ones are sent as
-handle-shaped stubs (the gate answers every stub the same way).
+supporting-server opnums, which qm2qm refuses before reading the stub (3.1.4, not_supporting_server.py), have no
+declaration in qm2qm.mqmp.idl: their in-parameters are declared below from MS-MQMP 6 (PROPVARIANT, MS-MQMQ
+2.2.13.1, with the VT_UI4 arm only; CACTransferBufferV2, MS-MQMP 2.2.3.2) on qm2qm.mqmp.idl's types.
 """
 from __future__ import annotations
 
 import uuid
 
-from impacket.dcerpc.v5.dtypes import DWORD, LPWSTR, NULL, WSTR
+from impacket.dcerpc.v5.dtypes import DWORD, GUID, LPWSTR, NULL, UCHAR, ULONG, USHORT, WSTR
 from impacket.dcerpc.v5.ndr import NDRCALL, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray
 
 from qm2qm.mqmp import codec, idl
@@ -51,11 +50,85 @@ class _OBJECT_FORMAT(NDRSTRUCT):
     structure = (("ObjType", DWORD), ("u", _OBJECT_FORMAT_UNION))
 
 
+class _PBYTES(NDRPOINTER):
+    referent = (("Data", _BYTES),)
+
+
+class _DWORDS(NDRUniConformantArray):
+    item = "<L"
+
+
+class _PROPVARIANT_UNION(NDRUNION):
+    commonHdr = (("tag", USHORT),)
+    union = {19: ("ulVal", ULONG)}                  # VT_UI4
+
+
+class _PROPVARIANT(NDRSTRUCT):
+    """tag_inner_PROPVARIANT (MS-MQMQ 2.2.13.1): vt, three reserved fields, [switch_is(vt)] union."""
+    structure = (("vt", USHORT), ("wReserved1", UCHAR), ("wReserved2", UCHAR), ("wReserved3", ULONG),
+                 ("_varUnion", _PROPVARIANT_UNION))
+
+
+class _PROPVARIANTS(NDRUniConformantArray):
+    item = _PROPVARIANT
+
+
+class _PPROPVARIANTS(NDRPOINTER):
+    referent = (("Data", _PROPVARIANTS),)
+
+
+class _PDWORDS(NDRPOINTER):
+    referent = (("Data", _DWORDS),)
+
+
+class _PWSTR(NDRPOINTER):
+    referent = (("Data", WSTR),)
+
+
+class _PPWSTR(NDRPOINTER):
+    referent = (("Data", _PWSTR),)
+
+
+class _PDWORD(NDRPOINTER):
+    referent = (("Data", DWORD),)
+
+
+class _PGUID(NDRPOINTER):
+    referent = (("Data", GUID),)
+
+
+class _CACTransferBufferV2(NDRSTRUCT):
+    """CACTransferBufferV2 (MS-MQMP 2.2.3.2): V1 and the three transaction-boundary pointers."""
+    structure = (("old", idl.CACTransferBufferV1), ("pbFirstInXact", idl._PUCHAR), ("pbLastInXact", idl._PUCHAR),
+                 ("ppXactID", idl._PPOBJECTID))
+
+
 def _call(opnum: int, *fields) -> type:
     return type(f"Opnum{opnum}", (NDRCALL,), {"opnum": opnum, "structure": tuple(fields)})
 
 
-# MS-MQMP 6, the in-parameters of the gated opnums with plain types
+# MS-MQMP 6: the in-parameters of the gated opnums (a top-level [ref] pointer declared as its pointee)
+R_QMCreateObjectInternal = _call(6, ("dwObjectType", DWORD), ("lpwcsPathName", WSTR), ("SDSize", DWORD),
+                                 ("pSecurityDescriptor", _PBYTES), ("cp", DWORD), ("aProp", _DWORDS),
+                                 ("apVar", _PROPVARIANTS))
+R_QMSetObjectSecurityInternal = _call(7, ("pObjectFormat", _OBJECT_FORMAT), ("SecurityInformation", DWORD),
+                                      ("SDSize", DWORD), ("pSecurityDescriptor", _PBYTES))
+R_QMGetObjectSecurityInternal = _call(8, ("pObjectFormat", _OBJECT_FORMAT), ("RequestedInformation", DWORD),
+                                      ("nLength", DWORD))
+R_QMGetObjectProperties = _call(10, ("pObjectFormat", _OBJECT_FORMAT), ("cp", DWORD), ("aProp", _DWORDS),
+                                ("apVar", _PROPVARIANTS))
+R_QMSetObjectProperties = _call(11, ("pObjectFormat", _OBJECT_FORMAT), ("cp", DWORD), ("aProp", _PDWORDS),
+                                ("apVar", _PPROPVARIANTS))
+rpc_QMOpenQueueInternal = _call(19, ("pQueueFormat", idl.QUEUE_FORMAT), ("dwDesiredAccess", DWORD),
+                                ("dwShareMode", DWORD), ("hRemoteQueue", DWORD), ("lplpRemoteQueueName", _PPWSTR),
+                                ("dwpQueue", DWORD), ("pLicGuid", GUID), ("lpClientName", WSTR),
+                                ("dwRemoteProtocol", DWORD), ("dwpRemoteContext", DWORD))
+QMSendMessageInternalEx = _call(0, ("pQueueFormat", idl.QUEUE_FORMAT), ("ptb", _CACTransferBufferV2),
+                                ("pMessageID", idl._POBJECTID))
+rpc_ACSendMessageEx = _call(1, ("hQueue", _HANDLE), ("ptb", _CACTransferBufferV2), ("pMessageID", idl._POBJECTID))
+rpc_ACReceiveMessageEx = _call(2, ("hQMContext", DWORD), ("ptb", _CACTransferBufferV2))
+rpc_ACCreateCursorEx = _call(3, ("hQueue", _HANDLE), ("pcc", idl.CACCreateRemoteCursor))
+QMCOMM2_CALLS = (QMSendMessageInternalEx, rpc_ACSendMessageEx, rpc_ACReceiveMessageEx, rpc_ACCreateCursorEx)
 R_QMDeleteObject = _call(9, ("pObjectFormat", _OBJECT_FORMAT))
 R_QMObjectPathToObjectFormat = _call(12, ("lpwcsPathName", WSTR), ("pObjectFormat", _OBJECT_FORMAT))
 R_QMGetTmWhereabouts = _call(14, ("cbBufSize", DWORD))
@@ -70,15 +143,6 @@ rpc_ACHandleToFormatName = _call(26, ("hQueue", _HANDLE), ("dwFormatNameRPCBuffe
                                  ("lpwcsFormatName", LPWSTR), ("pdwLength", DWORD))
 rpc_ACPurgeQueue = _call(27, ("hQueue", _HANDLE))
 R_QMQueryQMRegistryInternal = _call(28, ("dwQueryType", DWORD))
-
-# PROPVARIANT arrays (6, 7, 8, 10, 11), rpc_QMOpenQueueInternal (19) and qmcomm2's CACTransferBufferV2 calls
-UNDECLARED = (6, 7, 8, 10, 11, 19)
-QMCOMM2_OPNUMS = (0, 1, 2, 3)
-
-
-def _handle_shaped() -> list[bytes]:
-    return [b"", SESSION + bytes(8), QUEUE_HANDLE.to_bytes(4, "little") + bytes(28)]
-
 
 def open_remote_queue(format_name: str, ndr64: bool, access: int = MQ_RECEIVE_ACCESS,
                       share_mode: int = MQ_DENY_NONE) -> bytes:
@@ -121,8 +185,6 @@ def build_qmcomm(ndr64: bool) -> dict[int, list[bytes]]:
         r31 = idl.R_QMGetRTQMServerPort()
         r31["fIP"] = f_ip
         out[31].append(ndr(r31, ndr64))
-    for opnum in UNDECLARED:
-        out[opnum] = _handle_shaped()
     out.update(_gated(ndr64))
     return out
 
@@ -146,6 +208,7 @@ def _gated(ndr64: bool) -> dict[int, list[bytes]]:
     r28 = R_QMQueryQMRegistryInternal()
     r28["dwQueryType"] = 1
     out = {9: [r9], 12: [r12], 14: [r14], 15: [r15], 16: [r16], 26: [r26], 28: [r28]}
+    out.update(_gated_objects())
     for opnum, cls in ((17, R_QMCommitTransaction), (18, R_QMAbortTransaction), (20, rpc_ACCloseHandle),
                        (27, rpc_ACPurgeQueue)):
         call = cls()
@@ -159,7 +222,73 @@ def _gated(ndr64: bool) -> dict[int, list[bytes]]:
     return {opnum: [ndr(call, ndr64) for call in calls] for opnum, calls in out.items()}
 
 
+def _propvariant(value: int) -> _PROPVARIANT:
+    v = _PROPVARIANT()
+    v["vt"], v["wReserved1"], v["wReserved2"], v["wReserved3"] = 19, 0, 0, 0
+    v["_varUnion"]["tag"], v["_varUnion"]["ulVal"] = 19, value
+    return v
+
+
+def _gated_objects() -> dict[int, list]:
+    """The object methods (6-8, 10, 11, 19): a private queue's format name, PROPID_Q_QUOTA-style properties."""
+    r6 = R_QMCreateObjectInternal()
+    r6["dwObjectType"], r6["lpwcsPathName"] = 1, ".\\private$\\soak-seed\x00"
+    r6["SDSize"], r6["pSecurityDescriptor"] = 0, NULL
+    r6["cp"], r6["aProp"], r6["apVar"] = 1, [105], [_propvariant(4096)]
+    r7 = R_QMSetObjectSecurityInternal()
+    _object_format(r7)
+    r7["SecurityInformation"], r7["SDSize"], r7["pSecurityDescriptor"] = 4, 4, list(b"\x01\x00\x04\x80")
+    r8 = R_QMGetObjectSecurityInternal()
+    _object_format(r8)
+    r8["RequestedInformation"], r8["nLength"] = 4, 512
+    r10 = R_QMGetObjectProperties()
+    _object_format(r10)
+    r10["cp"], r10["aProp"], r10["apVar"] = 1, [105], [_propvariant(0)]
+    r11 = R_QMSetObjectProperties()
+    _object_format(r11)
+    r11["cp"], r11["aProp"], r11["apVar"] = 1, [105], [_propvariant(4096)]
+    r19 = rpc_QMOpenQueueInternal()
+    codec.fill_queue_format(r19["pQueueFormat"], PRIVATE_FORMAT_NAME)
+    r19["dwDesiredAccess"], r19["dwShareMode"], r19["hRemoteQueue"] = MQ_RECEIVE_ACCESS, MQ_DENY_NONE, 0
+    r19["lplpRemoteQueueName"], r19["dwpQueue"] = NULL, 0
+    r19["pLicGuid"], r19["lpClientName"] = uuid.UUID(int=0x50AC).bytes_le, "soak\x00"
+    r19["dwRemoteProtocol"], r19["dwpRemoteContext"] = 0, 0
+    return {6: [r6], 7: [r7], 8: [r8], 10: [r10], 11: [r11], 19: [r19]}
+
+
+def _transfer_buffer(tb: _CACTransferBufferV2, kind: int) -> None:
+    """A CACTransferBufferV2 as a send (CACTB_SEND, no admin/response queue) or a receive (CACTB_RECEIVE)."""
+    old = tb["old"]
+    old["uTransferType"], old["u"]["tag"] = kind, kind
+    if kind == 0:
+        old["u"]["Send"]["pAdminQueueFormat"] = NULL
+        old["u"]["Send"]["pResponseQueueFormat"] = NULL
+    else:
+        receive = old["u"]["Receive"]
+        receive["RequestTimeout"], receive["Action"], receive["Asynchronous"], receive["Cursor"] = 0, 0, 0, 0
+        for name in ("Response", "Admin", "Dest", "Ordering"):
+            receive[f"ul{name}FormatNameLen"] = 0
+            receive[f"pp{name}FormatName"] = NULL
+            receive[f"pul{name}FormatNameLenProp"] = NULL
+    old["ulBodyBufferSizeInBytes"] = old["ulAllocBodyBufferInBytes"] = 0
+    tb["pbFirstInXact"] = tb["pbLastInXact"] = tb["ppXactID"] = NULL
+
+
 @repeatable
 def build_qmcomm2(ndr64: bool) -> dict[int, list[bytes]]:
     """qmcomm2 opnums 0-3 (3.1.5): all supporting-server methods over CACTransferBufferV2 / RPC_QUEUE_HANDLE."""
-    return {opnum: _handle_shaped() for opnum in QMCOMM2_OPNUMS}
+    r0 = QMSendMessageInternalEx()
+    codec.fill_queue_format(r0["pQueueFormat"], PRIVATE_FORMAT_NAME)
+    _transfer_buffer(r0["ptb"], 0)
+    r0["pMessageID"] = NULL
+    r1 = rpc_ACSendMessageEx()
+    r1["hQueue"] = SESSION
+    _transfer_buffer(r1["ptb"], 0)
+    r1["pMessageID"] = NULL
+    r2 = rpc_ACReceiveMessageEx()
+    r2["hQMContext"] = QUEUE_HANDLE
+    _transfer_buffer(r2["ptb"], 1)
+    r3 = rpc_ACCreateCursorEx()
+    r3["hQueue"] = SESSION
+    r3["pcc"]["hCursor"], r3["pcc"]["srv_hACQueue"], r3["pcc"]["cli_pQMQueue"] = 0, 0, 0
+    return {opnum: [ndr(call, ndr64)] for opnum, call in enumerate((r0, r1, r2, r3))}

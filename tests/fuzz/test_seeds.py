@@ -14,7 +14,7 @@ from soak import seeds, seeds_qmcomm  # noqa: E402
 from qm2qm.app import App  # noqa: E402
 from qm2qm.config import load_config  # noqa: E402
 from qm2qm.mqmp import codec as mqmp_codec  # noqa: E402
-from qm2qm.mqmp.constants import OPNUM_NAMES as QMCOMM_OPNUMS, QMCOMM2_OPNUM_NAMES  # noqa: E402
+from qm2qm.mqmp.constants import OPNUM_NAMES as QMCOMM_OPNUMS, QMCOMM2_OPNUM_NAMES, SUPPORTING_SERVER_OPNUMS  # noqa: E402,E501
 from qm2qm.mqqp import codec  # noqa: E402
 from qm2qm.mqrr import codec as mqrr_codec  # noqa: E402
 from qm2qm.mqrr.constants import OPNUM_NAMES as MQRR_OPNUMS  # noqa: E402
@@ -48,16 +48,25 @@ def test_hosted_qmcomm_seeds_decode_with_the_qmcomm_codec(ndr64):
 
 
 @SYNTAXES
-def test_declared_gated_qmcomm_seeds_round_trip_their_declaration(ndr64):
-    """The gate refuses before reading the stub, so the check is that each stub is exactly its declaration."""
+def test_gated_qmcomm_seeds_are_exactly_their_mqmp_6_declaration(ndr64):
+    """The gate refuses before reading the stub (MS-MQMP 3.1.4), so the check is that each stub parses back, to
+    its last byte, with the in-parameters MS-MQMP 6 gives the method."""
     stubs = seeds_qmcomm.build_qmcomm(ndr64)
-    declared = {cls.opnum: cls for cls in vars(seeds_qmcomm).values()
-                if isinstance(cls, type) and issubclass(cls, seeds_qmcomm.NDRCALL) and hasattr(cls, "opnum")}
-    assert sorted(declared) == [9, 12, 14, 15, 16, 17, 18, 20, 22, 23, 26, 27, 28]
+    declared = {cls.opnum: cls for name, cls in vars(seeds_qmcomm).items()
+                if isinstance(cls, type) and issubclass(cls, seeds_qmcomm.NDRCALL) and hasattr(cls, "opnum")
+                and cls not in seeds_qmcomm.QMCOMM2_CALLS}
+    assert sorted(declared) == sorted(SUPPORTING_SERVER_OPNUMS)
     for opnum, cls in declared.items():
         for stub in stubs[opnum]:
-            call = cls(isNDR64=ndr64)
-            assert call.fromString(stub) == len(stub)
+            assert cls(isNDR64=ndr64).fromString(stub) == len(stub), QMCOMM_OPNUMS[opnum]
+
+
+@SYNTAXES
+def test_qmcomm2_seeds_are_exactly_their_mqmp_6_declaration(ndr64):
+    stubs = seeds_qmcomm.build_qmcomm2(ndr64)
+    for cls in seeds_qmcomm.QMCOMM2_CALLS:
+        for stub in stubs[cls.opnum]:
+            assert cls(isNDR64=ndr64).fromString(stub) == len(stub), QMCOMM2_OPNUM_NAMES[cls.opnum]
 
 
 @SYNTAXES
