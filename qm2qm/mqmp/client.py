@@ -118,6 +118,18 @@ class OpenedQueue:
     h_queue: int
 
 
+def create_remote_cursor_request(h_queue: int) -> Any:
+    """R_QMCreateRemoteCursor (3.1.4.4) with the zeroed CACTransferBufferV1 Windows sends (<29>)."""
+    req = idl.R_QMCreateRemoteCursor()
+    tb = req["ptb1"]
+    tb["uTransferType"] = 0
+    tb["u"]["tag"] = 0
+    tb["u"]["Send"]["pAdminQueueFormat"] = NULL
+    tb["u"]["Send"]["pResponseQueueFormat"] = NULL
+    req["hQueue"] = h_queue
+    return req
+
+
 class QmcommClient:
     """A qmcomm client bound to one endpoint (the IP_HANDSHAKE port, 2103 by default). Blocking (impacket)."""
 
@@ -178,14 +190,7 @@ class QmcommClient:
 
     def create_remote_cursor(self, h_queue: int) -> tuple[int, int]:
         """Opnum 4 (3.1.4.4), with the zeroed CACTransferBufferV1 Windows sends (<29>); (HRESULT, phCursor)."""
-        req = idl.R_QMCreateRemoteCursor()
-        tb = req["ptb1"]
-        tb["uTransferType"] = 0
-        tb["u"]["tag"] = 0
-        tb["u"]["Send"]["pAdminQueueFormat"] = NULL
-        tb["u"]["Send"]["pResponseQueueFormat"] = NULL
-        req["hQueue"] = h_queue
-        resp = self._call(req)
+        resp = self._call(create_remote_cursor_request(h_queue))
         return resp["ErrorCode"] & 0xFFFFFFFF, resp["phCursor"]
 
     def close_remote_queue_context(self, context: bytes) -> bytes:

@@ -7,7 +7,6 @@ every other malformed stub (truncation, trailing bytes, a union discriminant tha
 field or names no arm)."""
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Any
 
@@ -17,11 +16,9 @@ from qm2qm.mqmp import idl
 from qm2qm.mqmp import constants as c
 from qm2qm.rpc.faults import RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND
 from qm2qm.rpc.interface import RpcFault
+from qm2qm.rpc.quiet_ndr import parse_quietly
 
 NULL_CONTEXT_HANDLE = bytes(20)
-# impacket logs two ERROR lines for every field it fails to unpack; a peer sending bad stubs must not fill our log
-# (the fault it gets says what was wrong).
-_IMPACKET_LOG = logging.getLogger("impacket")
 _MAX_NAME_LEN = 1024        # CACTransferBufferV1.Receive: [range(0,1024)] on the four name lengths
 
 
@@ -35,7 +32,7 @@ def decode_request(opnum: int, stub: bytes, ndr64: bool) -> Any:
     call = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     where = f"{c.OPNUM_NAMES[opnum]} request"
     try:
-        used = _parse(call, stub)
+        used = parse_quietly(call, stub)
     except RpcFault:
         raise
     except Exception as exc:    # impacket raises struct.error, KeyError ("Unknown tag"), ... on a bad stream
@@ -47,16 +44,6 @@ def decode_request(opnum: int, stub: bytes, ndr64: bool) -> Any:
     if opnum == c.OPNUM_R_QMCreateRemoteCursor:
         _check_transfer_buffer(call["ptb1"], where)
     return call
-
-
-def _parse(call: Any, stub: bytes) -> int:
-    """call.fromString(stub) with impacket's own error logging off; the bytes consumed."""
-    was = _IMPACKET_LOG.disabled
-    _IMPACKET_LOG.disabled = True
-    try:
-        return call.fromString(bytes(stub))
-    finally:
-        _IMPACKET_LOG.disabled = was
 
 
 def encode_response(opnum: int, ndr64: bool, **values: Any) -> bytes:
@@ -197,7 +184,7 @@ def decode_response(opnum: int, stub: bytes, ndr64: bool) -> Any:
     """The response stub of ``opnum`` → its idl.py NDRCALL; RPC_X_BAD_STUB_DATA if malformed."""
     call = idl.OPNUMS[opnum][1](isNDR64=ndr64)
     try:
-        used = _parse(call, stub)
+        used = parse_quietly(call, stub)
     except Exception as exc:    # noqa: BLE001 - impacket's assorted parse errors
         raise bad(f"{c.OPNUM_NAMES[opnum]} response: {type(exc).__name__}: {exc}") from None
     if used != len(stub):

@@ -6,6 +6,7 @@ from typing import Any
 
 from qm2qm.mqrr import codec_fast, idl
 from qm2qm.rpc.interface import RpcFault
+from qm2qm.rpc.quiet_ndr import parse_quietly
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
 _HRESULT = struct.Struct("<I")
@@ -26,10 +27,20 @@ def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
             return fields
     request = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     try:
-        request.fromString(stub)
+        parse_quietly(request, stub)
     except Exception as exc:
         raise RpcFault(RPC_X_BAD_STUB_DATA, f"{type(request).__name__}: {exc}") from None
+    if "pQueueFormat" in request.fields:
+        _check_union_arm(request, request["pQueueFormat"]["QueueFormat"])
     return request
+
+
+def _check_union_arm(request: Any, union: Any) -> None:
+    """impacket reads a union's tag but not its arm when 4 bytes or fewer follow: that stub is cut short."""
+    arm = union.union.get(union["tag"], (None,))[0]
+    if arm not in union.fields:
+        raise RpcFault(RPC_X_BAD_STUB_DATA, f"{type(request).__name__}: QUEUE_FORMAT union arm "
+                                            f"{union['tag']} is missing (stub cut short)")
 
 
 def encode(opnum: int, ndr64: bool, **fields: Any) -> bytes:

@@ -32,7 +32,10 @@ def format_name(queue_format: Any) -> str | None:
     if qft == QUEUE_FORMAT_TYPE_MACHINE:
         return f"MACHINE={_guid(arm['m_gMachineID'])}{suffix}" if suffix else None
     if qft in (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_SUBQUEUE):
-        text = arm["m_pDirectID" if qft == QUEUE_FORMAT_TYPE_DIRECT else "m_pDirectSubqueueID"]
+        try:
+            text = arm["m_pDirectID" if qft == QUEUE_FORMAT_TYPE_DIRECT else "m_pDirectSubqueueID"]
+        except UnicodeDecodeError:          # an unpaired surrogate: no format name can contain it
+            return None
         if not isinstance(text, str) or not text.rstrip("\x00"):
             return None
         return "DIRECT=" + text.rstrip("\x00") + suffix

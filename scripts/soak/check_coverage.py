@@ -109,6 +109,4 @@ def run(r: Run) -> None:
             ok, detail = _atheris(r, target, r.budget.coverage_seconds)
         else:
             ok, detail = _hypothesis(r, target, r.budget.coverage_examples)
-        name = {"stub": "qm2qm stub decoders (opnums 0-10, NDR and NDR64, requests and responses)",
-                "packet": "UserMessage packet parser (MS-MQMQ 2.2.20)"}[target]
-        r.report.check(f"coverage-guided fuzz of the {name}", ok, detail)
+        r.report.check(f"coverage-guided fuzz of the {targets.NAMES[target]}", ok, detail)

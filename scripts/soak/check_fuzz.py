@@ -18,7 +18,7 @@ RSS_GROWTH_LIMIT_KIB = 64 * 1024
 
 
 def hosted_interfaces(host: str, port: int) -> set[tuple[str, int, int]]:
-    """What the server says it hosts: rpc_mgmt_inq_if_ids (MS-RPCE 2.2.1.3.1) on its qm2qm port."""
+    """What the server says it hosts on one listener: rpc_mgmt_inq_if_ids (MS-RPCE 2.2.1.3.1)."""
     c = wire.RawClient(host, port)
     try:
         c.bind(seeds.SEED_TABLE[1].syntax)
@@ -54,7 +54,25 @@ def leftovers(admin: Admin) -> tuple[int, int, int]:
     return handles, len(reads["reads"]) + len(reads["waiting"]), locked
 
 
-async def _batch(host: str, port: int, convs: list[fuzz.Conversation], handles: list[int]) -> tuple[int, int]:
+def port_for(server, conv: fuzz.Conversation) -> int:
+    """The listener that serves the conversation's interface: qmcomm/qmcomm2 their own, the rest --port."""
+    return server.port_of(seeds.by_name()[conv.interface].listener)
+
+
+def format_name_of(admin: Admin, pathname: str) -> str:
+    """The queue's format name (the R_QMOpenRemoteQueue / R_OpenQueue a stateful conversation starts with)."""
+    return admin.ok("GET", f"/v1/queues/{Admin.q(pathname)}")["format_name"]
+
+
+def admin_handle(admin: Admin, conv: fuzz.Conversation, pathname: str) -> int:
+    """An admin-opened hRemoteQueue for a stateful conversation whose open needs one (qm2qm), else 0."""
+    opener = seeds.by_name()[conv.interface].opener
+    if conv.stateful and opener is not None and opener.needs_admin_handle:
+        return admin.ok("POST", f"/v1/queues/{Admin.q(pathname)}/open", {})["hRemoteQueue"]
+    return 0
+
+
+async def _batch(server, convs: list[fuzz.Conversation], handles: list[int], format_name: str) -> tuple[int, int]:
     """(reply PDUs, cases the server provably consumed: bursts whose sentinel was answered, and their tail)."""
     sem = asyncio.Semaphore(CONCURRENCY)
     replies = consumed = 0
@@ -63,7 +81,8 @@ async def _batch(host: str, port: int, convs: list[fuzz.Conversation], handles: 
         nonlocal replies, consumed
         async with sem:
             try:
-                out = await fuzz.run_conversation(host, port, conv, handle=handle)
+                out = await fuzz.run_conversation(server.host, port_for(server, conv), conv, handle=handle,
+                                                  format_name=format_name)
             except (OSError, asyncio.TimeoutError):
                 return
             replies += out.replies
@@ -87,7 +106,8 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
     b = r.budget
     admin.ok("POST", "/v1/queues", {"pathname": QUEUE})
     fill_queue(admin)
-    hosted = hosted_interfaces(server.host, server.port)
+    format_name = format_name_of(admin, QUEUE)
+    hosted = hosted_interfaces(server.host, server.port) | hosted_interfaces(server.host, server.qmcomm_port)
     table = seeds.by_syntax()
     missing = sorted(f"{u} v{ma}.{mi}" for (u, ma, mi) in hosted if (u, ma, mi) not in table)
     entries = [table[k] for k in sorted(hosted) if k in table]
@@ -96,6 +116,7 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
                    + (f"; no seeds for {', '.join(missing)}" if missing else ""))
     gen = fuzz.Generator(fuzz.SeedBank(entries), random.Random(r.seed))
     cases = batches = conversations = replies = crashes = consumed = 0
+    per_interface: dict[str, int] = {}
     health_failures: list[str] = []
     problems: list[str] = []
     saved = []
@@ -104,19 +125,20 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
     start = time.monotonic()
     while consumed < b.fuzz_cases and time.monotonic() - start < b.fuzz_seconds:
         convs = [gen.conversation() for _ in range(b.batch_conversations)]
-        handles = [admin.ok("POST", f"/v1/queues/{Admin.q(QUEUE)}/open", {})["hRemoteQueue"] if c.stateful else 0
-                   for c in convs]
-        got, took = asyncio.run(_batch(server.host, server.port, convs, handles))
+        handles = [admin_handle(admin, c, QUEUE) for c in convs]
+        got, took = asyncio.run(_batch(server, convs, handles, format_name))
         replies += got
         consumed += took
         batches += 1
         conversations += len(convs)
+        for c in convs:
+            per_interface[c.interface] = per_interface.get(c.interface, 0) + 1
         cases += sum(len(c.pdus) for c in convs)
         bad = _health(server, watch)
         if bad:
             problems.append(bad)
             crashes += not server.alive()
-            saved += _bisect(r, server, watch, convs)
+            saved += _bisect(r, server, watch, convs, format_name)
             if not server.alive():
                 server.start()
                 admin = Admin(server.admin)
@@ -138,7 +160,8 @@ def _run(r: Run, server, watch: LogWatch, admin: Admin) -> None:
                    not problems and consumed >= b.fuzz_cases,
                    f"{consumed} cases consumed ({cases} sent) in {conversations} conversations, {batches} batches, "
                    f"{elapsed:.0f} s ({consumed / max(elapsed, 1e-9):.0f} cases/s), {replies} reply PDUs, {crashes} crashes, "
-                   f"{len(problems)} bad batches, {len(saved)} saved to {r.corpus}"
+                   f"{len(problems)} bad batches, {len(saved)} saved to {r.corpus}; conversations per interface: "
+                   + ", ".join(f"{k} {v}" for k, v in sorted(per_interface.items()))
                    + (f"; target {b.fuzz_cases} cases not reached in {b.fuzz_seconds:.0f} s"
                       if consumed < b.fuzz_cases else "")
                    + (f"; first: {problems[0]}" if problems else ""))
@@ -167,7 +190,7 @@ def _health(server, watch: LogWatch) -> str:
     return ""
 
 
-def _bisect(r: Run, server, watch: LogWatch, convs: list[fuzz.Conversation]) -> list:
+def _bisect(r: Run, server, watch: LogWatch, convs: list[fuzz.Conversation], format_name: str) -> list:
     """Replay a bad batch's conversations one by one; save each one that reproduces the problem."""
     saved = []
     for conv in convs:
@@ -175,10 +198,11 @@ def _bisect(r: Run, server, watch: LogWatch, convs: list[fuzz.Conversation]) -> 
             server.start()
         watch.new_problems()
         admin = Admin(server.admin)
-        handle = admin.ok("POST", f"/v1/queues/{Admin.q(QUEUE)}/open", {})["hRemoteQueue"] if conv.stateful else 0
+        handle = admin_handle(admin, conv, QUEUE)
         admin.close()
         try:
-            asyncio.run(fuzz.run_conversation(server.host, server.port, conv, handle=handle))
+            asyncio.run(fuzz.run_conversation(server.host, port_for(server, conv), conv, handle=handle,
+                                              format_name=format_name))
         except (OSError, asyncio.TimeoutError):
             pass
         bad = _health(server, watch)

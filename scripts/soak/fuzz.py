@@ -1,7 +1,8 @@
 """Mutational fuzz of whole DCE/RPC conversations against a running server (issue 14; C706 12.6, MS-RPCE 3.3).
 
-A conversation: bind (NDR or NDR64) to a hosted interface, optionally a valid RemoteQMOpenQueue on a descriptor
-the admin API opened (so later stubs use a live session handle), then a burst of cases — requests built from the
+A conversation: bind (NDR or NDR64) to a hosted interface, optionally a real open (RemoteQMOpenQueue on a
+descriptor the admin API opened, R_QMOpenRemoteQueue, R_OpenQueue: seeds.Opener) so later stubs carry a live
+handle, then a burst of cases — requests built from the
 seed table with NDR words, bytes and lengths mutated, fragmented requests, co_cancel / orphaned, alter_context,
 auth3, second binds, auth trailers, common-header mutations — then a half-close; the reply stream is read to EOF.
 Every PDU of the burst and the tail is one case; a call with an unknown opnum after the burst (the sentinel)
@@ -19,7 +20,6 @@ from pathlib import Path
 
 from soak import mutate, seeds, wire
 
-OPEN_QUEUE_OPNUM = 2
 CORPUS_VERSION = 1
 
 
@@ -71,7 +71,7 @@ class Generator:
         rng = self.rng
         entry = rng.choice(self.bank.entries)
         ndr64 = rng.random() < 0.5
-        stateful = entry.name == "qm2qm" and rng.random() < 0.3
+        stateful = entry.opener is not None and rng.random() < 0.3
         conv = Conversation(entry.name, entry.syntax, ndr64, stateful)
         stubs = self.bank.stubs[(entry.name, ndr64)]
         self._next_ctx = 0
@@ -156,14 +156,17 @@ def substitute(pdu: bytes, session: bytes, handle: int) -> bytes:
     return pdu
 
 
-_OPEN_QUEUE_SEEDS: dict[bool, bytes] = {}
+_OPEN_STUBS: dict[tuple[str, int, str, bool], bytes] = {}
 
 
-def open_queue_stub(handle: int, ndr64: bool) -> bytes:
-    """A valid RemoteQMOpenQueue stub on an admin-opened handle (the conversation's session)."""
-    if ndr64 not in _OPEN_QUEUE_SEEDS:
-        _OPEN_QUEUE_SEEDS[ndr64] = seeds._qm2qm(ndr64)[OPEN_QUEUE_OPNUM][0]
-    return substitute(_OPEN_QUEUE_SEEDS[ndr64], bytes(20), handle)
+def open_stub(interface: str, handle: int, format_name: str, ndr64: bool) -> bytes:
+    """The valid open a stateful conversation of ``interface`` starts with (seeds.Opener), built once."""
+    key = (interface, handle, format_name, ndr64)
+    if key not in _OPEN_STUBS:
+        if len(_OPEN_STUBS) > 256:         # bounded: one admin handle per stateful qm2qm conversation
+            _OPEN_STUBS.clear()
+        _OPEN_STUBS[key] = seeds.by_name()[interface].opener.stub(handle, format_name, ndr64)
+    return _OPEN_STUBS[key]
 
 
 async def _read_pdu(reader: asyncio.StreamReader) -> bytes:
@@ -184,19 +187,21 @@ SENTINEL_CALL_ID = 0x7FFF0001
 SENTINEL_OPNUM = 0xFFFF         # answered at once with nca_op_rng_error, on every interface
 
 
-async def run_conversation(host: str, port: int, conv: Conversation, *, handle: int = 0,
-                           open_stubs: dict | None = None, timeout: float = 15.0) -> Outcome:
-    """Send one conversation: bind, [session], the burst, a sentinel call (read up to its answer), the tail;
-    then half-close and read the server's answers to EOF."""
+async def run_conversation(host: str, port: int, conv: Conversation, *, handle: int = 0, format_name: str = "",
+                           timeout: float = 15.0) -> Outcome:
+    """Send one conversation: bind, [the interface's real open: on the admin-opened ``handle`` (qm2qm) or of
+    ``format_name`` (qmcomm, MS-MQRR)], the burst, a sentinel call (read up to its answer), the tail; then
+    half-close and read the server's answers to EOF."""
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     out = Outcome()
     try:
         transfer = wire.NDR64 if conv.ndr64 else wire.NDR20
         writer.write(wire.bind(1, [(0, conv.abstract, transfer)]))
         session = bytes(20)
-        if conv.stateful and handle:
-            stub = (open_stubs or {}).get(conv.ndr64) or open_queue_stub(handle, conv.ndr64)
-            writer.write(wire.request(2, 0, OPEN_QUEUE_OPNUM, substitute(stub, session, handle)))
+        opener = seeds.by_name()[conv.interface].opener if conv.stateful else None
+        if opener is not None and (handle or not opener.needs_admin_handle):
+            stub = open_stub(conv.interface, handle, format_name, conv.ndr64)
+            writer.write(wire.request(2, 0, opener.opnum, stub))
             await writer.drain()
             try:
                 await asyncio.wait_for(_read_pdu(reader), timeout)
@@ -204,6 +209,7 @@ async def run_conversation(host: str, port: int, conv: Conversation, *, handle: 
                 out.replies += 2
                 if reply[2] == wire.MSRPC_RESPONSE:
                     session = reply[24:44]
+                    handle = opener.queue_handle(reply[24:], handle)
             except (asyncio.IncompleteReadError, ConnectionError):
                 return out
         burst, tail = conv.pdus[:-1], conv.pdus[-1:]

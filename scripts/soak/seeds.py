@@ -1,14 +1,13 @@
 """The fuzzer's seed table: valid stubs of every opnum of every hosted interface, NDR and NDR64 (MS-RPCE 2.2.5).
 
-One ``InterfaceSeeds`` entry per interface. An interface another branch adds (qmcomm, MS-MQRR) plugs in as one
-entry: its UUID/version and a ``build(ndr64)`` returning {opnum: [stub, ...]}, best made from its impacket
-declarations. Stubs may carry the placeholders ``SESSION`` (a PCTX_RRSESSION_HANDLE the conversation opened)
-and ``QUEUE_HANDLE`` (an hRemoteQueue the admin API opened); the fuzzer substitutes the live values.
+One ``InterfaceSeeds`` entry per interface: its UUID/version, its listener and a ``build(ndr64)`` returning
+{opnum: [stub, ...]} made from its impacket declarations (qmcomm / qmcomm2: seeds_qmcomm.py, MS-MQRR:
+seeds_mqrr.py). Stubs may carry the placeholders ``SESSION`` (the context handle the conversation's ``Opener``
+got back: PCTX_RRSESSION_HANDLE, PCTX_OPENREMOTE_HANDLE_TYPE, QUEUE_CONTEXT_HANDLE) and ``QUEUE_HANDLE`` (the
+admin-opened hRemoteQueue, or qmcomm's phQueue); the fuzzer substitutes the live values.
 """
 from __future__ import annotations
 
-import importlib
-import random
 import struct
 import uuid
 from dataclasses import dataclass
@@ -16,33 +15,11 @@ from typing import Callable
 
 from impacket.dcerpc.v5 import epm, mgmt
 from impacket.dcerpc.v5.ndr import NULL
-from impacket.dcerpc.v5.rpcrt import DCERPC_v5
 from impacket.uuid import uuidtup_to_bin
 
-SESSION = b"\x00\x00\x00\x00" + b"SOAK-SESSION-HNDL"[:16]      # 20-byte context handle placeholder
-QUEUE_HANDLE = 0x5EED0001                                      # u32 placeholder for hQueue / hRemoteQueue
-QUEUE_HANDLE_BYTES = struct.pack("<L", QUEUE_HANDLE)
+from soak import seeds_mqrr, seeds_qmcomm
 
-
-def ndr(call, ndr64: bool) -> bytes:
-    """An impacket NDRCALL's stub in the chosen transfer syntax."""
-    if ndr64:
-        call.changeTransferSyntax(DCERPC_v5.NDR64Syntax)
-    return call.getData()
-
-
-def repeatable(build: Callable[[bool], dict]) -> Callable[[bool], dict]:
-    """Same seeds in every process: impacket draws referent ids from the global random generator when a pointer
-    is assigned, so build under a fixed seed (and give the generator its state back)."""
-    def wrapped(ndr64: bool) -> dict:
-        state = random.getstate()
-        random.seed(14)
-        try:
-            return build(ndr64)
-        finally:
-            random.setstate(state)
-    wrapped.__doc__ = build.__doc__
-    return wrapped
+from soak.seeds_common import QUEUE_HANDLE, QUEUE_HANDLE_BYTES, SESSION, ndr, repeatable  # noqa: F401
 
 
 @repeatable
@@ -160,31 +137,40 @@ class _HandleOnly(epm.NDRCALL):
     structure = (("entry_handle", epm.ept_lookup_handle_t),)
 
 
-def _generic(opnums: int) -> Callable[[bool], dict[int, list[bytes]]]:
-    """Seeds for an interface with no stub builder yet: empty, a NULL context handle, a handle placeholder."""
-    def build(ndr64: bool) -> dict[int, list[bytes]]:
-        return {op: [b"", b"\x00" * 20, QUEUE_HANDLE_BYTES + b"\x00" * 28, SESSION + b"\x00" * 8]
-                for op in range(opnums)}
-    return build
+def _qm2qm_open(handle: int, format_name: str, ndr64: bool) -> bytes:
+    """RemoteQMOpenQueue (MS-MQQP 3.1.4.2) on the admin-opened descriptor ``handle``."""
+    from soak.fuzz import substitute
+    return substitute(_qm2qm(ndr64)[2][0], bytes(20), handle)
 
 
-def _from_module(module: str, function: str, opnums: int) -> Callable[[bool], dict[int, list[bytes]]]:
-    """Seeds from another branch's builder ``module.function(ndr64)`` when it exists, generic ones until then."""
-    def build(ndr64: bool) -> dict[int, list[bytes]]:
-        try:
-            return getattr(importlib.import_module(module), function)(ndr64)
-        except (ImportError, AttributeError):
-            return _generic(opnums)(ndr64)
-    return build
+@dataclass(frozen=True)
+class Opener:
+    """The real open a stateful conversation runs first: its opnum, its stub (from the admin-opened handle and
+    the queue's format name) and, from the response, the u32 that replaces ``QUEUE_HANDLE`` (``SESSION`` takes
+    the response's leading 20-byte context handle)."""
+    opnum: int
+    stub: Callable[[int, str, bool], bytes]
+    queue_handle: Callable[[bytes, int], int]
+    needs_admin_handle: bool = False
+
+
+QM2QM_OPENER = Opener(2, _qm2qm_open, lambda response, handle: handle, needs_admin_handle=True)
+QMCOMM_OPENER = Opener(seeds_qmcomm.OPEN_OPNUM, lambda h, name, n64: seeds_qmcomm.open_remote_queue(name, n64),
+                       lambda response, handle: seeds_qmcomm.opened_handle(response))
+MQRR_OPENER = Opener(seeds_mqrr.OPEN_OPNUM, lambda h, name, n64: seeds_mqrr.open_queue(name, n64),
+                     lambda response, handle: handle)
 
 
 @dataclass(frozen=True)
 class InterfaceSeeds:
-    """One hosted interface: its abstract syntax and the seed stubs of each opnum."""
+    """One hosted interface: its abstract syntax, the seed stubs of each opnum, the listener it is served on
+    ("rpc": --port, "qmcomm": --qmcomm-port) and the open its stateful conversations start with."""
     name: str
     uuid: str
     version: str
     build: Callable[[bool], dict[int, list[bytes]]]
+    listener: str = "rpc"
+    opener: Opener | None = None
 
     @property
     def syntax(self) -> bytes:
@@ -192,20 +178,20 @@ class InterfaceSeeds:
 
 
 SEED_TABLE = (
-    InterfaceSeeds("qm2qm", "1088a980-eae5-11d0-8d9b-00a02453c337", "1.0", _qm2qm),
+    InterfaceSeeds("qm2qm", "1088a980-eae5-11d0-8d9b-00a02453c337", "1.0", _qm2qm, opener=QM2QM_OPENER),
     InterfaceSeeds("mgmt", "afa8bd80-7d8a-11c9-bef4-08002b102989", "1.0", _mgmt),
     InterfaceSeeds("epm", "e1af8308-5d1f-11c9-91a4-08002b14a0fa", "3.0", _epm),
-    # Interfaces other branches add. Each plugs in here as ONE entry: until its builder module exists the fuzzer
-    # sends generic stubs to every opnum; once it exists, a function build(ndr64) -> {opnum: [stub, ...]} made
-    # from the interface's impacket declarations (as _qm2qm above) replaces them. A hosted interface with no
-    # entry at all fails the check "fuzz seed table covers every hosted interface".
-    InterfaceSeeds("qmcomm", "fdb3a030-065f-11d1-bb9b-00a024ea5525", "1.0",        # MS-MQMP 3.1.4, opnums 0-31
-                   _from_module("qm2qm.mqmp.soak_seeds", "build_qmcomm", 32)),
-    InterfaceSeeds("qmcomm2", "76d12b80-3467-11d3-91ff-0090272f9ea3", "1.0",       # MS-MQMP 3.1.5, opnums 0-3
-                   _from_module("qm2qm.mqmp.soak_seeds", "build_qmcomm2", 4)),
-    InterfaceSeeds("mqrr", "1a9134dd-7b39-45ba-ad88-44d01ca47f28", "1.0",          # MS-MQRR 3.1.4, opnums 0-15
-                   _from_module("qm2qm.mqrr.soak_seeds", "build", 16)),
+    InterfaceSeeds("qmcomm", "fdb3a030-065f-11d1-bb9b-00a024ea5525", "1.0",        # MS-MQMP 3.1.4
+                   seeds_qmcomm.build_qmcomm, listener="qmcomm", opener=QMCOMM_OPENER),
+    InterfaceSeeds("qmcomm2", "76d12b80-3467-11d3-91ff-0090272f9ea3", "1.0",       # MS-MQMP 3.1.5
+                   seeds_qmcomm.build_qmcomm2, listener="qmcomm"),
+    InterfaceSeeds("mqrr", "1a9134dd-7b39-45ba-ad88-44d01ca47f28", "1.0",          # MS-MQRR 3.1.4
+                   seeds_mqrr.build, opener=MQRR_OPENER),
 )
+
+
+def by_name() -> dict[str, InterfaceSeeds]:
+    return {entry.name: entry for entry in SEED_TABLE}
 
 
 def by_syntax() -> dict[tuple[str, int, int], InterfaceSeeds]:

@@ -1,12 +1,14 @@
 """The real `qm2qm serve` as a subprocess: ephemeral ports, the ready line, its log, RSS, SIGKILL (issue 14)."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 READY = re.compile(r"qm2qm listening rpc=(?P<host>[^:\s]+):(?P<port>\d+) admin=(?P<admin>\S+)"
@@ -17,6 +19,11 @@ def qm2qm_command() -> list[str]:
     """The `qm2qm` console script of this interpreter's environment (as a user runs it)."""
     script = Path(sys.executable).with_name("qm2qm")
     return [str(script)] if script.exists() else [sys.executable, "-m", "qm2qm"]
+
+
+# Every hosted interface on ephemeral ports: qmcomm/qmcomm2 on their own listener (MS-MQMP 3.1.4.24; 0 = not the
+# machine-wide 2103), MS-MQRR on the qm2qm one; anonymous reads allowed so fuzzed reads reach the queue code.
+SERVE_OPTIONS = ("--qmcomm-port", "0", "--mqrr", "--allow-anonymous-read")
 
 
 class ServerProcess:
@@ -33,11 +40,12 @@ class ServerProcess:
         self.port = 0
         self.admin = ""
         self.epm_port = 0
+        self.qmcomm_port = 0
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
         cmd = qm2qm_command() + ["serve", "--data-dir", self.data_dir, "--port", "0", "--admin-port", "0",
                                  "--epm-port", "0", "--host", "127.0.0.1", "--log-level", self.log_level,
-                                 *self.extra]
+                                 *SERVE_OPTIONS, *self.extra]
         log = open(self.log_path, "ab")
         try:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL)
@@ -54,9 +62,19 @@ class ServerProcess:
             if m:
                 self.host, self.port, self.admin = m["host"], int(m["port"]), m["admin"]
                 self.epm_port = int(m["epm"] or 0)
+                self.qmcomm_port = self._info()["qmcomm_port"]
                 return self
         code = self.proc.poll()
         raise RuntimeError(f"qm2qm serve did not print its ready line (exit {code}); see {self.log_path}")
+
+    def _info(self) -> dict:
+        """GET /v1/info (docs/admin-api.md): where the listeners the ready line does not name are bound."""
+        with urllib.request.urlopen(self.admin.rstrip("/") + "/v1/info", timeout=10) as resp:
+            return json.load(resp)
+
+    def port_of(self, listener: str) -> int:
+        """The TCP port of a listener a seed-table entry names ("rpc" or "qmcomm")."""
+        return self.qmcomm_port if listener == "qmcomm" else self.port
 
     @property
     def pid(self) -> int:

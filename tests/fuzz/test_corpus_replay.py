@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 from soak import fuzz, wire  # noqa: E402
+from soak.check_fuzz import admin_handle, format_name_of, port_for  # noqa: E402
 from soak.admin import Admin  # noqa: E402
 from soak.server import ServerProcess, log_problems  # noqa: E402
 
@@ -45,9 +46,10 @@ def test_replayed_conversation_leaves_server_healthy(served, path):
     server, admin = served
     conv = fuzz.Conversation.from_json(json.loads(path.read_text()))
     offset = len(server.log_text())
-    handle = admin.ok("POST", f"/v1/queues/{Admin.q(QUEUE)}/open", {})["hRemoteQueue"] if conv.stateful else 0
+    handle = admin_handle(admin, conv, QUEUE)
     try:
-        asyncio.run(fuzz.run_conversation(server.host, server.port, conv, handle=handle, timeout=10))
+        asyncio.run(fuzz.run_conversation(server.host, port_for(server, conv), conv, handle=handle,
+                                          format_name=format_name_of(admin, QUEUE), timeout=10))
     except (OSError, asyncio.TimeoutError):
         pass                                    # the server may close or reset the connection: that is an answer
     assert server.alive()

@@ -38,10 +38,32 @@ def test_seed_inputs_decode(target):
         targets.TARGETS[target](data)
 
 
-@EXAMPLES
-@given(st.binary(max_size=512))
-def test_random_stubs_decode_or_fault(data):
-    targets.decode_stub(data)
+@pytest.mark.parametrize("target", ["stub", "qmcomm_stub", "mqrr_stub"])
+def test_random_stubs_decode_or_fault(target):
+    @EXAMPLES
+    @given(st.binary(max_size=512))
+    def decode(data):
+        targets.TARGETS[target](data)
+    decode()
+
+
+@pytest.mark.parametrize("target", ["qmcomm_stub", "mqrr_stub"])
+def test_mutated_seed_stubs_decode_or_fault(target):
+    @EXAMPLES
+    @given(st.data())
+    def decode(data):
+        seed = data.draw(st.sampled_from(targets.seed_inputs(target)))
+        pos = data.draw(st.integers(1, len(seed)))
+        patch = data.draw(st.binary(max_size=8))
+        targets.TARGETS[target](seed[:pos] + patch + seed[pos + len(patch):])
+    decode()
+
+
+def test_the_mqrr_target_finds_a_direct_name_that_is_not_utf16():
+    """The case the conversation fuzzer found (R_OpenQueue with an unpaired surrogate) decodes or faults."""
+    seed = next(s for s in targets.seed_inputs("mqrr_stub") if s[0] == targets.MQRR_OPNUMS.index(2)
+                and "soak-seed".encode("utf-16le") in s)
+    targets.decode_mqrr_stub(seed.replace("soak-seed".encode("utf-16le")[:4], b"\x00\xd8s\x00"))
 
 
 @EXAMPLES

@@ -95,3 +95,37 @@ def test_an_hresult_alone_is_its_four_bytes(status):
         response = idl.R_EndReceiveResponse(isNDR64=ndr64)
         response["ErrorCode"] = status - (1 << 32) if status & 0x80000000 else status
         assert codec.encode(9, ndr64, ErrorCode=codec.signed(status)) == response.getData()
+
+
+def test_a_truncated_stub_is_bad_stub_data_without_impacket_error_log_lines(caplog):
+    """Found by scripts/soak.py: impacket logged two ERROR records per malformed MS-MQRR stub into the server log."""
+    import logging
+
+    import pytest
+
+    from qm2qm.rpc.interface import RpcFault
+    caplog.set_level(logging.DEBUG)
+    for ndr64 in (False, True):
+        with pytest.raises(RpcFault) as fault:
+            codec.decode(3, b"\x00" * 11, ndr64)            # R_CloseQueue: a 20-byte handle cut short
+        assert fault.value.status == codec.RPC_X_BAD_STUB_DATA
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+def test_a_queue_format_cut_after_its_union_tag_is_bad_stub_data():
+    """Found by the coverage fuzzer: impacket reads a union's tag but not its arm when 4 bytes or fewer follow,
+    and the request decoded with no m_pDirectID (a KeyError in the format-name mapping)."""
+    import pytest
+
+    from qm2qm.rpc.interface import RpcFault
+    r = idl.R_QMEnlistRemoteTransaction()
+    r["pTransactionId"]["rgb"] = b"\x01" * 16
+    r["cbPropagationToken"], r["pbPropagationToken"] = 4, list(b"soak")
+    r["pQueueFormat"]["m_qft"] = r["pQueueFormat"]["QueueFormat"]["tag"] = 3
+    r["pQueueFormat"]["m_SuffixAndFlags"] = r["pQueueFormat"]["m_reserved"] = 0
+    r["pQueueFormat"]["QueueFormat"]["m_pDirectID"] = "OS:.\\private$\\q\x00"
+    stub = r.getData()
+    tag_at = stub.index(b"\x03\x00\x00\x00", 16 + 4 + 4 + 4)        # m_qft, m_SuffixAndFlags, m_reserved
+    with pytest.raises(RpcFault) as fault:
+        codec.decode(12, stub[:tag_at + 4 + 1], False)
+    assert fault.value.status == codec.RPC_X_BAD_STUB_DATA

@@ -109,3 +109,22 @@ async def test_open_queue_failure_of_the_open_queue_event_is_thrown(env):
     assert await env.fault(c.open, "DIRECT=HTTP://qm2qm/msmq/private$/orders") == \
         st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
     assert descriptors(env) == []
+
+
+@pytest.mark.parametrize("opnum", [2, 11], ids=["R_OpenQueue", "R_OpenQueueForMove"])
+async def test_open_queue_direct_name_that_is_not_utf16_throws_invalid_parameter(env, opnum):
+    """Found by scripts/soak.py: an unpaired surrogate in m_pDirectID raised UnicodeDecodeError in the handler."""
+    from impacket.dcerpc.v5.rpcrt import DCERPC_v5
+
+    from qm2qm.mqrr.queue_format import queue_format
+    request = idl.R_OpenQueueForMove() if opnum == 11 else idl.R_OpenQueue()
+    request["pQueueFormat"] = queue_format("DIRECT=OS:.\\private$\\QQ")
+    request["dwAccess"], request["dwShareMode"] = 4 if opnum == 11 else RECEIVE_ACCESS, MQ_DENY_NONE
+    request["pClientId"] = bytes(16)
+    request["fNonRoutingServer"], request["Major"], request["Minor"], request["BuildNumber"] = 1, 6, 1, 0
+    request["fWorkgroup"] = 1
+    if env.ndr64:
+        request.changeTransferSyntax(DCERPC_v5.NDR64Syntax)
+    stub = request.getData().replace("QQ".encode("utf-16le"), b"\x00\xd8Q\x00")
+    assert await env.stub_fault(opnum, stub) == st.MQ_ERROR_INVALID_PARAMETER
+    assert descriptors(env) == []
