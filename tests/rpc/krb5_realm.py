@@ -47,11 +47,13 @@ class Realm:
     keytab: str
     env: dict[str, str]            # KRB5_CONFIG, KRB5_KDC_PROFILE, KRB5CCNAME for this realm
     process: subprocess.Popen
+    name: str = REALM
+    service: str = SERVICE
 
     def kinit(self, user: str = USER, password: str = PASSWORD) -> None:
         """A TGT for user in this realm's ccache, and a service ticket for SERVICE (impacket takes it from there:
         it asks a KDC only on port 88)."""
-        for args in (["kinit", f"{user}@{REALM}"], ["kvno", SERVICE]):
+        for args in (["kinit", f"{user}@{self.name}"], ["kvno", self.service]):
             subprocess.run([find_binary(args[0]), *args[1:]], input=password + "\n", text=True, env=self.env,
                            check=True, capture_output=True, timeout=20)
 
@@ -64,17 +66,19 @@ class Realm:
             self.process.wait(timeout=5)
 
 
-def start_realm(directory: Path) -> Realm:
-    """Create the realm database, alice and host/localhost (exported to a keytab), and start the KDC."""
+def start_realm(directory: Path, *, realm: str = REALM, user: str = USER, password: str = PASSWORD,
+                service: str = SERVICE) -> Realm:
+    """Create the realm database, the user and the service principal (exported to a keytab); start the KDC."""
+    directory.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     (directory / "krb5.conf").write_text(
-        f"[libdefaults]\n default_realm = {REALM}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n"
+        f"[libdefaults]\n default_realm = {realm}\n dns_lookup_kdc = false\n dns_lookup_realm = false\n"
         f" rdns = false\n dns_canonicalize_hostname = false\n udp_preference_limit = 1\n"
-        f"[realms]\n {REALM} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
-        f"[domain_realm]\n localhost = {REALM}\n")
+        f"[realms]\n {realm} = {{\n  kdc = 127.0.0.1:{port}\n }}\n"
+        f"[domain_realm]\n localhost = {realm}\n")
     (directory / "kdc.conf").write_text(
         f"[kdcdefaults]\n kdc_listen = 127.0.0.1:{port}\n kdc_tcp_listen = 127.0.0.1:{port}\n"
-        f"[realms]\n {REALM} = {{\n  database_name = {directory}/principal\n"
+        f"[realms]\n {realm} = {{\n  database_name = {directory}/principal\n"
         f"  key_stash_file = {directory}/stash\n  acl_file = {directory}/kadm5.acl\n"
         f"  kdc_listen = 127.0.0.1:{port}\n  kdc_tcp_listen = 127.0.0.1:{port}\n"
         f"  supported_enctypes = aes256-cts-hmac-sha1-96:normal\n }}\n"
@@ -87,12 +91,12 @@ def start_realm(directory: Path) -> Realm:
 
     def run(*args: str) -> None:
         subprocess.run(list(args), env=env, check=True, capture_output=True, timeout=30)
-    run(find_binary("kdb5_util"), "create", "-s", "-r", REALM, "-P", "master-key-for-tests")
+    run(find_binary("kdb5_util"), "create", "-s", "-r", realm, "-P", "master-key-for-tests")
     kadmin = find_binary("kadmin.local")
-    run(kadmin, "-r", REALM, "-q", f"addprinc -pw {PASSWORD} {USER}")
-    run(kadmin, "-r", REALM, "-q", f"addprinc -randkey {SERVICE}")
-    run(kadmin, "-r", REALM, "-q", f"ktadd -k {keytab} {SERVICE}")
-    process = subprocess.Popen([find_binary("krb5kdc"), "-n", "-r", REALM], env=env,
+    run(kadmin, "-r", realm, "-q", f"addprinc -pw {password} {user}")
+    run(kadmin, "-r", realm, "-q", f"addprinc -randkey {service}")
+    run(kadmin, "-r", realm, "-q", f"ktadd -k {keytab} {service}")
+    process = subprocess.Popen([find_binary("krb5kdc"), "-n", "-r", realm], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while True:
@@ -104,4 +108,4 @@ def start_realm(directory: Path) -> Realm:
                 process.kill()
                 raise RuntimeError(f"krb5kdc did not start (see {directory}/kdc.log)")
             time.sleep(0.05)
-    return Realm(directory, port, keytab, env, process)
+    return Realm(directory, port, keytab, env, process, realm, service)
