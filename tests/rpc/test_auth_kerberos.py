@@ -201,3 +201,51 @@ def test_serve_keytab_that_is_not_a_readable_file_is_a_startup_error(tmp_path):
     from qm2qm.app import App, StartupError
     with pytest.raises(StartupError, match="--keytab .*missing.keytab: not a readable file"):
         App._check_keytab(str(tmp_path / "missing.keytab"))
+
+
+@pytest.mark.parametrize("level", [5, 6], ids=["integrity", "privacy"])
+@pytest.mark.parametrize("size", [0, 3, 200])
+async def test_kerberos_verifier_of_another_size_gets_sec_pkg_error_and_close(env, level, size):
+    """Kerberos verifiers have no fixed auth_length here (the token says its size): a truncated or padded one
+    is judged by the mechanism and refused like a bad signature."""
+    c = await _bound(env, 16, level)
+    c.signature_size = lambda: size
+    sign, wrap = c.ctx.sign, c.ctx.wrap_iov
+    c.ctx.sign = lambda data: (sign(data) + bytes(200))[:size]
+
+    def wrap_resized(iov):
+        res = wrap(iov)
+        resized = res.buffers[-1]._replace(data=(res.buffers[-1].data + bytes(200))[:size])
+        return res._replace(buffers=(*res.buffers[:-1], resized))
+    c.ctx.wrap_iov = wrap_resized
+    fault = await asyncio.to_thread(c.request, H.OP_ECHO, b"y" * 16)
+    # auth_length 0 is a request without a verifier at level 5/6: access denied (docs/authentication.md table)
+    expected = F.RPC_S_ACCESS_DENIED if size == 0 else F.NCA_S_FAULT_SEC_PKG_ERROR
+    assert fault[2] == F.PTYPE_FAULT and struct.unpack_from("<I", fault, 24)[0] == expected
+    assert await asyncio.to_thread(H.peer_closed, c.sock)
+    c.close()
+
+
+@pytest.mark.parametrize("offer", [["ntlm", "kerberos"], ["ntlm"]], ids=["ntlm-then-kerberos", "ntlm-only"])
+async def test_with_a_keytab_spnego_offering_ntlm_first_gets_accept_incomplete_not_request_mic(env, offer):
+    """RFC 4178 5: request-mic only when the selected mechanism is not the initiator's first choice; pyspnego
+    would ask for it whenever Kerberos, its own first preference, is accepted (Samba raw_protocol
+    test_spnego_packet_downgrade_connect fails so with a keytab)."""
+    from impacket import ntlm
+    from spnego._spnego import GSSMech, NegState, NegTokenResp, NegTokenInit, unpack_token
+    from qm2qm.rpc import pdu as P
+    from tests.rpc.raw_auth_client import RawAuthClient
+
+    def bind():
+        c = RawAuthClient(env.server.port, (H.WHOAMI_UUID, 1, 0), (uuid.UUID(NDR[0]), 2, 0), user=f"{H.DOMAIN}\\{H.USER}",
+                          password=H.PASSWORD, auth_type=9, level=5)
+        mechs = [GSSMech[name].value for name in offer]
+        init = NegTokenInit(mech_types=mechs, mech_token=ntlm.getNTLMSSPType1("", "", signingRequired=True).getData())
+        c.sock.sendall(c._with_auth(P.build_bind(1, c.items), init.pack()))
+        return c, c.read_pdu()
+    c, ack = await asyncio.to_thread(bind)
+    assert ack[2] == F.PTYPE_BIND_ACK
+    answer = unpack_token(c.token_of(ack))
+    assert isinstance(answer, NegTokenResp)
+    assert (answer.neg_state, answer.supported_mech) == (NegState.accept_incomplete, GSSMech.ntlm.value)
+    c.close()

@@ -89,21 +89,27 @@ class SecurityProvider:
         with self.credentials():
             protocol = _PROTOCOLS[auth_type]
             mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        context = SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
         if protocol == "negotiate":
-            self._prefer_accepted_mechs(mech)
-        return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+            self._prefer_accepted_mechs(mech, context.initiator_mechs)
+        return context
 
-    def _prefer_accepted_mechs(self, mech) -> None:
-        """SPNEGO acceptor preference = the mechanisms this server accepts. pyspnego ranks Kerberos first whenever
-        GSSAPI is importable and answers request-mic when the initiator's first mechanism differs from it (RFC 4178
-        5); without a keytab only NTLM is accepted, so an initiator offering NTLM first gets accept-incomplete as
-        from Windows, and an anonymous one (no key, no mechListMIC) can finish (Samba raw_protocol
-        test_spnego_packet_downgrade_connect)."""
+    def _prefer_accepted_mechs(self, mech, initiator_mechs: list[str]) -> None:
+        """SPNEGO acceptor preference = the mechanisms this server accepts, the initiator's first accepted choice
+        first. pyspnego answers request-mic when the initiator's first mechanism is not the acceptor's first
+        preference (it ranks Kerberos first whenever GSSAPI is importable); RFC 4178 5 asks for it only when the
+        *selected* mechanism is not the initiator's first choice. So an initiator offering NTLM first gets
+        accept-incomplete as from Windows, with or without a keytab, and an anonymous one (no key, no
+        mechListMIC) can finish (Samba raw_protocol test_spnego_packet_downgrade_connect)."""
         from spnego._spnego import GSSMech
         accepted = [GSSMech.kerberos] if RPC_C_AUTHN_GSS_KERBEROS in self._types else []
         if self.policy.users is not None:
             accepted.append(GSSMech.ntlm)
-        mech._preferred_mech_list = lambda: list(accepted)
+
+        def initiator_rank(candidate) -> int:
+            return next((i for i, oid in enumerate(initiator_mechs) if mech._is_same_mech(candidate, oid)),
+                        len(initiator_mechs))
+        mech._preferred_mech_list = lambda: sorted(accepted, key=initiator_rank)
 
 
 class SecurityContext:
@@ -125,6 +131,7 @@ class SecurityContext:
         self._can_sign = False
         self._mic_size: int | None = None               # Kerberos GetMIC token size, learnt from a request
         self._stepped = False
+        self.initiator_mechs: list[str] = []            # SPNEGO: the mechTypes of the initiator's NegTokenInit
 
     @property
     def protects_pdus(self) -> bool:
@@ -173,6 +180,8 @@ class SecurityContext:
             # MS-SPNG 3.2.5.2: the acceptor's last NegTokenResp; no mechListMIC without a session key
             from spnego._spnego import NegState, NegTokenResp
             return NegTokenResp(neg_state=NegState.accept_complete).pack()
+        if not self._stepped and self.auth_type == RPC_C_AUTHN_GSS_NEGOTIATE:
+            self.initiator_mechs[:] = _spnego_init_mechs(token)
         if not self._stepped and self.provider.supports(RPC_C_AUTHN_GSS_KERBEROS):
             token = kerberos_compat.raw_ap_req(token) if self.auth_type == RPC_C_AUTHN_GSS_KERBEROS else \
                 kerberos_compat.spnego_init_with_raw_ap_req(token)
@@ -291,6 +300,16 @@ class SecurityContext:
             signature = next(b.data for b in result.buffers if b.type == BufferType.header)
             return sealed, signature
         return body, self._mech.sign(header + body + trailer if whole else body)
+
+
+def _spnego_init_mechs(token: bytes) -> list[str]:
+    """The mechTypes of a SPNEGO NegTokenInit ([] when it is not one)."""
+    try:
+        from spnego._spnego import NegTokenInit, unpack_token
+        message = unpack_token(token)
+    except Exception:
+        return []
+    return list(message.mech_types or []) if isinstance(message, NegTokenInit) else []
 
 
 def _spnego_inner(token: bytes) -> bytes:
