@@ -6,6 +6,7 @@ import asyncio
 import errno
 import itertools
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Any, Callable
@@ -253,6 +254,8 @@ class App:
         config = self.config
         if config.auth == "required" and config.users is None and config.keytab is None:
             raise StartupError("--auth required needs --users (or --keytab): nobody could authenticate")
+        if config.keytab is not None:
+            self._check_keytab(config.keytab)
         users = None
         if config.users is not None:
             try:
@@ -261,6 +264,16 @@ class App:
                 raise StartupError(str(exc)) from None
         return AuthPolicy(mode=config.auth, min_level=config.min_auth_level,
                           allow_anonymous_ntlm=config.allow_anonymous_ntlm, users=users, keytab=config.keytab)
+
+    @staticmethod
+    def _check_keytab(path: str) -> None:
+        """An unreadable keytab is a startup error; without pyspnego[kerberos] Kerberos binds get bind_nak 8."""
+        from qm2qm.rpc.auth.security import kerberos_available
+        if not os.access(path, os.R_OK) or not os.path.isfile(path):
+            raise StartupError(f"--keytab {path}: not a readable file")
+        if not kerberos_available():
+            log.warning("--keytab %s: Kerberos needs pyspnego[kerberos] (python-gssapi and python-krb5; "
+                        "pip install 'qm2qm[kerberos]'): Kerberos binds get bind_nak 8", path)
 
     async def _bind_admin(self) -> None:
         from qm2qm.admin import HTTP_LOG, AdminApi

@@ -9,6 +9,11 @@ rewritten in memory (nothing of Samba is copied or changed on disk).
 
     .venv/bin/python scripts/samba_raw_protocol.py                  # every test; counts + failing names
     .venv/bin/python scripts/samba_raw_protocol.py -k test_no_auth   # a subset (unittest -k pattern)
+    .venv/bin/python scripts/samba_raw_protocol.py --kerberos       # + a loopback MIT KDC: the test_krb5_* too
+
+--kerberos builds a throwaway realm (tests/rpc/krb5_realm.py: krb5kdc on 127.0.0.1, the tests' user, service
+host/qm2qm-host in a keytab for serve --keytab) and points Samba's client at it (KRB5_CONFIG, TARGET_HOSTNAME:
+Samba will not use Kerberos towards an IP address or "localhost").
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 SYSTEM_PYTHON = "/usr/bin/python3"
 READY = re.compile(r"epm=[^\s:]+:(?P<port>\d+)")
 CREDS = {"DOMAIN": "QM2QMTEST", "REALM": "QM2QMTEST.EXAMPLE", "USERNAME": "rawuser", "PASSWORD": "Raw-pass-123"}
+KERBEROS_TARGET = "qm2qm-host"
 
 # Run inside the system Python: point the tests' hard-coded 135 at our port, run, report one line per test.
 DRIVER = r'''
@@ -64,6 +70,18 @@ def samba_available() -> bool:
     return probe.returncode == 0
 
 
+def start_kerberos(directory: Path):
+    """The loopback realm for --kerberos, or None (printing what is missing)."""
+    sys.path.insert(0, str(REPO))
+    from tests.rpc.krb5_realm import missing_prerequisites, start_realm
+    missing = missing_prerequisites()
+    if missing:
+        print("--kerberos needs " + "; ".join(missing), file=sys.stderr)
+        return None
+    return start_realm(directory / "krb5", realm=CREDS["REALM"], user=CREDS["USERNAME"],
+                       password=CREDS["PASSWORD"], service=f"host/{KERBEROS_TARGET}")
+
+
 def epm_port() -> int:
     """135 when we may bind it (root, free): the tests also check the 4-byte "135" secondary address; else any."""
     with socket.socket() as s:
@@ -80,6 +98,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-k", "--pattern", action="append", default=[], help="run only tests matching (repeatable)")
     parser.add_argument("--details", default="/tmp/samba_raw_protocol.txt", help="unittest's verbose output")
+    parser.add_argument("--kerberos", action="store_true", help="also run a loopback MIT KDC and serve --keytab")
     args = parser.parse_args()
     if not samba_available():
         print("python3-samba is not installed for /usr/bin/python3 (apt-get install python3-samba)", file=sys.stderr)
@@ -91,22 +110,32 @@ def main() -> int:
         smb_conf = Path(tmp, "smb.conf")
         smb_conf.write_text(f"[global]\n\tworkgroup = {CREDS['DOMAIN']}\n\trealm = {CREDS['REALM']}\n")
         port = epm_port()
+        serve_args, krb_env, realm = [], {}, None
+        if args.kerberos:
+            realm = start_kerberos(Path(tmp))
+            if realm is None:
+                return 2
+            serve_args = ["--keytab", realm.keytab]
+            krb_env = {key: realm.env[key] for key in ("KRB5_CONFIG", "KRB5CCNAME")}
+            krb_env["TARGET_HOSTNAME"] = KERBEROS_TARGET
         server = subprocess.Popen(
             [sys.executable, "-m", "qm2qm", "serve", "--data-dir", ":memory:", "--port", "0", "--admin-port", "0",
-             "--epm-port", str(port), "--users", str(users), "--allow-anonymous-ntlm"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(REPO))
+             "--epm-port", str(port), "--users", str(users), "--allow-anonymous-ntlm", *serve_args],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=str(REPO), env=dict(os.environ, **krb_env))
         try:
             line = server.stdout.readline()
             if READY.search(line) is None:
                 print(f"qm2qm serve did not start: {line!r}", file=sys.stderr)
                 return 2
             env = dict(os.environ, SERVER="127.0.0.1", SMB_CONF_PATH=str(smb_conf), QM2QM_EPM_PORT=str(port),
-                       QM2QM_DETAILS=args.details, **CREDS)
+                       QM2QM_DETAILS=args.details, **CREDS, **krb_env)
             run = subprocess.run([SYSTEM_PYTHON, "-c", DRIVER, *args.pattern], env=env, capture_output=True,
                                  text=True, timeout=1800)
         finally:
             server.terminate()
             server.wait(timeout=60)
+            if realm is not None:
+                realm.stop()
     counts: dict[str, list[str]] = {"PASS": [], "FAIL": [], "ERROR": [], "SKIP": []}
     for out_line in run.stdout.splitlines():
         kind, _, name = out_line.partition(" ")

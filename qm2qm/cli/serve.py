@@ -47,7 +47,7 @@ from shared_adm.store.base import StoreError
               help="Lowest authentication level accepted for qm2qm calls, 2 connect .. 6 privacy [2].")
 @click.option("--allow-anonymous-ntlm", is_flag=True, default=None,
               help="Accept anonymous NTLM logons (as ANONYMOUS LOGON, levels 2-4 only).")
-@click.option("--keytab", type=click.Path(dir_okay=False), help="Kerberos keytab (needs python-gssapi).")
+@click.option("--keytab", type=click.Path(dir_okay=False), help="Kerberos keytab of the service principal (needs pip install 'qm2qm[kerberos]'; docs/authentication.md).")
 @click.option("--loop", "event_loop", type=click.Choice(["auto", "asyncio", "uvloop"]),
               help="Event loop [auto: uvloop when installed, else asyncio].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,

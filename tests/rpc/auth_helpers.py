@@ -48,8 +48,8 @@ def whoami_interface() -> Interface:
                                  OP_ECHO: Operation(OP_ECHO, "echo", echo)})
 
 
-async def start_env(syntax, **policy) -> Env:
-    """A qm2qm server (with the whoami interface) authenticating against USERS_TEXT."""
+async def start_env(syntax, users_text: str | None = USERS_TEXT, **policy) -> Env:
+    """A qm2qm server (with the whoami interface) authenticating against ``users_text`` (None: no user file)."""
     scheduler = ManualScheduler()
     qm = QueueManager(scheduler=scheduler)
     qm.initialize()
@@ -57,7 +57,8 @@ async def start_env(syntax, **policy) -> Env:
     assert status == 0
     config = MqqpConfig(qmcomm_port=QMCOMM_PORT)
     service = build_service(qm, config)
-    auth = AuthPolicy(users=UserStore.parse(USERS_TEXT), server_principal="QM2QM-TEST$", **policy)
+    users = UserStore.parse(users_text) if users_text is not None else None
+    auth = AuthPolicy(users=users, server_principal="QM2QM-TEST$", **policy)
     server = RpcServer([service_interface(service), whoami_interface()], host="127.0.0.1", port=0,
                        idle_timeout_s=None, auth=auth)
     await server.start()
@@ -69,7 +70,8 @@ async def stop_env(env: Env) -> None:
     for client in env.clients:
         await asyncio.to_thread(client.disconnect)
     await env.server.close()
-    env.server.auth.users.close()
+    if env.server.auth.users is not None:
+        env.server.auth.users.close()
 
 
 class Tap:

@@ -16,7 +16,7 @@ from spnego import ContextReq
 from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
-from qm2qm.rpc.auth import ntlm_compat
+from qm2qm.rpc.auth import kerberos_compat, ntlm_compat
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
                                  RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
@@ -39,12 +39,13 @@ class AuthError(Exception):
 
 
 def kerberos_available() -> bool:
-    """True when pyspnego can use GSSAPI Kerberos (python-gssapi installed)."""
+    """True when pyspnego can use GSSAPI Kerberos: it needs both python-gssapi and python-krb5 (its [kerberos]
+    extra); with gssapi alone its acceptor raises ImportError at the first Kerberos bind."""
     try:
-        import gssapi  # noqa: F401
+        from spnego._gss import HAS_GSSAPI
     except ImportError:
         return False
-    return True
+    return bool(HAS_GSSAPI)
 
 
 class SecurityProvider:
@@ -58,7 +59,7 @@ class SecurityProvider:
         spnego_log.setLevel(max(spnego_log.getEffectiveLevel(), logging.INFO))
         self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
         if policy.keytab and kerberos_available():
-            self._types.add(RPC_C_AUTHN_GSS_KERBEROS)
+            self._types |= {RPC_C_AUTHN_GSS_KERBEROS, RPC_C_AUTHN_GSS_NEGOTIATE}   # SPNEGO→Kerberos, no user file
 
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
@@ -88,20 +89,27 @@ class SecurityProvider:
         with self.credentials():
             protocol = _PROTOCOLS[auth_type]
             mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        context = SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
         if protocol == "negotiate":
-            self._prefer_accepted_mechs(mech)
-        return SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+            self._prefer_accepted_mechs(mech, context.initiator_mechs)
+        return context
 
-    def _prefer_accepted_mechs(self, mech) -> None:
-        """SPNEGO acceptor preference = the mechanisms this server accepts. pyspnego ranks Kerberos first whenever
-        GSSAPI is importable and answers request-mic when the initiator's first mechanism differs from it (RFC 4178
-        5); without a keytab only NTLM is accepted, so an initiator offering NTLM first gets accept-incomplete as
-        from Windows, and an anonymous one (no key, no mechListMIC) can finish (Samba raw_protocol
-        test_spnego_packet_downgrade_connect)."""
+    def _prefer_accepted_mechs(self, mech, initiator_mechs: list[str]) -> None:
+        """SPNEGO acceptor preference = the mechanisms this server accepts, the initiator's first accepted choice
+        first. pyspnego answers request-mic when the initiator's first mechanism is not the acceptor's first
+        preference (it ranks Kerberos first whenever GSSAPI is importable); RFC 4178 5 asks for it only when the
+        *selected* mechanism is not the initiator's first choice. So an initiator offering NTLM first gets
+        accept-incomplete as from Windows, with or without a keytab, and an anonymous one (no key, no
+        mechListMIC) can finish (Samba raw_protocol test_spnego_packet_downgrade_connect)."""
         from spnego._spnego import GSSMech
         accepted = [GSSMech.kerberos] if RPC_C_AUTHN_GSS_KERBEROS in self._types else []
-        accepted.append(GSSMech.ntlm)
-        mech._preferred_mech_list = lambda: list(accepted)
+        if self.policy.users is not None:
+            accepted.append(GSSMech.ntlm)
+
+        def initiator_rank(candidate) -> int:
+            return next((i for i, oid in enumerate(initiator_mechs) if mech._is_same_mech(candidate, oid)),
+                        len(initiator_mechs))
+        mech._preferred_mech_list = lambda: sorted(accepted, key=initiator_rank)
 
 
 class SecurityContext:
@@ -121,6 +129,9 @@ class SecurityContext:
         self._anonymous = False
         self._signs_every_buffer: bool | None = None     # fixed once the context is established
         self._can_sign = False
+        self._mic_size: int | None = None               # Kerberos GetMIC token size, learnt from a request
+        self._stepped = False
+        self.initiator_mechs: list[str] = []            # SPNEGO: the mechTypes of the initiator's NegTokenInit
 
     @property
     def protects_pdus(self) -> bool:
@@ -134,9 +145,28 @@ class SecurityContext:
         return self.auth_level >= RPC_C_AUTHN_LEVEL_CALL
 
     @property
-    def signature_size(self) -> int:
-        return NTLMSSP_SIGNATURE_SIZE if self.auth_type != RPC_C_AUTHN_GSS_KERBEROS else \
-            self._mech.query_message_sizes().header
+    def kerberos(self) -> bool:
+        """Kerberos, as auth_type 16 or negotiated by SPNEGO (9)."""
+        return self.auth_type == RPC_C_AUTHN_GSS_KERBEROS or \
+            (self.complete and getattr(self._mech, "negotiated_protocol", None) == "kerberos")
+
+    @property
+    def request_signature_size(self) -> int | None:
+        """The auth_length a request verifier must have: NTLM 16 (MS-NLMP 2.2.2.9.1); Kerberos None, its
+        token says its own size (a GSS_WrapEx header's EC/RRC vary by initiator: impacket sends EC 0 / 60 bytes,
+        MIT EC 16 / 76 bytes, RFC 4121 4.2.4), so the mechanism judges it."""
+        return None if self.kerberos else NTLMSSP_SIGNATURE_SIZE
+
+    @property
+    def signature_size(self) -> int | None:
+        """auth_length of the server's verifiers: NTLM 16; Kerberos at privacy the GSS_WrapEx token header MIT
+        makes, else the GetMIC token (RFC 4121 4.2.6.1: 16 bytes + the enctype's checksum), whose size the first
+        verified request tells."""
+        if not self.kerberos:
+            return NTLMSSP_SIGNATURE_SIZE
+        if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY:
+            return self._mech.query_message_sizes().header
+        return self._mic_size
 
     def step(self, token: bytes) -> bytes:
         """Feed one auth_value from bind / alter_context / rpc_auth3; returns the token to send back (b"" if none).
@@ -150,10 +180,17 @@ class SecurityContext:
             # MS-SPNG 3.2.5.2: the acceptor's last NegTokenResp; no mechListMIC without a session key
             from spnego._spnego import NegState, NegTokenResp
             return NegTokenResp(neg_state=NegState.accept_complete).pack()
+        if not self._stepped and self.auth_type == RPC_C_AUTHN_GSS_NEGOTIATE:
+            self.initiator_mechs[:] = _spnego_init_mechs(token)
+        if not self._stepped and self.provider.supports(RPC_C_AUTHN_GSS_KERBEROS):
+            token = kerberos_compat.raw_ap_req(token) if self.auth_type == RPC_C_AUTHN_GSS_KERBEROS else \
+                kerberos_compat.spnego_init_with_raw_ap_req(token)
+        self._stepped = True
         try:
             with self.provider.credentials():
                 out = self._mech.step(token)
-        except (SpnegoError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ)
             self.failed = True
             raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
         if self._mech.complete:
@@ -245,6 +282,8 @@ class SecurityContext:
                 result = self._mech.unwrap_iov(iov)
                 return next(b.data for b in result.buffers if b.type == BufferType.data)
             self._mech.verify(header + body + trailer if whole else body, signature)
+            if self.kerberos:
+                self._mic_size = len(signature)
             return body
         except (SpnegoError, ValueError) as exc:
             raise AuthError(f"verifier does not check out ({type(exc).__name__})") from None
@@ -261,6 +300,16 @@ class SecurityContext:
             signature = next(b.data for b in result.buffers if b.type == BufferType.header)
             return sealed, signature
         return body, self._mech.sign(header + body + trailer if whole else body)
+
+
+def _spnego_init_mechs(token: bytes) -> list[str]:
+    """The mechTypes of a SPNEGO NegTokenInit ([] when it is not one)."""
+    try:
+        from spnego._spnego import NegTokenInit, unpack_token
+        message = unpack_token(token)
+    except Exception:
+        return []
+    return list(message.mech_types or []) if isinstance(message, NegTokenInit) else []
 
 
 def _spnego_inner(token: bytes) -> bytes:

@@ -24,8 +24,9 @@ def unprotect_fragment(pdu: bytes | bytearray | memoryview, body_start: int, fra
     if trailer.auth_pad_length > len(body):
         raise P.PduError(f"auth_pad_length {trailer.auth_pad_length} exceeds the {len(body)}-byte stub")
     if security.verifies_requests:
-        if auth_length != security.signature_size:
-            raise AuthError(f"auth_length {auth_length}, the mechanism signs with {security.signature_size} bytes")
+        expected = security.request_signature_size
+        if expected is not None and auth_length != expected:
+            raise AuthError(f"auth_length {auth_length}, the mechanism signs with {expected} bytes")
         body = security.unprotect(bytes(pdu[:body_start]), body, bytes(pdu[trailer_start:trailer_start + 8]),
                                   bytes(pdu[trailer_start + 8:frag_length]))
     return body[:len(body) - trailer.auth_pad_length]
