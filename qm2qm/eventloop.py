@@ -39,6 +39,11 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
 
 
 def run(main: Coroutine[Any, Any, Any], choice: str = "auto") -> Any:
-    """asyncio.run(main) on the chosen loop."""
-    with asyncio.Runner(loop_factory=loop_factory(choice)) as runner:
+    """asyncio.run(main) on the chosen loop; a loop that cannot be had closes ``main`` unstarted (no warning)."""
+    try:
+        factory = loop_factory(choice)
+    except BaseException:
+        main.close()
+        raise
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)
