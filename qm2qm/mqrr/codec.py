@@ -31,7 +31,7 @@ def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
     except Exception as exc:
         raise RpcFault(RPC_X_BAD_STUB_DATA, f"{type(request).__name__}: {exc}") from None
     if "pQueueFormat" in request.fields:
-        _check_union_arm(request, request["pQueueFormat"]["QueueFormat"])
+        _check_union_arm(request, request["pQueueFormat"]["u"])
     return request
 
 

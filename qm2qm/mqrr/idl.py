@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from impacket.dcerpc.v5.dtypes import DWORD, GUID, LONG, LPWSTR, NULL, ULONGLONG, USHORT  # noqa: F401
-from impacket.dcerpc.v5.ndr import (NDRCALL, NDRENUM, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray,
+from impacket.dcerpc.v5.ndr import (NDRCALL, NDRENUM, NDRPOINTER, NDRSTRUCT, NDRUniConformantArray,
                                     NDRUniFixedArray, NDRUSMALL)
 from impacket.uuid import uuidtup_to_bin
 
+# MS-MQMQ 2.2.7–2.2.10: QUEUE_FORMAT and its arms are declared once, beside qmcomm's methods (the union's
+# discriminant is m_qft's own type, one byte, in NDR64 too).
+from qm2qm.mqmp.idl import DL_ID, MULTICAST_ID, OBJECTID, QUEUE_FORMAT, QUEUE_FORMAT_UNION  # noqa: F401
 from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION, OPNUM_NAMES
 
 MSRPC_UUID_REMOTEREAD = uuidtup_to_bin((str(MQRR_UUID), "%d.%d" % MQRR_VERSION))
@@ -21,52 +24,6 @@ class QUEUE_CONTEXT_HANDLE_NOSERIALIZE(NDRSTRUCT):
 
 class QUEUE_CONTEXT_HANDLE_SERIALIZE(QUEUE_CONTEXT_HANDLE_NOSERIALIZE):
     """2.2.4.2"""
-
-
-# --- MS-MQMQ shared types ---
-class OBJECTID(NDRSTRUCT):
-    """MS-MQMQ 2.2.8"""
-    structure = (("Lineage", GUID), ("Uniquifier", DWORD))
-
-
-class DL_ID(NDRSTRUCT):
-    """MS-MQMQ 2.2.9"""
-    structure = (("m_DlGuid", GUID), ("m_pwzDomain", LPWSTR))
-
-
-class MULTICAST_ID(NDRSTRUCT):
-    """MS-MQMQ 2.2.10"""
-    structure = (("m_address", DWORD), ("m_port", DWORD))
-
-
-class EMPTY(NDRSTRUCT):
-    """The empty arm [case(QUEUE_FORMAT_TYPE_UNKNOWN)] ; (no bytes)"""
-    structure = (("Empty", "0s=b''"),)
-
-    def getAlignment(self):
-        return 1
-
-
-class QUEUE_FORMAT_UNION(NDRUNION):
-    """The unnamed [switch_is(m_qft)] union of QUEUE_FORMAT (MS-MQMQ 2.2.7)."""
-    commonHdr = (("tag", NDRUSMALL),)
-    union = {
-        0: ("m_unknown", EMPTY),
-        1: ("m_gPublicID", GUID),
-        2: ("m_oPrivateID", OBJECTID),
-        3: ("m_pDirectID", LPWSTR),
-        4: ("m_gMachineID", GUID),
-        5: ("m_GConnectorID", GUID),
-        6: ("m_DlID", DL_ID),
-        7: ("m_MulticastID", MULTICAST_ID),
-        8: ("m_pDirectSubqueueID", LPWSTR),
-    }
-
-
-class QUEUE_FORMAT(NDRSTRUCT):
-    """MS-MQMQ 2.2.7"""
-    structure = (("m_qft", NDRUSMALL), ("m_SuffixAndFlags", NDRUSMALL), ("m_reserved", USHORT),
-                 ("QueueFormat", QUEUE_FORMAT_UNION))
 
 
 class BYTE16(NDRUniFixedArray):

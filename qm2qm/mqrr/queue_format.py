@@ -21,7 +21,7 @@ def format_name(queue_format: Any) -> str | None:
     """The format name of an R_OpenQueue pQueueFormat, or None when MS-MQRR 3.1.4.2 does not accept it."""
     qft = queue_format["m_qft"]
     suffix = _SUFFIXES.get(queue_format["m_SuffixAndFlags"] & 0x0F)
-    arm = queue_format["QueueFormat"]
+    arm = queue_format["u"]
     if suffix is None or arm["tag"] != qft:
         return None
     if qft == QUEUE_FORMAT_TYPE_PUBLIC:
@@ -54,7 +54,7 @@ def queue_format(name: str) -> Any:
         if code and rest.upper().endswith(text):
             rest, suffix = rest[:-len(text)], code
     value["m_SuffixAndFlags"] = suffix | (0x80 if suffix else 0)
-    arm = value["QueueFormat"]
+    arm = value["u"]
     if key == "DIRECT":
         qft = QUEUE_FORMAT_TYPE_SUBQUEUE if ";" in rest else QUEUE_FORMAT_TYPE_DIRECT
         value["m_qft"] = arm["tag"] = qft

@@ -24,12 +24,12 @@ def _queue_format(qf, format_name: str) -> None:
     """QUEUE_FORMAT of a DIRECT= name (MS-MQMQ 2.2.7), or a PRIVATE= one."""
     if format_name.upper().startswith("PRIVATE="):
         guid, number = format_name.split("=", 1)[1].split("\\")
-        qf["m_qft"], qf["QueueFormat"]["tag"] = QUEUE_FORMAT_TYPE_PRIVATE, QUEUE_FORMAT_TYPE_PRIVATE
-        qf["QueueFormat"]["m_oPrivateID"]["Lineage"] = uuid.UUID(guid).bytes_le
-        qf["QueueFormat"]["m_oPrivateID"]["Uniquifier"] = int(number, 16)
+        qf["m_qft"], qf["u"]["tag"] = QUEUE_FORMAT_TYPE_PRIVATE, QUEUE_FORMAT_TYPE_PRIVATE
+        qf["u"]["m_oPrivateID"]["Lineage"] = uuid.UUID(guid).bytes_le
+        qf["u"]["m_oPrivateID"]["Uniquifier"] = int(number, 16)
     else:
-        qf["m_qft"], qf["QueueFormat"]["tag"] = QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_DIRECT
-        qf["QueueFormat"]["m_pDirectID"] = format_name.split("=", 1)[1] + "\x00"
+        qf["m_qft"], qf["u"]["tag"] = QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_DIRECT
+        qf["u"]["m_pDirectID"] = format_name.split("=", 1)[1] + "\x00"
     qf["m_SuffixAndFlags"], qf["m_reserved"] = 0, 0
 
 

@@ -121,9 +121,9 @@ def test_a_queue_format_cut_after_its_union_tag_is_bad_stub_data():
     r = idl.R_QMEnlistRemoteTransaction()
     r["pTransactionId"]["rgb"] = b"\x01" * 16
     r["cbPropagationToken"], r["pbPropagationToken"] = 4, list(b"soak")
-    r["pQueueFormat"]["m_qft"] = r["pQueueFormat"]["QueueFormat"]["tag"] = 3
+    r["pQueueFormat"]["m_qft"] = r["pQueueFormat"]["u"]["tag"] = 3
     r["pQueueFormat"]["m_SuffixAndFlags"] = r["pQueueFormat"]["m_reserved"] = 0
-    r["pQueueFormat"]["QueueFormat"]["m_pDirectID"] = "OS:.\\private$\\q\x00"
+    r["pQueueFormat"]["u"]["m_pDirectID"] = "OS:.\\private$\\q\x00"
     stub = r.getData()
     tag_at = stub.index(b"\x03\x00\x00\x00", 16 + 4 + 4 + 4)        # m_qft, m_SuffixAndFlags, m_reserved
     with pytest.raises(RpcFault) as fault:

@@ -33,8 +33,8 @@ async def test_open_queue_invalid_dwsharemode_throws_invalid_parameter(env):
 async def test_open_queue_format_type_outside_the_subset_throws_invalid_parameter(env, qft):
     c = await env.connect()
     request = idl.R_OpenQueue()
-    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["QueueFormat"]["tag"] = qft
-    arm = request["pQueueFormat"]["QueueFormat"]
+    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["u"]["tag"] = qft
+    arm = request["pQueueFormat"]["u"]
     if qft == 5:
         arm["m_GConnectorID"] = bytes(16)
     elif qft == 6:

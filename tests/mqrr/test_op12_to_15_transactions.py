@@ -45,8 +45,8 @@ async def test_enlist_remote_transaction_token_size_outside_its_range_is_a_fault
     request = idl.R_QMEnlistRemoteTransaction()
     request["pTransactionId"]["rgb"] = os.urandom(16)
     request["cbPropagationToken"], request["pbPropagationToken"] = 131073, [b"\x01"]
-    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["QueueFormat"]["tag"] = 1
-    request["pQueueFormat"]["QueueFormat"]["m_gPublicID"] = bytes(16)
+    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["u"]["tag"] = 1
+    request["pQueueFormat"]["u"]["m_gPublicID"] = bytes(16)
     assert await env.fault(c.call, request) == RPC_S_INVALID_BOUND
 
 
