@@ -50,6 +50,15 @@ def answer_when_durable(durable: Coroutine | None, encode: Callable[[int | None]
 
 async def _finish(durable: Coroutine, waiting: Any, encode: Callable[[int | None], bytes], what: str) -> bytes:
     """Drive the rest of qm.durable() (already started, now waiting on ``waiting``) as the task would have."""
+    try:
+        await _resume(durable, waiting)
+    except StoreError as exc:
+        return encode(not_durable_status(what, exc))
+    return encode(None)
+
+
+async def _resume(durable: Coroutine, waiting: Any) -> None:
+    """Step ``durable`` until it returns; its StoreError (or a cancellation it does not handle) propagates."""
     while True:
         try:
             if waiting is None:                 # a bare yield (asyncio.sleep(0)): the task would step again
@@ -61,14 +70,9 @@ async def _finish(durable: Coroutine, waiting: Any, encode: Callable[[int | None
             try:
                 waiting = durable.throw(exc)
             except StopIteration:
-                break
-            except StoreError as failed:
-                return encode(not_durable_status(what, failed))
+                return
             continue
         try:
             waiting = durable.send(None)
         except StopIteration:
-            break
-        except StoreError as failed:
-            return encode(not_durable_status(what, failed))
-    return encode(None)
+            return
