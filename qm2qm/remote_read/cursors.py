@@ -1,9 +1,18 @@
-"""Cursors of a remote read: by Handle in the descriptor's CursorCollection, and closing one (MS-MQDMPR 3.2.1.2, 3.1.7.1.2)."""
+"""Cursors of a remote read: opening one, by Handle in the descriptor's CursorCollection, closing one (MS-MQDMPR 3.1.7.1.1–2)."""
 from __future__ import annotations
 
 from typing import Any
 
 from shared_adm import status as st
+
+
+def open_cursor(qm: Any, descriptor: Any | None) -> tuple[int, int]:
+    """Open Cursor (MS-MQDMPR 3.1.7.1.1) on a descriptor: (MQ_OK, Cursor.Handle), or (MQ_ERROR_INVALID_HANDLE, 0)
+    when there is no descriptor or the event opens none."""
+    cursor = qm.open_cursor(descriptor) if descriptor is not None else None
+    if cursor is None:
+        return st.MQ_ERROR_INVALID_HANDLE, 0
+    return st.MQ_OK, cursor.handle
 
 
 def find_cursor(descriptor: Any, handle: int) -> Any | None:

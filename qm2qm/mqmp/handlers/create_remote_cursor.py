@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from qm2qm.mqmp import codec
 from qm2qm.mqmp.handlers._service import QmcommService
+from qm2qm.remote_read.cursors import open_cursor
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -16,10 +17,7 @@ def create_remote_cursor(service: QmcommService, h_queue: int) -> tuple[int, int
     if descriptor is None or descriptor.queue_reference is None or descriptor.multiple:
         return st.MQ_ERROR_INVALID_HANDLE, 0
     # Bullets 3–5: Open Cursor (MS-MQDMPR 3.1.7.1.1); phCursor := rCursor.Handle.
-    cursor = service.qm.open_cursor(descriptor)
-    if cursor is None:
-        return st.MQ_ERROR_INVALID_HANDLE, 0
-    return st.MQ_OK, cursor.handle
+    return open_cursor(service.qm, descriptor)
 
 
 def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:

@@ -4,19 +4,14 @@ from __future__ import annotations
 from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.cursors import open_cursor
 from qm2qm.rpc.interface import CallContext
-from shared_adm import status as st
 
 
 def create_cursor(service: Service, ctx: CallContext, wire: bytes) -> tuple[int, int]:
     """The processing rules of 3.1.4.4; returns (HRESULT, phCursor)."""
     _, descriptor = queue_of(service, ctx, wire)
-    if descriptor is None:
-        return st.MQ_ERROR_INVALID_HANDLE, 0
-    cursor = service.qm.open_cursor(descriptor)
-    if cursor is None:
-        return st.MQ_ERROR_INVALID_HANDLE, 0
-    return st.MQ_OK, cursor.handle
+    return open_cursor(service.qm, descriptor)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
