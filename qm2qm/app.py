@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import itertools
 import logging
 import os
 import signal
@@ -155,10 +154,8 @@ class App:
             from qm2qm.pipeline.trace import wrap_interface
             interfaces = [wrap_interface(i, self.tracer) for i in interfaces]
         self.qmcomm = await self._bind(server_cls, interfaces, self.config.qmcomm_port,
-                                       self.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24")
-        if hasattr(self.qmcomm, "_ids"):
-            # connection ids name trace sessions: keep qmcomm's apart from qm2qm's (both RpcServers count from 1)
-            self.qmcomm._ids = itertools.count(QMCOMM_CONNECTION_IDS)
+                                       self.config.increments_busy_qmcomm_port, "MS-MQMP 3.1.4.24",
+                                       first_connection_id=QMCOMM_CONNECTION_IDS)
         self.qmcomm_service.config.qmcomm_port = self.qmcomm.port
 
     def _traced(self, interface: Any) -> Any:
@@ -229,11 +226,11 @@ class App:
                                 "MS-MQQP 3.1.4.8")
 
     async def _bind(self, server_cls: Callable[..., Any], interfaces: list, port: int, increments: bool,
-                    section: str):
+                    section: str, first_connection_id: int = 1):
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
                                 max_connections=self.config.max_connections, auth=self.auth,
-                                idle_timeout_s=self.config.idle_timeout)
+                                idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id)
             server.observer = self.metrics
             try:
                 await server.start()

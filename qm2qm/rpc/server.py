@@ -532,9 +532,11 @@ class RpcServer:
                  bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
-                 observer: RpcObserver | None = None, auth: AuthPolicy | None = None) -> None:
+                 observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
+                 first_connection_id: int = 1) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
-        bind is refused with bind_nak 8 and every call is unauthenticated)."""
+        bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
+        ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart)."""
         self.host = host
         self.auth = auth if auth is not None else AuthPolicy()
         self.security = SecurityProvider(self.auth)
@@ -549,7 +551,7 @@ class RpcServer:
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
         self.groups = AssociationGroups(check_host=check_group_host)
         self.connections: dict[int, RpcConnection] = {}
-        self._ids = itertools.count(1)
+        self._ids = itertools.count(first_connection_id)
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
