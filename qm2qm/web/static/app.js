@@ -21,6 +21,15 @@ const QM = (() => {
     return data;
   }
 
+  // Fetch all paths at once; if any fails, throw the first failure in the order given (not in arrival order),
+  // so the page names the same error every time.
+  async function getAll(paths) {
+    const settled = await Promise.allSettled(paths.map(getJSON));
+    const failed = settled.find(s => s.status === "rejected");
+    if (failed) throw failed.reason;
+    return settled.map(s => s.value);
+  }
+
   // The rate of a running total since the previous poll (per second of server time); "" on the first poll.
   function rate(key, total, time) {
     const before = previous.get(key);
@@ -80,5 +89,5 @@ const QM = (() => {
     return ms === 4294967295 ? "INFINITE" : String(ms);
   }
 
-  return { el, getJSON, rate, fill, kv, queueLink, start, timeout };
+  return { el, getJSON, getAll, rate, fill, kv, queueLink, start, timeout };
 })();
