@@ -38,7 +38,7 @@ from shared_adm.events_transaction import TransactionEvents
 from shared_adm.format_name import FormatName, parse, pathname_key
 from shared_adm.message import Message
 from shared_adm.queue import MessagePosition, Queue, new_position
-from shared_adm.store.base import MemoryStore, Store, StoredMessage, StoredQueue
+from shared_adm.store.base import MemoryStore, PackedStoredMessage, Store, StoredQueue
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
@@ -121,7 +121,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 continue
             packed = getattr(stored, "packed", None)       # load_stream's rows come packed: no Message built
             message = None
-            if packed is None or stored.expires:
+            if packed is None or getattr(stored, "expires", True):
                 message = stored.message
                 message.lookup_identifier = lookup
                 position = new_position(queue, message, available)
@@ -428,8 +428,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 TransactionalOperation(OperationType.ENQUEUE, position))
             return 0
         if recoverable(blob):
-            self.store.put_message(StoredMessage(queue.store_identifier, position.lookup_identifier,
-                                                 PositionState.AVAILABLE.value, message))
+            self.store.put_message(PackedStoredMessage(queue.store_identifier, position.lookup_identifier,
+                                                       PositionState.AVAILABLE.value, blob))
         self._make_available(queue, position, record=False)
         return 0
 
@@ -452,13 +452,12 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
 
     def _move_now(self, position: MessagePosition, target: Queue) -> MessagePosition:
         source = position.queue
-        message = position.message
         self._remove(source, position, PositionState.DELETED)
         moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
         target.message_position_list.insert(moved)
         if recoverable(moved.packed):
-            self.store.put_message(StoredMessage(target.store_identifier, moved.lookup_identifier,
-                                                 PositionState.AVAILABLE.value, message))
+            self.store.put_message(PackedStoredMessage(target.store_identifier, moved.lookup_identifier,
+                                                       PositionState.AVAILABLE.value, moved.packed))
         if target.queue_type is QueueType.SYSTEM:
             target.message_position_list.set_state(moved, PositionState.AVAILABLE)
             self._add_bytes(target, moved, +1)

@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
+from shared_adm.compact import unpack
 from shared_adm.message import Message
 
 
@@ -23,6 +24,27 @@ class StoredMessage:
     lookup_identifier: int
     state: str                  # "Available" | "Locked" | "PurgePending"
     message: Message
+
+
+class PackedStoredMessage(StoredMessage):
+    """A StoredMessage given by its Message's compact form (shared_adm/compact.py), as a MessagePosition holds it:
+    a store that keeps that form takes it as it is; ``message`` is unpacked only when asked for."""
+    __slots__ = ("packed",)
+
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes) -> None:
+        if type(packed) is not bytes:
+            raise TypeError(f"a compact form is bytes, not {type(packed).__qualname__}")
+        self.queue_identifier = queue_identifier
+        self.lookup_identifier = lookup_identifier
+        self.state = state
+        self.packed = packed
+
+    @property
+    def message(self) -> Message:
+        return unpack(self.packed)
+
+    def __reduce__(self):       # copies (MemoryStore keeps them) hold the compact form, not a Message
+        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed)
 
 
 @dataclass(slots=True)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shared_adm.message import Message
 from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
-from shared_adm.compact import pack_fields
+from shared_adm.compact import CompactError, check_stored, is_pickled, layout, pack, pack_fields, relayout, unpack
 from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
                                      message_from_fields)
 
@@ -37,7 +37,7 @@ __all__ = ["SqliteStore", "SCHEMA_VERSION", "DB_FILE_NAME"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2       # 1: attributes as JSON only; 2: a message's compact form (compact.py) as it is
 DB_FILE_NAME = "qm2qm.sqlite3"
 _FILE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
 
@@ -50,14 +50,20 @@ _STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
 _BIAS = 1 << 63
 _JSON = json.JSONEncoder(separators=(",", ":"))
 
+# A message row holds its compact form (shared_adm/compact.py, checked by check_stored when read), or -- when that
+# form would need pickle, or its LookupIdentifier is not the row's -- its attributes as record.py's JSON and its body.
+_MESSAGES_TABLE = ("CREATE TABLE {name} (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
+                   " state INTEGER NOT NULL, compact BLOB, attributes TEXT, body BLOB,"
+                   " PRIMARY KEY (queue_identifier, lookup_identifier))")
 _SCHEMA = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
     "CREATE TABLE queues (identifier TEXT PRIMARY KEY, attributes TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE messages (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
-    " state INTEGER NOT NULL, attributes TEXT NOT NULL, body BLOB NOT NULL,"
-    " PRIMARY KEY (queue_identifier, lookup_identifier))",
+    _MESSAGES_TABLE.format(name="messages"),
 )
+# meta key: the field table (compact.layout()) the stored compact forms were packed under
+_LAYOUT_KEY = "compact_layout"
+_LAYOUT = _JSON.encode(layout())
 
 
 def _u64(value: int, what: str) -> int:
@@ -107,32 +113,61 @@ class _Batch:
     queue_manager_identifier: str | None = None
     sequential_id: int | None = None
     queues: dict[str, _QueueOp] = field(default_factory=dict)
-    # (queue, lookup) -> ["put", state, attrs, body] | ["state", state] | ["delete"]
+    # (queue, lookup) -> ["put", state, compact, attrs, body] | ["state", state] | ["delete"]
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
 
 
 class _LoadedMessage(StoredMessage):
     """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
-    = the row's) made without a Message; ``message`` is built only when asked for (TTBR, tools)."""
+    = the row's), checked but not unpacked; ``message`` is built only when asked for (TTBR, tools)."""
     __slots__ = ("_fields", "packed", "expires")
 
-    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> None:
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes, expires: bool,
+                 fields: dict | None = None) -> None:
         self.queue_identifier = queue_identifier
         self.lookup_identifier = lookup_identifier
         self.state = state
+        self.packed = packed
+        self.expires = expires              # a non-default TTBR: a timer to start (3.1.7.1.9)
         self._fields = fields
+
+    @classmethod
+    def of_fields(cls, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> "_LoadedMessage":
+        """A row stored as JSON attributes (record.py): packed from its decoded fields."""
+        packed_fields = fields
         if fields.get("lookup_identifier") != lookup_identifier:
-            fields = {**fields, "lookup_identifier": lookup_identifier}
-        self.packed = pack_fields(fields)
-        self.expires = "time_to_be_received" in fields      # a non-default TTBR: a timer to start (3.1.7.1.9)
+            packed_fields = {**fields, "lookup_identifier": lookup_identifier}
+        return cls(queue_identifier, lookup_identifier, state, pack_fields(packed_fields),
+                   "time_to_be_received" in fields, fields)
 
     @property
     def message(self) -> Message:
+        if self._fields is None:
+            return unpack(self.packed)
         return message_from_fields(self._fields)
+
+    def __reduce__(self):
+        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed, self.expires,
+                            self._fields)
 
     def plain(self) -> StoredMessage:
         """The same as a plain StoredMessage (what load() returns)."""
         return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
+
+
+def _message_row(stored: StoredMessage) -> tuple[bytes | None, str | None, bytes | None]:
+    """(compact, attributes, body) of a row: the compact form when a load can take it as it is, else JSON."""
+    packed = getattr(stored, "packed", None)    # the queue manager's own compact form: not packed again
+    if packed is None:
+        packed = pack(stored.message)
+    if type(packed) is bytes and not is_pickled(packed):
+        try:
+            check_stored(packed, stored.lookup_identifier)     # what a load will check: it must pass
+            return packed, None, None
+        except CompactError:
+            pass
+    attributes, body = encode_message(stored.message, stored.lookup_identifier)
+    return None, attributes, body
 
 
 class _Waiter:
@@ -341,6 +376,7 @@ class SqliteStore:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (_LAYOUT_KEY, _LAYOUT))
             return
         if "schema_version" not in tables:
             raise self._fail(f"an SQLite database but not a qm2qm store (tables: {', '.join(sorted(tables))})")
@@ -356,6 +392,72 @@ class SqliteStore:
         missing = {"meta", "queues", "messages"} - tables
         if missing:
             raise self._fail(f"corrupt store: missing tables {', '.join(sorted(missing))}")
+        if version == 1:
+            self._migrate_from_1(conn)
+            return
+        stored_layout = conn.execute("SELECT value FROM meta WHERE key = ?", (_LAYOUT_KEY,)).fetchone()
+        if stored_layout is None or type(stored_layout[0]) is not str:
+            raise self._fail(f"corrupt store: no {_LAYOUT_KEY} in its meta table")
+        if stored_layout[0] != _LAYOUT:
+            self._relayout(conn, stored_layout[0])
+
+    # Both run inside _open's transaction: a crash or an error part-way leaves the store as it was.
+
+    def _migrate_from_1(self, conn: sqlite3.Connection) -> None:
+        """Schema 1 -> 2, once, in place: each row's JSON attributes become its compact form (rows that cannot, kept
+        as they are: the load decodes or reports them as schema 1 did)."""
+        started = time.monotonic()
+        conn.execute(_MESSAGES_TABLE.format(name="messages_v2"))
+        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body FROM messages")
+        count = 0
+        while batch := rows.fetchmany(4096):
+            conn.executemany("INSERT INTO messages_v2 (queue_identifier, lookup_identifier, state, compact,"
+                             " attributes, body) VALUES (?, ?, ?, ?, ?, ?)", map(_row_from_1, batch))
+            count += len(batch)
+        conn.execute("DROP TABLE messages")
+        conn.execute("ALTER TABLE messages_v2 RENAME TO messages")
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_LAYOUT_KEY, _LAYOUT))
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        log.warning("%s: upgraded the store from schema version 1 to %d (%d messages, %.1f s)", self.path,
+                    SCHEMA_VERSION, count, time.monotonic() - started)
+
+    def _relayout(self, conn: sqlite3.Connection, stored_layout: str) -> None:
+        """Re-pack every compact form written under another Message field table (another qm2qm version)."""
+        started = time.monotonic()
+        try:
+            old_layout = json.loads(stored_layout)
+            if type(old_layout) is not list or not all(type(entry) is list and len(entry) >= 2
+                                                         and all(type(item) is str for item in entry)
+                                                         for entry in old_layout):
+                raise ValueError("not a list of [name, kind, ...]")
+        except ValueError as exc:
+            raise self._fail(f"corrupt {_LAYOUT_KEY} in its meta table: {exc}") from None
+        gone = sorted({entry[0] for entry in old_layout} - {entry[0] for entry in layout()})
+        if gone:
+            log.warning("%s: stored Message attributes %s are unknown to this version; dropped", self.path,
+                        ", ".join(gone))
+        last, count = None, 0
+        while True:
+            batch = conn.execute("SELECT rowid, lookup_identifier, compact FROM messages WHERE compact IS NOT NULL"
+                                 + ("" if last is None else " AND rowid > ?") + " ORDER BY rowid LIMIT 4096",
+                                 () if last is None else (last,)).fetchall()
+            if not batch:
+                break
+            last = batch[-1][0]
+            updates = []
+            for rowid, lookup, compact in batch:
+                try:
+                    if type(lookup) is not int:
+                        raise TypeError("its lookup identifier is not an integer")
+                    message = unpack(relayout(compact, old_layout))
+                    updates.append((*_message_row(StoredMessage("", lookup + _BIAS, "", message)), rowid))
+                except (CompactError, TypeError, ValueError) as exc:
+                    raise self._fail(f"corrupt message in row {rowid}: {exc}") from None
+            conn.executemany("UPDATE messages SET compact = ?, attributes = ?, body = ? WHERE rowid = ?", updates)
+            count += len(batch)
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (_LAYOUT, _LAYOUT_KEY))
+        log.warning("%s: re-packed %d stored messages for this version's Message attributes (%.1f s)", self.path,
+                    count, time.monotonic() - started)
 
     # ---- recording (caller's thread) ---------------------------------------------------------
 
@@ -416,10 +518,10 @@ class SqliteStore:
             raise TypeError(f"StoredMessage.message must be a Message, got {type(stored.message).__qualname__}")
         lookup = _u64(stored.lookup_identifier, "lookup identifier")
         state = _state_code(stored.state)
-        attributes, body = encode_message(stored.message, stored.lookup_identifier)
+        compact, attributes, body = _message_row(stored)
         with self._lock:
             self._check_open()
-            self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, attributes, body]
+            self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, compact, attributes, body]
             self._nudge()
 
     def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
@@ -617,7 +719,7 @@ class SqliteStore:
         for (queue, lookup), op in batch.messages.items():
             kind = op[0]
             if kind == "put":
-                puts.append((queue, lookup, op[1], op[2], op[3]))
+                puts.append((queue, lookup, op[1], op[2], op[3], op[4]))
             elif kind == "state":
                 states.append((op[1], queue, lookup))
             else:
@@ -630,7 +732,7 @@ class SqliteStore:
                              states)
         if puts:
             conn.executemany("INSERT OR REPLACE INTO messages (queue_identifier, lookup_identifier, state,"
-                             " attributes, body) VALUES (?, ?, ?, ?, ?)", puts)
+                             " compact, attributes, body) VALUES (?, ?, ?, ?, ?, ?)", puts)
 
     # ---- loading -----------------------------------------------------------------------------
 
@@ -699,19 +801,46 @@ class SqliteStore:
     def _read_messages(self, conn: sqlite3.Connection):
         names = _STATE_NAMES
         interned: dict[str, str] = {}
-        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
+        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, compact, attributes, body"
                             " FROM messages ORDER BY queue_identifier, lookup_identifier")
         while batch := rows.fetchmany(1024):
-            for queue_id, lookup, state, attributes, body in batch:
+            for queue_id, lookup, state, compact, attributes, body in batch:
                 try:
-                    if type(queue_id) is not str or type(lookup) is not int or type(attributes) is not str:
+                    if type(queue_id) is not str or type(lookup) is not int:
                         raise RecordError("a column holds a value of the wrong type")
                     queue_id = interned.setdefault(queue_id, queue_id)
                     lookup += _BIAS
-                    stored = _LoadedMessage(queue_id, lookup, names[state],
-                                            decode_message_fields(attributes, body, lookup))
-                except (RecordError, KeyError, TypeError, RecursionError) as exc:
+                    if compact is not None:
+                        if attributes is not None or body is not None:
+                            raise RecordError("both a compact form and JSON attributes")
+                        stored = _LoadedMessage(queue_id, lookup, names[state], compact, check_stored(compact, lookup))
+                    else:
+                        if type(attributes) is not str:
+                            raise RecordError("a column holds a value of the wrong type")
+                        stored = _LoadedMessage.of_fields(queue_id, lookup, names[state],
+                                                          decode_message_fields(attributes, body, lookup))
+                except (RecordError, CompactError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
                 yield stored
+
+
+_ROW_ERRORS = (RecordError, CompactError, KeyError, TypeError, ValueError, RecursionError)
+
+
+def _row_from_1(row: tuple) -> tuple:
+    """A schema-1 message row as a schema-2 one: its compact form when it decodes and its own LookupIdentifier is
+    the row's; otherwise the row as it is (the load decodes it, or reports it, exactly as schema 1's did)."""
+    queue_id, lookup, state, attributes, body = row
+    if type(attributes) is str and type(lookup) is int:
+        try:
+            fields = decode_message_fields(attributes, body, lookup + _BIAS)
+            if fields["lookup_identifier"] == lookup + _BIAS:
+                packed = pack_fields(fields)
+                if not is_pickled(packed):
+                    check_stored(packed, lookup + _BIAS)
+                    return queue_id, lookup, state, packed, None, None
+        except _ROW_ERRORS:
+            pass
+    return queue_id, lookup, state, None, attributes, body
