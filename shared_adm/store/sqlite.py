@@ -131,15 +131,6 @@ class _LoadedMessage(StoredMessage):
         self.expires = expires              # a non-default TTBR: a timer to start (3.1.7.1.9)
         self._fields = fields
 
-    @classmethod
-    def of_fields(cls, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> "_LoadedMessage":
-        """A row stored as JSON attributes (record.py): packed from its decoded fields."""
-        packed_fields = fields
-        if fields.get("lookup_identifier") != lookup_identifier:
-            packed_fields = {**fields, "lookup_identifier": lookup_identifier}
-        return cls(queue_identifier, lookup_identifier, state, pack_fields(packed_fields),
-                   "time_to_be_received" in fields, fields)
-
     @property
     def message(self) -> Message:
         if self._fields is None:
@@ -153,6 +144,15 @@ class _LoadedMessage(StoredMessage):
     def plain(self) -> StoredMessage:
         """The same as a plain StoredMessage (what load() returns)."""
         return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
+
+
+def _row_of_fields(queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> tuple:
+    """load_packed's row of a message stored as JSON attributes (record.py): packed from its decoded fields."""
+    packed_fields = fields
+    if fields.get("lookup_identifier") != lookup_identifier:
+        packed_fields = {**fields, "lookup_identifier": lookup_identifier}
+    return (queue_identifier, lookup_identifier, state, pack_fields(packed_fields), "time_to_be_received" in fields,
+            fields)
 
 
 def _message_row(stored: StoredMessage) -> tuple[bytes | None, str | None, bytes | None]:
@@ -747,6 +747,14 @@ class SqliteStore:
         millions of messages starts without holding them all at once. Each also carries ``packed``, its compact
         form, and ``expires`` (a TTBR is set), so QueueManager.initialize need not build a Message per row.
         Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
+        snapshot = self.load_packed()
+        snapshot.messages = (_LoadedMessage(*row) for batch in snapshot.messages for row in batch)
+        return snapshot
+
+    def load_packed(self) -> Snapshot:
+        """load_stream() as QueueManager.initialize takes it: the messages are a one-shot iterator of lists (up to
+        1,024 each) of (queue identifier, LookupIdentifier, state, compact form, TTBR set, _) tuples -- no object
+        per message but the compact form read from its row."""
         self.flush()
         stream = self._stream()
         identifier, sequential, queues = next(stream)
@@ -766,7 +774,7 @@ class SqliteStore:
                     conn.execute("BEGIN")
                     try:
                         yield self._read_head(conn)
-                        yield from self._read_messages(conn)
+                        yield from self._read_batches(conn)
                     finally:
                         conn.execute("COMMIT")
                 except sqlite3.Error as exc:
@@ -798,12 +806,13 @@ class SqliteStore:
             queues.append(StoredQueue(queue_id, attributes))
         return identifier, sequential + _BIAS, queues
 
-    def _read_messages(self, conn: sqlite3.Connection):
+    def _read_batches(self, conn: sqlite3.Connection):
         names = _STATE_NAMES
         interned: dict[str, str] = {}
         rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, compact, attributes, body"
                             " FROM messages ORDER BY queue_identifier, lookup_identifier")
         while batch := rows.fetchmany(1024):
+            loaded = []
             for queue_id, lookup, state, compact, attributes, body in batch:
                 try:
                     if type(queue_id) is not str or type(lookup) is not int:
@@ -813,17 +822,17 @@ class SqliteStore:
                     if compact is not None:
                         if attributes is not None or body is not None:
                             raise RecordError("both a compact form and JSON attributes")
-                        stored = _LoadedMessage(queue_id, lookup, names[state], compact, check_stored(compact, lookup))
+                        loaded.append((queue_id, lookup, names[state], compact, check_stored(compact, lookup), None))
                     else:
                         if type(attributes) is not str:
                             raise RecordError("a column holds a value of the wrong type")
-                        stored = _LoadedMessage.of_fields(queue_id, lookup, names[state],
-                                                          decode_message_fields(attributes, body, lookup))
+                        loaded.append(_row_of_fields(queue_id, lookup, names[state],
+                                                     decode_message_fields(attributes, body, lookup)))
                 except (RecordError, CompactError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
-                yield stored
+            yield loaded
 
 
 _ROW_ERRORS = (RecordError, CompactError, KeyError, TypeError, ValueError, RecursionError)
