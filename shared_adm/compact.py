@@ -227,8 +227,10 @@ def _plain_data(value, depth: int = 0) -> bool:
 
 
 class _Shape:
-    """The checks one layout of present fields and value types needs (most stored messages share a few)."""
-    __slots__ = ("uuids", "objectids", "enums", "containers", "lookup", "allow_peek", "delivery", "expires")
+    """The checks one layout of present fields and value types needs (most stored messages share a few):
+    ``accepts`` is them compiled to one expression; ``explain`` names the first that fails."""
+    __slots__ = ("uuids", "objectids", "enums", "containers", "lookup", "allow_peek", "delivery", "expires",
+                 "accepts")
 
     def __init__(self, indexes: tuple, types: tuple) -> None:
         if any(type(index) is not int for index in indexes) or list(indexes) != sorted(set(indexes)) \
@@ -264,6 +266,45 @@ class _Shape:
             elif index == _DELIVERY_INDEX:
                 self.delivery = value_position
         self.expires = _TTBR_INDEX in indexes
+        self.accepts = self._compile()
+
+    def _compile(self):
+        # Only positions (ints) and names of this module go into the source: nothing read from a store.
+        terms = [f"flat[{self.lookup}] == lookup" if self.lookup is not None else "lookup == 0"]
+        terms += [f"len(flat[{p}]) == 16" for p in self.uuids]
+        terms += [f"len(flat[{p}]) == 2 and type(flat[{p}][0]) is bytes and len(flat[{p}][0]) == 16"
+                  f" and type(flat[{p}][1]) is int" for p in self.objectids]
+        terms += [f"flat[{p}] in members_{p}" for p, _, _ in self.enums]
+        terms += [f"plain_data(flat[{p}])" for p in self.containers]
+        allow = f"flat[{self.allow_peek}]" if self.allow_peek is not None else "ALLOW_PEEK_DEFAULT"
+        recoverable = f"flat[{self.delivery}] == RECOVERABLE" if self.delivery is not None else "False"
+        terms.append(f"flags == ((ALLOW if {allow} else 0) | (REC if {recoverable} else 0))")
+        namespace = {f"members_{p}": members for p, members, _ in self.enums}
+        namespace.update(plain_data=_plain_data, ALLOW_PEEK_DEFAULT=_ALLOW_PEEK_DEFAULT, ALLOW=_ALLOW_PEEK_WHEN_LOCKED,
+                         REC=_RECOVERABLE, RECOVERABLE=DeliveryGuarantee.RECOVERABLE, len=len, type=type,
+                         bytes=bytes, int=int)
+        namespace["__builtins__"] = {}
+        return eval("lambda flat, lookup, flags: " + " and ".join(terms), namespace)
+
+    def explain(self, flat: tuple, lookup_identifier: int, flags: int) -> None:
+        """Raise CompactError naming the first check ``accepts`` failed."""
+        for position in self.uuids:
+            if len(flat[position]) != _UUID_BYTES:
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: a GUID is not 16 bytes")
+        for position in self.objectids:
+            value = flat[position]
+            if len(value) != 2 or type(value[0]) is not bytes or len(value[0]) != _UUID_BYTES \
+                    or type(value[1]) is not int:
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: not an OBJECTID (GUID, uniquifier)")
+        for position, members, name in self.enums:
+            if flat[position] not in members:
+                raise CompactError(f"{name}: {flat[position]} is not a value of its enumeration")
+        for position in self.containers:
+            if not _plain_data(flat[position]):
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: holds something other than message data")
+        if (flat[self.lookup] if self.lookup is not None else 0) != lookup_identifier:
+            raise CompactError("its LookupIdentifier is not the row's")
+        raise CompactError("its flags byte does not match its attributes")
 
 
 def check_stored(blob: bytes, lookup_identifier: int) -> bool:
@@ -272,40 +313,20 @@ def check_stored(blob: bytes, lookup_identifier: int) -> bool:
     if type(blob) is not bytes or len(blob) < 3 or blob[0] != _MARSHAL[0]:
         raise CompactError("not a stored compact form")
     try:
-        flat = marshal.loads(memoryview(blob)[2:])
+        flat = marshal.loads(blob[2:])
     except (ValueError, EOFError, TypeError) as exc:
         raise CompactError(f"not a compact form: {exc}") from None
     if type(flat) is not tuple or len(flat) % 2:
         raise CompactError("not a compact form: not a tuple of (field, value) pairs")
-    indexes = flat[::2]
-    key = (indexes, tuple(map(type, flat[1::2])))
+    key = (flat[::2], tuple(map(type, flat[1::2])))
     shape = _SHAPES.get(key)
     if shape is None:
         shape = _Shape(*key)
         if len(_SHAPES) >= _SHAPES_MAX:
             _SHAPES.clear()
         _SHAPES[key] = shape
-    for position in shape.uuids:
-        if len(flat[position]) != _UUID_BYTES:
-            raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: a GUID is not 16 bytes")
-    for position in shape.objectids:
-        value = flat[position]
-        if len(value) != 2 or type(value[0]) is not bytes or len(value[0]) != _UUID_BYTES or type(value[1]) is not int:
-            raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: not an OBJECTID (GUID, uniquifier)")
-    for position, members, name in shape.enums:
-        if flat[position] not in members:
-            raise CompactError(f"{name}: {flat[position]} is not a value of its enumeration")
-    for position in shape.containers:
-        if not _plain_data(flat[position]):
-            raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: holds something other than message data")
-    if (flat[shape.lookup] if shape.lookup is not None else 0) != lookup_identifier:
-        raise CompactError("its LookupIdentifier is not the row's")
-    flags = _ALLOW_PEEK_WHEN_LOCKED if (flat[shape.allow_peek] if shape.allow_peek is not None
-                                        else _ALLOW_PEEK_DEFAULT) else 0
-    if shape.delivery is not None and flat[shape.delivery] == DeliveryGuarantee.RECOVERABLE:
-        flags |= _RECOVERABLE
-    if blob[1] != flags:
-        raise CompactError("its flags byte does not match its attributes")
+    if not shape.accepts(flat, lookup_identifier, blob[1]):
+        shape.explain(flat, lookup_identifier, blob[1])
     return shape.expires
 
 
