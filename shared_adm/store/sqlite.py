@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared_adm.message import Message
-from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
+from shared_adm.store.base import PackedStoredMessage, Snapshot, StoredMessage, StoredQueue, StoreError
 from shared_adm.compact import CompactError, check_stored, is_pickled, layout, pack, pack_fields, relayout, unpack
 from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
                                      message_from_fields)
@@ -117,19 +117,16 @@ class _Batch:
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
 
 
-class _LoadedMessage(StoredMessage):
+class _LoadedMessage(PackedStoredMessage):
     """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
     = the row's), checked but not unpacked; ``message`` is built only when asked for (TTBR, tools)."""
-    __slots__ = ("_fields", "packed", "expires")
+    __slots__ = ("_fields", "expires")
 
     def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes, expires: bool,
                  fields: dict | None = None) -> None:
-        self.queue_identifier = queue_identifier
-        self.lookup_identifier = lookup_identifier
-        self.state = state
-        self.packed = packed
+        super().__init__(queue_identifier, lookup_identifier, state, packed)
         self.expires = expires              # a non-default TTBR: a timer to start (3.1.7.1.9)
-        self._fields = fields
+        self._fields = fields               # a JSON row's decoded attributes: its Message keeps its own LookupIdentifier
 
     @property
     def message(self) -> Message:
