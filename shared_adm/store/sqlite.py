@@ -13,6 +13,14 @@ coalesced per key (cheap, no I/O). One writer thread takes the whole batch and c
 SQLite transaction. ``await durable()`` / ``flush()`` wait for the batch holding every mutation
 recorded before the call; a commit failure is logged and raised to those waiters, and the batch is
 kept and retried (in order, before newer batches) on the next commit.
+
+Rows (schema 2): a message row holds the compact form its MessagePosition holds (shared_adm/compact.py), so a
+start-up reads it as it is; ``compact.check_stored`` proves each one unpacks to plain data before it is used (the
+data directory is a trust boundary: a pickled form is never stored, and marshal builds objects without running
+code). A message whose compact form would need pickle, or whose own LookupIdentifier is not its row's, is stored
+as record.py's JSON instead. ``meta.compact_layout`` names the Message field table the forms were packed under; a
+version with another one re-packs them when it opens the store. A schema-1 store (JSON only) is upgraded once, in
+the opening transaction.
 """
 from __future__ import annotations
 

@@ -98,6 +98,8 @@ def test_a_queue_manager_starts_from_an_upgraded_store_with_every_message_in_ord
             assert position.state.value == "Available"
             message.lookup_identifier = key        # a position's Message carries the row key (3.1.3)
             assert position.message == message
+    # the one message with a TimeToBeReceived got its timer (3.1.7.1.9), read from its compact form
+    assert [lookup for _, lookup, _ in qm._ttbr_heap] == [v1.PREFIX + 1]
     store.close()
     assert [lookup + BIAS for (lookup,) in _rows(data_dir / DB_FILE_NAME, "SELECT lookup_identifier FROM messages"
                                                  " WHERE state = 2")] == []     # PurgePending deleted
