@@ -1,6 +1,7 @@
 """SqliteStore schema 2: compact forms stored as they are, the upgrade of schema-1 stores, hostile compact rows, and
 re-packing when Message's field table changes (MS-MQDMPR 3.1.1 Persistent attributes, 3.1.3 Initialization)."""
 import contextlib
+import dataclasses
 import json
 import logging
 import marshal
@@ -14,15 +15,19 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared_adm.clock import ManualScheduler
-from shared_adm.compact import check_stored, layout, pack
+from shared_adm.compact import check_stored, layout, pack, unpack
 from shared_adm.enums import MessageClass
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import PackedStoredMessage, SqliteStore, StoredMessage, StoreError
-from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION
+from shared_adm.store.record import decode_message
+from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION, _message_row
 from tests.store.fixtures import make_v1_store as v1
+from tests.store.test_record import _messages as _any_message
 
 FIXTURE = Path(__file__).parent / "fixtures" / "v1-store.sqlite3"
 Q = "6f1d3c52-0b7e-4f4e-9a51-2d3c4b5a6978"
@@ -265,3 +270,22 @@ def test_a_missing_or_corrupt_field_table_is_refused(data_dir, value, match):
         _execute(path, "UPDATE meta SET value = ? WHERE key = 'compact_layout'", (value,))
     with pytest.raises(StoreError, match=match):
         SqliteStore(data_dir)
+
+
+# ---- any message round-trips through its row -------------------------------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(message=_any_message, key=st.integers(0, 2**64 - 1), own_key=st.booleans())
+def test_any_message_round_trips_through_its_schema_2_row(message, key, own_key):
+    if own_key:
+        message.lookup_identifier = key
+    compact, attributes, body = _message_row(StoredMessage(Q, key, "Available", message))
+    if compact is not None:
+        assert (attributes, body) == (None, None)
+        check_stored(compact, key)
+        loaded = unpack(compact)
+    else:
+        loaded = decode_message(attributes, body, key)
+    assert loaded == message
+    for f in dataclasses.fields(Message):
+        assert type(getattr(loaded, f.name)) is type(getattr(message, f.name)), f.name
