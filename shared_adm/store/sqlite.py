@@ -296,11 +296,13 @@ class SqliteStore:
             conn.execute("PRAGMA cache_size=-65536")        # 64 MiB: load() and large batches
             conn.execute("BEGIN IMMEDIATE")                  # proves the file and directory are writable
             try:
-                self._check_or_create_schema(conn)
+                rewritten = self._check_or_create_schema(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if rewritten:       # the upgrade went through the WAL: give its disk space back now, not at close
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except StoreError:
             conn.close()
             self._release_process_lock()
@@ -375,14 +377,15 @@ class SqliteStore:
             raise self._fail(f"truncated: the header says {page_count} pages of {page_size} bytes "
                              f"({page_count * page_size} bytes) but the file has {size} bytes")
 
-    def _check_or_create_schema(self, conn: sqlite3.Connection) -> None:
+    def _check_or_create_schema(self, conn: sqlite3.Connection) -> bool:
+        """Create, check or upgrade the schema; True when every message row was rewritten (upgrade, re-pack)."""
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
             conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (_LAYOUT_KEY, _LAYOUT))
-            return
+            return False
         if "schema_version" not in tables:
             raise self._fail(f"an SQLite database but not a qm2qm store (tables: {', '.join(sorted(tables))})")
         rows = conn.execute("SELECT version FROM schema_version").fetchall()
@@ -399,12 +402,14 @@ class SqliteStore:
             raise self._fail(f"corrupt store: missing tables {', '.join(sorted(missing))}")
         if version == 1:
             self._migrate_from_1(conn)
-            return
+            return True
         stored_layout = conn.execute("SELECT value FROM meta WHERE key = ?", (_LAYOUT_KEY,)).fetchone()
         if stored_layout is None or type(stored_layout[0]) is not str:
             raise self._fail(f"corrupt store: no {_LAYOUT_KEY} in its meta table")
         if stored_layout[0] != _LAYOUT:
             self._relayout(conn, stored_layout[0])
+            return True
+        return False
 
     # Both run inside _open's transaction: a crash or an error part-way leaves the store as it was.
 
@@ -413,11 +418,14 @@ class SqliteStore:
         as they are: the load decodes or reports them as schema 1 did)."""
         started = time.monotonic()
         conn.execute(_MESSAGES_TABLE.format(name="messages_v2"))
-        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body FROM messages")
         count = 0
-        while batch := rows.fetchmany(4096):
+        # Each batch of old rows is deleted as its new rows are written: the pages freed are reused at once, so the
+        # file does not grow by a second copy of every message.
+        while batch := conn.execute("SELECT rowid, queue_identifier, lookup_identifier, state, attributes, body"
+                                    " FROM messages ORDER BY rowid LIMIT 4096").fetchall():
             conn.executemany("INSERT INTO messages_v2 (queue_identifier, lookup_identifier, state, compact,"
                              " attributes, body) VALUES (?, ?, ?, ?, ?, ?)", map(_row_from_1, batch))
+            conn.execute("DELETE FROM messages WHERE rowid <= ?", (batch[-1][0],))
             count += len(batch)
         conn.execute("DROP TABLE messages")
         conn.execute("ALTER TABLE messages_v2 RENAME TO messages")
@@ -846,7 +854,7 @@ _ROW_ERRORS = (RecordError, CompactError, KeyError, TypeError, ValueError, Recur
 def _row_from_1(row: tuple) -> tuple:
     """A schema-1 message row as a schema-2 one: its compact form when it decodes and its own LookupIdentifier is
     the row's; otherwise the row as it is (the load decodes it, or reports it, exactly as schema 1's did)."""
-    queue_id, lookup, state, attributes, body = row
+    _, queue_id, lookup, state, attributes, body = row
     if type(attributes) is str and type(lookup) is int:
         try:
             fields = decode_message_fields(attributes, body, lookup + _BIAS)

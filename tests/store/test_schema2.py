@@ -24,7 +24,7 @@ from shared_adm.enums import MessageClass
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import PackedStoredMessage, SqliteStore, StoredMessage, StoreError
-from shared_adm.store.record import decode_message
+from shared_adm.store.record import decode_message, encode_message
 from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION, _message_row
 from tests.store.fixtures import make_v1_store as v1
 from tests.store.test_record import _messages as _any_message
@@ -74,7 +74,11 @@ def test_a_version_1_store_is_upgraded_once_in_place_with_every_message(data_dir
     path = _v1_store(data_dir)
     assert _rows(path, "SELECT version FROM schema_version") == [(1,)]
     with caplog.at_level(logging.WARNING, logger="shared_adm.store.sqlite"):
-        _check_fixture_contents(_loaded(data_dir))
+        store = SqliteStore(data_dir)
+        wal = path.with_name(path.name + "-wal")
+        assert not wal.exists() or wal.stat().st_size == 0       # the upgrade's WAL given back while open
+        _check_fixture_contents(store.load())
+        store.close()
     assert "upgraded the store from schema version 1 to 2 (8 messages" in caplog.text
     assert _rows(path, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     assert _rows(path, "SELECT value FROM meta WHERE key = 'compact_layout'") == [(json.dumps(layout(),
@@ -108,6 +112,35 @@ def test_a_queue_manager_starts_from_an_upgraded_store_with_every_message_in_ord
     store.close()
     assert [lookup + BIAS for (lookup,) in _rows(data_dir / DB_FILE_NAME, "SELECT lookup_identifier FROM messages"
                                                  " WHERE state = 2")] == []     # PurgePending deleted
+
+
+_V1_SCHEMA = (       # schema 1 as 28833c8 created it
+    "CREATE TABLE schema_version (version INTEGER NOT NULL)",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
+    "CREATE TABLE queues (identifier TEXT PRIMARY KEY, attributes TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE messages (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
+    " state INTEGER NOT NULL, attributes TEXT NOT NULL, body BLOB NOT NULL,"
+    " PRIMARY KEY (queue_identifier, lookup_identifier))",
+)
+
+
+def test_the_upgrade_reuses_the_pages_of_the_rows_it_replaced(data_dir):
+    data_dir.mkdir()
+    path = data_dir / DB_FILE_NAME
+    messages = [Message(lookup_identifier=n, identifier=(v1.QM, n), label="restart", body=b"r" * 100,
+                        delivery_guarantee=DeliveryGuarantee.RECOVERABLE, destination_queue_format_name="DIRECT=OS:vm"
+                        "\\private$\\restart", source_machine_identifier=v1.SOURCE) for n in range(1, 20_001)]
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        for statement in _V1_SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.executemany("INSERT INTO messages VALUES (?, ?, 0, ?, ?)",
+                         [(Q, m.lookup_identifier - BIAS, *encode_message(m, m.lookup_identifier)) for m in messages])
+        conn.commit()
+    size = path.stat().st_size
+    loaded = _loaded(data_dir).messages
+    assert [m.message for m in loaded] == messages
+    assert path.stat().st_size < 1.2 * size     # not the old rows plus a second copy of every message
 
 
 _KILL_MID_UPGRADE = """
