@@ -527,7 +527,7 @@ class SqliteStore:
         if not isinstance(stored, StoredMessage):
             raise TypeError(f"put_message needs a StoredMessage, got {type(stored).__qualname__}")
         _check_identifier(stored.queue_identifier)
-        if not isinstance(stored.message, Message):
+        if not isinstance(stored, PackedStoredMessage) and not isinstance(stored.message, Message):
             raise TypeError(f"StoredMessage.message must be a Message, got {type(stored.message).__qualname__}")
         lookup = _u64(stored.lookup_identifier, "lookup identifier")
         state = _state_code(stored.state)
