@@ -417,6 +417,9 @@ class SqliteStore:
         """Schema 1 -> 2, once, in place: each row's JSON attributes become its compact form (rows that cannot, kept
         as they are: the load decodes or reports them as schema 1 did)."""
         started = time.monotonic()
+        total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        log.warning("%s: upgrading the store from schema version 1 to %d (%d messages; about half a minute per "
+                    "million) ...", self.path, SCHEMA_VERSION, total)
         conn.execute(_MESSAGES_TABLE.format(name="messages_v2"))
         count = 0
         # Each batch of old rows is deleted as its new rows are written: the pages freed are reused at once, so the
