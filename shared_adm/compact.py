@@ -181,3 +181,184 @@ def unpack(blob: bytes) -> Message:
 def body_size(blob: bytes) -> int:
     """Storage the message consumes (3.1.7.2.1 'headers and body'): the size of its compact form."""
     return len(blob)
+
+
+# ---- the stored form: SqliteStore (schema 2) keeps a queued message's compact form as it is --------------------
+# A data directory is a trust boundary: a stored form is never the pickle variant, and ``check_stored`` proves at
+# load that unpack of it succeeds and yields only plain data (marshal itself builds objects, it runs no code).
+
+class CompactError(ValueError):
+    """A stored compact form (3.1.1.12) this version cannot have written: corrupt, hostile, or of another layout."""
+
+
+def _kind_tag(kind) -> str:
+    if isinstance(kind, enum.EnumMeta):
+        return f"enum:{kind.__qualname__}:{','.join(str(int(member)) for member in kind)}"
+    return kind
+
+
+def layout() -> list:
+    """The field table the compact form's numbering follows, JSON-able: [[name, kind, default], ...]. A store keeps
+    the one its rows were packed under and re-packs them (``relayout``) when this version's differs."""
+    return [[name, _kind_tag(kind), repr(factory() if factory is not None else default)]
+            for name, default, factory, kind in _FIELDS]
+
+
+_SCALARS = frozenset((int, str, bytes, bool, float, type(None)))
+_CONTAINER_TYPES = frozenset((tuple, list, dict))
+_UUID_BYTES = 16
+_LOOKUP_INDEX = _FIELD_INDEX["lookup_identifier"]
+_TTBR_INDEX = _FIELD_INDEX["time_to_be_received"]
+_ALLOW_PEEK_INDEX = _FIELD_INDEX["allow_peek_when_locked"]
+_DELIVERY_INDEX = _FIELD_INDEX["delivery_guarantee"]
+_SHAPES: dict[tuple, "_Shape"] = {}      # (indexes, value types) -> what is left to check per message
+_SHAPES_MAX = 4096
+
+
+def _plain_data(value, depth: int = 0) -> bool:
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if depth > 32 or kind not in _CONTAINER_TYPES:
+        return False
+    if kind is dict:
+        return all(_plain_data(key, depth + 1) and _plain_data(item, depth + 1) for key, item in value.items())
+    return all(_plain_data(item, depth + 1) for item in value)
+
+
+class _Shape:
+    """The checks one layout of present fields and value types needs (most stored messages share a few):
+    ``accepts`` is them compiled to one expression; ``explain`` names the first that fails."""
+    __slots__ = ("uuids", "objectids", "enums", "containers", "lookup", "allow_peek", "delivery", "expires",
+                 "accepts")
+
+    def __init__(self, indexes: tuple, types: tuple) -> None:
+        if any(type(index) is not int for index in indexes) or list(indexes) != sorted(set(indexes)) \
+                or (indexes and not 0 <= indexes[0] <= indexes[-1] < len(_FIELDS)):
+            raise CompactError("field numbers out of range, repeated or unordered")
+        self.uuids, self.objectids, self.enums, self.containers = [], [], [], []
+        self.lookup = self.allow_peek = self.delivery = None
+        for position, (index, kind) in enumerate(zip(indexes, types)):
+            value_position = 2 * position + 1
+            field_kind = _FIELDS[index][3]
+            if field_kind == "uuid":
+                if kind is not bytes and kind is not type(None):
+                    raise CompactError(f"{_FIELDS[index][0]}: {kind.__name__} where GUID bytes belong")
+                if kind is bytes:
+                    self.uuids.append(value_position)
+            elif field_kind == "objectid":
+                if kind is not tuple:
+                    raise CompactError(f"{_FIELDS[index][0]}: {kind.__name__} where an OBJECTID belongs")
+                self.objectids.append(value_position)
+            elif isinstance(field_kind, enum.EnumMeta):
+                if kind is not int and kind is not type(None):
+                    raise CompactError(f"{_FIELDS[index][0]}: {kind.__name__} where an enum value belongs")
+                if kind is int:
+                    self.enums.append((value_position, field_kind._value2member_map_, _FIELDS[index][0]))
+            elif kind not in _SCALARS:
+                if kind not in _CONTAINER_TYPES:
+                    raise CompactError(f"{_FIELDS[index][0]}: a {kind.__name__} is not message data")
+                self.containers.append(value_position)
+            if index == _LOOKUP_INDEX:
+                self.lookup = value_position
+            elif index == _ALLOW_PEEK_INDEX:
+                self.allow_peek = value_position
+            elif index == _DELIVERY_INDEX:
+                self.delivery = value_position
+        self.expires = _TTBR_INDEX in indexes
+        self.accepts = self._compile()
+
+    def _compile(self):
+        # Only positions (ints) and names of this module go into the source: nothing read from a store.
+        terms = [f"flat[{self.lookup}] == lookup" if self.lookup is not None else "lookup == 0"]
+        terms += [f"len(flat[{p}]) == 16" for p in self.uuids]
+        terms += [f"len(flat[{p}]) == 2 and type(flat[{p}][0]) is bytes and len(flat[{p}][0]) == 16"
+                  f" and type(flat[{p}][1]) is int" for p in self.objectids]
+        terms += [f"flat[{p}] in members_{p}" for p, _, _ in self.enums]
+        terms += [f"plain_data(flat[{p}])" for p in self.containers]
+        allow = f"flat[{self.allow_peek}]" if self.allow_peek is not None else "ALLOW_PEEK_DEFAULT"
+        recoverable = f"flat[{self.delivery}] == RECOVERABLE" if self.delivery is not None else "False"
+        terms.append(f"flags == ((ALLOW if {allow} else 0) | (REC if {recoverable} else 0))")
+        namespace = {f"members_{p}": members for p, members, _ in self.enums}
+        namespace.update(plain_data=_plain_data, ALLOW_PEEK_DEFAULT=_ALLOW_PEEK_DEFAULT, ALLOW=_ALLOW_PEEK_WHEN_LOCKED,
+                         REC=_RECOVERABLE, RECOVERABLE=DeliveryGuarantee.RECOVERABLE, len=len, type=type,
+                         bytes=bytes, int=int)
+        namespace["__builtins__"] = {}
+        return eval("lambda flat, lookup, flags: " + " and ".join(terms), namespace)
+
+    def explain(self, flat: tuple, lookup_identifier: int, flags: int) -> None:
+        """Raise CompactError naming the first check ``accepts`` failed."""
+        for position in self.uuids:
+            if len(flat[position]) != _UUID_BYTES:
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: a GUID is not 16 bytes")
+        for position in self.objectids:
+            value = flat[position]
+            if len(value) != 2 or type(value[0]) is not bytes or len(value[0]) != _UUID_BYTES \
+                    or type(value[1]) is not int:
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: not an OBJECTID (GUID, uniquifier)")
+        for position, members, name in self.enums:
+            if flat[position] not in members:
+                raise CompactError(f"{name}: {flat[position]} is not a value of its enumeration")
+        for position in self.containers:
+            if not _plain_data(flat[position]):
+                raise CompactError(f"{_FIELDS[flat[position - 1]][0]}: holds something other than message data")
+        if (flat[self.lookup] if self.lookup is not None else 0) != lookup_identifier:
+            raise CompactError("its LookupIdentifier is not the row's")
+        raise CompactError("its flags byte does not match its attributes")
+
+
+def check_stored(blob: bytes, lookup_identifier: int) -> bool:
+    """Prove a compact form read from a store unpacks (to plain data, LookupIdentifier = the row's) without
+    unpacking it; returns whether it sets a TimeToBeReceived (3.1.7.1.9: a timer to start). CompactError if not."""
+    if type(blob) is not bytes or len(blob) < 3 or blob[0] != _MARSHAL[0]:
+        raise CompactError("not a stored compact form")
+    try:
+        flat = marshal.loads(blob[2:])
+    except (ValueError, EOFError, TypeError) as exc:
+        raise CompactError(f"not a compact form: {exc}") from None
+    if type(flat) is not tuple or len(flat) % 2:
+        raise CompactError("not a compact form: not a tuple of (field, value) pairs")
+    key = (flat[::2], tuple(map(type, flat[1::2])))
+    shape = _SHAPES.get(key)
+    if shape is None:
+        shape = _Shape(*key)
+        if len(_SHAPES) >= _SHAPES_MAX:
+            _SHAPES.clear()
+        _SHAPES[key] = shape
+    if not shape.accepts(flat, lookup_identifier, blob[1]):
+        shape.explain(flat, lookup_identifier, blob[1])
+    return shape.expires
+
+
+def relayout(blob: bytes, old_layout: list) -> bytes:
+    """``blob``, packed under ``old_layout`` (a store's, from ``layout()`` of the version that wrote it), packed
+    under this version's: fields matched by name, a field this version lacks dropped (CompactError if unreadable)."""
+    if type(blob) is not bytes or blob[:1] != _MARSHAL:
+        raise CompactError("not a stored compact form")
+    try:
+        flat = marshal.loads(blob[2:])
+        fields = {}
+        for i in range(0, len(flat), 2):
+            name, tag = old_layout[flat[i]][:2]
+            if name not in _FIELD_INDEX:
+                continue
+            value = flat[i + 1]
+            kind = _FIELDS[_FIELD_INDEX[name]][3]
+            if value is None:
+                fields[name] = None
+            elif tag == "uuid":
+                fields[name] = uuid.UUID(bytes=value)
+            elif tag == "objectid":
+                fields[name] = (uuid.UUID(bytes=value[0]), value[1])
+            elif isinstance(kind, enum.EnumMeta) and type(value) is int:
+                fields[name] = kind._value2member_map_.get(value, value)
+            else:
+                fields[name] = value
+    except (ValueError, EOFError, TypeError, IndexError, KeyError) as exc:
+        raise CompactError(f"not a compact form of the stored layout: {exc}") from None
+    return pack_fields(fields)
+
+
+def is_pickled(blob: bytes) -> bool:
+    """The compact form fell back to pickle (a value marshal cannot hold): it must never be written to a store."""
+    return blob[:1] == _PICKLE

@@ -27,7 +27,7 @@ import uuid
 
 from shared_adm import status as st
 from shared_adm.clock import AsyncioScheduler, Scheduler
-from shared_adm.compact import body_size, pack, recoverable
+from shared_adm.compact import body_size, pack, recoverable, unpack
 from shared_adm.cursor import Cursor
 from shared_adm.descriptor import OpenQueueDescriptor
 from shared_adm.enums import (MessageClass, OperationType, PositionState, QueueAccessType, QueueShareMode,
@@ -37,8 +37,8 @@ from shared_adm.events_read import ReadEvents
 from shared_adm.events_transaction import TransactionEvents
 from shared_adm.format_name import FormatName, parse, pathname_key
 from shared_adm.message import Message
-from shared_adm.queue import MessagePosition, Queue, new_position
-from shared_adm.store.base import MemoryStore, Store, StoredMessage, StoredQueue
+from shared_adm.queue import MessagePosition, Queue
+from shared_adm.store.base import MemoryStore, PackedStoredMessage, Store, StoredQueue
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
@@ -47,6 +47,25 @@ FIRST_USER_PRIVATE_QUEUE_NUMBER = 4
 SYSTEM_QUEUE_PATHS = {"journal": "system$;journal", "deadletter": "system$;deadletter", "deadxact": "system$;deadxact"}
 DEFAULT_QUEUE_MANAGER_QUOTA_KB = 0x00100000      # 3.1.1.1 says bytes; Windows' MachineQuota is KB (DEFECTS.md extra)
 _MAX_HANDLE = 0xFFFFFFFF
+
+
+def _packed_batches(messages, size: int = 1024):
+    """StoredMessages (a store without load_packed) as load_packed's batches: the Message packed with LookupIdentifier
+    = the row's; TTBR looked at for each (3.1.7.1.9)."""
+    batch = []
+    for stored in messages:
+        packed = getattr(stored, "packed", None)
+        if packed is None:
+            message = stored.message
+            message.lookup_identifier = stored.lookup_identifier
+            packed = pack(message)
+        batch.append((stored.queue_identifier, stored.lookup_identifier, stored.state, packed,
+                      getattr(stored, "expires", True), None))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
@@ -87,7 +106,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             raise RuntimeError("QueueManager.initialize() called twice")
         self.queue_manager_state = "Initializing"
         # Streamed when the store can: a million stored messages never sit in one list (peak memory at start-up).
-        snapshot = getattr(self.store, "load_stream", self.store.load)()
+        load_packed = getattr(self.store, "load_packed", None)
+        snapshot = load_packed() if load_packed else getattr(self.store, "load_stream", self.store.load)()
         if snapshot.queue_manager_identifier:
             self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
         elif self.identifier is None:
@@ -96,50 +116,49 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             self.store.set_queue_manager_identifier(str(self.identifier))
         for stored in snapshot.queues:
             self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
-        self.sequential_id = self._load_messages(snapshot.messages, snapshot.sequential_id)
+        batches = snapshot.messages if load_packed else _packed_batches(snapshot.messages)
+        self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
         self._create_system_queues()
         self.queue_manager_state = "Ready"
 
-    def _load_messages(self, messages, highest: int) -> int:
+    def _load_messages(self, batches, highest: int) -> int:
         """3.1.3: link every stored message as Available (PurgePending ones and orphans are deleted); returns the
-        highest sequential id seen. Any order will do: positions sit in lists sorted by LookupIdentifier and TTBR
-        timers in a heap; a run of one queue's rows goes into its list in one bulk insert."""
+        highest sequential id seen. ``batches``: lists of load_packed rows. Any order will do: positions sit in lists
+        sorted by LookupIdentifier and TTBR timers in a heap; a run of one queue's rows goes into its list in one
+        bulk insert."""
         queues_by_key: dict[str, Queue | None] = {}
         run: list[MessagePosition] = []
-        run_queue = None
+        run_queue, run_bytes = None, 0
         available = PositionState.AVAILABLE
-        for stored in messages:
-            key = stored.queue_identifier
-            queue = queues_by_key.get(key, self)
-            if queue is self:
-                queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
-            lookup = stored.lookup_identifier
-            if lookup & LOW_7_BYTES > highest:
-                highest = lookup & LOW_7_BYTES
-            if queue is None or stored.state == PositionState.PURGE_PENDING.value:
-                self.store.delete_message(key, lookup)
-                continue
-            packed = getattr(stored, "packed", None)       # load_stream's rows come packed: no Message built
-            message = None
-            if packed is None or stored.expires:
-                message = stored.message
-                message.lookup_identifier = lookup
-                position = new_position(queue, message, available)
-            else:
-                position = MessagePosition(queue, lookup, available, packed)
-            if queue is not run_queue:
-                if run:
-                    run_queue.message_position_list.insert_many(run)
-                run, run_queue = [], queue
-            run.append(position)
-            self._add_bytes(queue, position, +1)
-            if stored.state != available.value:
-                self.store.set_message_state(key, lookup, available.value)
-            if message is not None:
-                self._start_ttbr_timer(queue, message)
-        if run:
-            run_queue.message_position_list.insert_many(run)
+        available_name, purge_pending_name = available.value, PositionState.PURGE_PENDING.value
+        for batch in batches:
+            for key, lookup, state, packed, expires, _ in batch:
+                queue = queues_by_key.get(key, self)
+                if queue is self:
+                    queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
+                if lookup & LOW_7_BYTES > highest:
+                    highest = lookup & LOW_7_BYTES
+                if queue is None or state == purge_pending_name:
+                    self.store.delete_message(key, lookup)
+                    continue
+                if queue is not run_queue:
+                    self._link_run(run_queue, run, run_bytes)
+                    run, run_queue, run_bytes = [], queue, 0
+                run.append(MessagePosition(queue, lookup, available, packed))
+                run_bytes += body_size(packed)
+                if state != available_name:
+                    self.store.set_message_state(key, lookup, available_name)
+                if expires:
+                    self._start_ttbr_timer(queue, unpack(packed))
+        self._link_run(run_queue, run, run_bytes)
         return highest
+
+    def _link_run(self, queue: Queue | None, run: list[MessagePosition], size: int) -> None:
+        """Link a run of one queue's loaded Available positions; TotalBytes counts them (_add_bytes, in one step)."""
+        if run:
+            queue.message_position_list.insert_many(run)
+            queue.total_bytes += size
+            self.total_bytes += size
 
     def _create_system_queues(self) -> None:
         by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}
@@ -428,8 +447,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 TransactionalOperation(OperationType.ENQUEUE, position))
             return 0
         if recoverable(blob):
-            self.store.put_message(StoredMessage(queue.store_identifier, position.lookup_identifier,
-                                                 PositionState.AVAILABLE.value, message))
+            self.store.put_message(PackedStoredMessage(queue.store_identifier, position.lookup_identifier,
+                                                       PositionState.AVAILABLE.value, blob))
         self._make_available(queue, position, record=False)
         return 0
 
@@ -452,13 +471,12 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
 
     def _move_now(self, position: MessagePosition, target: Queue) -> MessagePosition:
         source = position.queue
-        message = position.message
         self._remove(source, position, PositionState.DELETED)
         moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
         target.message_position_list.insert(moved)
         if recoverable(moved.packed):
-            self.store.put_message(StoredMessage(target.store_identifier, moved.lookup_identifier,
-                                                 PositionState.AVAILABLE.value, message))
+            self.store.put_message(PackedStoredMessage(target.store_identifier, moved.lookup_identifier,
+                                                       PositionState.AVAILABLE.value, moved.packed))
         if target.queue_type is QueueType.SYSTEM:
             target.message_position_list.set_state(moved, PositionState.AVAILABLE)
             self._add_bytes(target, moved, +1)

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 
-from shared_adm.store.base import MemoryStore, Snapshot, Store, StoredMessage, StoredQueue, StoreError
+from shared_adm.store.base import (MemoryStore, PackedStoredMessage, Snapshot, Store, StoredMessage, StoredQueue,
+                                   StoreError)
 from shared_adm.store.sqlite import SqliteStore
 
-__all__ = ["Store", "StoreError", "Snapshot", "StoredQueue", "StoredMessage", "MemoryStore", "SqliteStore",
+__all__ = ["Store", "StoreError", "Snapshot", "StoredQueue", "StoredMessage", "PackedStoredMessage", "MemoryStore",
+           "SqliteStore",
            "open_store"]
 
 MEMORY = ":memory:"

@@ -6,6 +6,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Iterable, Protocol
 
+from shared_adm.compact import unpack
 from shared_adm.message import Message
 
 
@@ -23,6 +24,27 @@ class StoredMessage:
     lookup_identifier: int
     state: str                  # "Available" | "Locked" | "PurgePending"
     message: Message
+
+
+class PackedStoredMessage(StoredMessage):
+    """A StoredMessage given by its Message's compact form (shared_adm/compact.py), as a MessagePosition holds it:
+    a store that keeps that form takes it as it is; ``message`` is unpacked only when asked for."""
+    __slots__ = ("packed",)
+
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes) -> None:
+        if type(packed) is not bytes:
+            raise TypeError(f"a compact form is bytes, not {type(packed).__qualname__}")
+        self.queue_identifier = queue_identifier
+        self.lookup_identifier = lookup_identifier
+        self.state = state
+        self.packed = packed
+
+    @property
+    def message(self) -> Message:
+        return unpack(self.packed)
+
+    def __reduce__(self):       # copies (MemoryStore keeps them) hold the compact form, not a Message
+        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed)
 
 
 @dataclass(slots=True)
@@ -51,6 +73,9 @@ class Store(Protocol):
     # Optional: the same as load() with messages streamed (a store of millions starts in bounded memory);
     # QueueManager.initialize uses it when a store has it.
     # def load_stream(self) -> Snapshot: ...
+    # Optional, preferred by QueueManager.initialize: load_stream() with messages as lists of (queue identifier,
+    # LookupIdentifier, state, compact form, TTBR set, _) tuples (SqliteStore.load_packed).
+    # def load_packed(self) -> Snapshot: ...
     def set_queue_manager_identifier(self, identifier: str) -> None: ...
     def set_sequential_id(self, value: int) -> None: ...
     def put_queue(self, queue: StoredQueue) -> None: ...

@@ -13,6 +13,14 @@ coalesced per key (cheap, no I/O). One writer thread takes the whole batch and c
 SQLite transaction. ``await durable()`` / ``flush()`` wait for the batch holding every mutation
 recorded before the call; a commit failure is logged and raised to those waiters, and the batch is
 kept and retried (in order, before newer batches) on the next commit.
+
+Rows (schema 2): a message row holds the compact form its MessagePosition holds (shared_adm/compact.py), so a
+start-up reads it as it is; ``compact.check_stored`` proves each one unpacks to plain data before it is used (the
+data directory is a trust boundary: a pickled form is never stored, and marshal builds objects without running
+code). A message whose compact form would need pickle, or whose own LookupIdentifier is not its row's, is stored
+as record.py's JSON instead. ``meta.compact_layout`` names the Message field table the forms were packed under; a
+version with another one re-packs them when it opens the store. A schema-1 store (JSON only) is upgraded once, in
+the opening transaction.
 """
 from __future__ import annotations
 
@@ -28,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shared_adm.message import Message
-from shared_adm.store.base import Snapshot, StoredMessage, StoredQueue, StoreError
-from shared_adm.compact import pack_fields
+from shared_adm.store.base import PackedStoredMessage, Snapshot, StoredMessage, StoredQueue, StoreError
+from shared_adm.compact import CompactError, check_stored, is_pickled, layout, pack, pack_fields, relayout, unpack
 from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
                                      message_from_fields)
 
@@ -37,7 +45,7 @@ __all__ = ["SqliteStore", "SCHEMA_VERSION", "DB_FILE_NAME"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2       # 1: attributes as JSON only; 2: a message's compact form (compact.py) as it is
 DB_FILE_NAME = "qm2qm.sqlite3"
 _FILE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
 
@@ -50,14 +58,20 @@ _STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
 _BIAS = 1 << 63
 _JSON = json.JSONEncoder(separators=(",", ":"))
 
+# A message row holds its compact form (shared_adm/compact.py, checked by check_stored when read), or -- when that
+# form would need pickle, or its LookupIdentifier is not the row's -- its attributes as record.py's JSON and its body.
+_MESSAGES_TABLE = ("CREATE TABLE {name} (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
+                   " state INTEGER NOT NULL, compact BLOB, attributes TEXT, body BLOB,"
+                   " PRIMARY KEY (queue_identifier, lookup_identifier))")
 _SCHEMA = (
     "CREATE TABLE schema_version (version INTEGER NOT NULL)",
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID",
     "CREATE TABLE queues (identifier TEXT PRIMARY KEY, attributes TEXT NOT NULL) WITHOUT ROWID",
-    "CREATE TABLE messages (queue_identifier TEXT NOT NULL, lookup_identifier INTEGER NOT NULL,"
-    " state INTEGER NOT NULL, attributes TEXT NOT NULL, body BLOB NOT NULL,"
-    " PRIMARY KEY (queue_identifier, lookup_identifier))",
+    _MESSAGES_TABLE.format(name="messages"),
 )
+# meta key: the field table (compact.layout()) the stored compact forms were packed under
+_LAYOUT_KEY = "compact_layout"
+_LAYOUT = _JSON.encode(layout())
 
 
 def _u64(value: int, what: str) -> int:
@@ -107,32 +121,58 @@ class _Batch:
     queue_manager_identifier: str | None = None
     sequential_id: int | None = None
     queues: dict[str, _QueueOp] = field(default_factory=dict)
-    # (queue, lookup) -> ["put", state, attrs, body] | ["state", state] | ["delete"]
+    # (queue, lookup) -> ["put", state, compact, attrs, body] | ["state", state] | ["delete"]
     messages: dict[tuple[str, int], list] = field(default_factory=dict)
 
 
-class _LoadedMessage(StoredMessage):
+class _LoadedMessage(PackedStoredMessage):
     """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
-    = the row's) made without a Message; ``message`` is built only when asked for (TTBR, tools)."""
-    __slots__ = ("_fields", "packed", "expires")
+    = the row's), checked but not unpacked; ``message`` is built only when asked for (TTBR, tools)."""
+    __slots__ = ("_fields", "expires")
 
-    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> None:
-        self.queue_identifier = queue_identifier
-        self.lookup_identifier = lookup_identifier
-        self.state = state
-        self._fields = fields
-        if fields.get("lookup_identifier") != lookup_identifier:
-            fields = {**fields, "lookup_identifier": lookup_identifier}
-        self.packed = pack_fields(fields)
-        self.expires = "time_to_be_received" in fields      # a non-default TTBR: a timer to start (3.1.7.1.9)
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes, expires: bool,
+                 fields: dict | None = None) -> None:
+        super().__init__(queue_identifier, lookup_identifier, state, packed)
+        self.expires = expires              # a non-default TTBR: a timer to start (3.1.7.1.9)
+        self._fields = fields               # a JSON row's decoded attributes: its Message keeps its own LookupIdentifier
 
     @property
     def message(self) -> Message:
+        if self._fields is None:
+            return unpack(self.packed)
         return message_from_fields(self._fields)
+
+    def __reduce__(self):
+        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed, self.expires,
+                            self._fields)
 
     def plain(self) -> StoredMessage:
         """The same as a plain StoredMessage (what load() returns)."""
         return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
+
+
+def _row_of_fields(queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> tuple:
+    """load_packed's row of a message stored as JSON attributes (record.py): packed from its decoded fields."""
+    packed_fields = fields
+    if fields.get("lookup_identifier") != lookup_identifier:
+        packed_fields = {**fields, "lookup_identifier": lookup_identifier}
+    return (queue_identifier, lookup_identifier, state, pack_fields(packed_fields), "time_to_be_received" in fields,
+            fields)
+
+
+def _message_row(stored: StoredMessage) -> tuple[bytes | None, str | None, bytes | None]:
+    """(compact, attributes, body) of a row: the compact form when a load can take it as it is, else JSON."""
+    packed = getattr(stored, "packed", None)    # the queue manager's own compact form: not packed again
+    if packed is None:
+        packed = pack(stored.message)
+    if type(packed) is bytes and not is_pickled(packed):
+        try:
+            check_stored(packed, stored.lookup_identifier)     # what a load will check: it must pass
+            return packed, None, None
+        except CompactError:
+            pass
+    attributes, body = encode_message(stored.message, stored.lookup_identifier)
+    return None, attributes, body
 
 
 class _Waiter:
@@ -256,11 +296,13 @@ class SqliteStore:
             conn.execute("PRAGMA cache_size=-65536")        # 64 MiB: load() and large batches
             conn.execute("BEGIN IMMEDIATE")                  # proves the file and directory are writable
             try:
-                self._check_or_create_schema(conn)
+                rewritten = self._check_or_create_schema(conn)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+            if rewritten:       # the upgrade went through the WAL: give its disk space back now, not at close
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         except StoreError:
             conn.close()
             self._release_process_lock()
@@ -335,13 +377,15 @@ class SqliteStore:
             raise self._fail(f"truncated: the header says {page_count} pages of {page_size} bytes "
                              f"({page_count * page_size} bytes) but the file has {size} bytes")
 
-    def _check_or_create_schema(self, conn: sqlite3.Connection) -> None:
+    def _check_or_create_schema(self, conn: sqlite3.Connection) -> bool:
+        """Create, check or upgrade the schema; True when every message row was rewritten (upgrade, re-pack)."""
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if not tables:
             for statement in _SCHEMA:
                 conn.execute(statement)
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-            return
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (_LAYOUT_KEY, _LAYOUT))
+            return False
         if "schema_version" not in tables:
             raise self._fail(f"an SQLite database but not a qm2qm store (tables: {', '.join(sorted(tables))})")
         rows = conn.execute("SELECT version FROM schema_version").fetchall()
@@ -356,6 +400,80 @@ class SqliteStore:
         missing = {"meta", "queues", "messages"} - tables
         if missing:
             raise self._fail(f"corrupt store: missing tables {', '.join(sorted(missing))}")
+        if version == 1:
+            self._migrate_from_1(conn)
+            return True
+        stored_layout = conn.execute("SELECT value FROM meta WHERE key = ?", (_LAYOUT_KEY,)).fetchone()
+        if stored_layout is None or type(stored_layout[0]) is not str:
+            raise self._fail(f"corrupt store: no {_LAYOUT_KEY} in its meta table")
+        if stored_layout[0] != _LAYOUT:
+            self._relayout(conn, stored_layout[0])
+            return True
+        return False
+
+    # Both run inside _open's transaction: a crash or an error part-way leaves the store as it was.
+
+    def _migrate_from_1(self, conn: sqlite3.Connection) -> None:
+        """Schema 1 -> 2, once, in place: each row's JSON attributes become its compact form (rows that cannot, kept
+        as they are: the load decodes or reports them as schema 1 did)."""
+        started = time.monotonic()
+        total = conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+        log.warning("%s: upgrading the store from schema version 1 to %d (%d messages; about half a minute per "
+                    "million) ...", self.path, SCHEMA_VERSION, total)
+        conn.execute(_MESSAGES_TABLE.format(name="messages_v2"))
+        count = 0
+        # Each batch of old rows is deleted as its new rows are written: the pages freed are reused at once, so the
+        # file does not grow by a second copy of every message.
+        while batch := conn.execute("SELECT rowid, queue_identifier, lookup_identifier, state, attributes, body"
+                                    " FROM messages ORDER BY rowid LIMIT 4096").fetchall():
+            conn.executemany("INSERT INTO messages_v2 (queue_identifier, lookup_identifier, state, compact,"
+                             " attributes, body) VALUES (?, ?, ?, ?, ?, ?)", map(_row_from_1, batch))
+            conn.execute("DELETE FROM messages WHERE rowid <= ?", (batch[-1][0],))
+            count += len(batch)
+        conn.execute("DROP TABLE messages")
+        conn.execute("ALTER TABLE messages_v2 RENAME TO messages")
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_LAYOUT_KEY, _LAYOUT))
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        log.warning("%s: upgraded the store from schema version 1 to %d (%d messages, %.1f s)", self.path,
+                    SCHEMA_VERSION, count, time.monotonic() - started)
+
+    def _relayout(self, conn: sqlite3.Connection, stored_layout: str) -> None:
+        """Re-pack every compact form written under another Message field table (another qm2qm version)."""
+        started = time.monotonic()
+        try:
+            old_layout = json.loads(stored_layout)
+            if type(old_layout) is not list or not all(type(entry) is list and len(entry) >= 2
+                                                         and all(type(item) is str for item in entry)
+                                                         for entry in old_layout):
+                raise ValueError("not a list of [name, kind, ...]")
+        except ValueError as exc:
+            raise self._fail(f"corrupt {_LAYOUT_KEY} in its meta table: {exc}") from None
+        gone = sorted({entry[0] for entry in old_layout} - {entry[0] for entry in layout()})
+        if gone:
+            log.warning("%s: stored Message attributes %s are unknown to this version; dropped", self.path,
+                        ", ".join(gone))
+        last, count = None, 0
+        while True:
+            batch = conn.execute("SELECT rowid, lookup_identifier, compact FROM messages WHERE compact IS NOT NULL"
+                                 + ("" if last is None else " AND rowid > ?") + " ORDER BY rowid LIMIT 4096",
+                                 () if last is None else (last,)).fetchall()
+            if not batch:
+                break
+            last = batch[-1][0]
+            updates = []
+            for rowid, lookup, compact in batch:
+                try:
+                    if type(lookup) is not int:
+                        raise TypeError("its lookup identifier is not an integer")
+                    message = unpack(relayout(compact, old_layout))
+                    updates.append((*_message_row(StoredMessage("", lookup + _BIAS, "", message)), rowid))
+                except (CompactError, TypeError, ValueError) as exc:
+                    raise self._fail(f"corrupt message in row {rowid}: {exc}") from None
+            conn.executemany("UPDATE messages SET compact = ?, attributes = ?, body = ? WHERE rowid = ?", updates)
+            count += len(batch)
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", (_LAYOUT, _LAYOUT_KEY))
+        log.warning("%s: re-packed %d stored messages for this version's Message attributes (%.1f s)", self.path,
+                    count, time.monotonic() - started)
 
     # ---- recording (caller's thread) ---------------------------------------------------------
 
@@ -412,14 +530,14 @@ class SqliteStore:
         if not isinstance(stored, StoredMessage):
             raise TypeError(f"put_message needs a StoredMessage, got {type(stored).__qualname__}")
         _check_identifier(stored.queue_identifier)
-        if not isinstance(stored.message, Message):
+        if not isinstance(stored, PackedStoredMessage) and not isinstance(stored.message, Message):
             raise TypeError(f"StoredMessage.message must be a Message, got {type(stored.message).__qualname__}")
         lookup = _u64(stored.lookup_identifier, "lookup identifier")
         state = _state_code(stored.state)
-        attributes, body = encode_message(stored.message, stored.lookup_identifier)
+        compact, attributes, body = _message_row(stored)
         with self._lock:
             self._check_open()
-            self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, attributes, body]
+            self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, compact, attributes, body]
             self._nudge()
 
     def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
@@ -617,7 +735,7 @@ class SqliteStore:
         for (queue, lookup), op in batch.messages.items():
             kind = op[0]
             if kind == "put":
-                puts.append((queue, lookup, op[1], op[2], op[3]))
+                puts.append((queue, lookup, op[1], op[2], op[3], op[4]))
             elif kind == "state":
                 states.append((op[1], queue, lookup))
             else:
@@ -630,7 +748,7 @@ class SqliteStore:
                              states)
         if puts:
             conn.executemany("INSERT OR REPLACE INTO messages (queue_identifier, lookup_identifier, state,"
-                             " attributes, body) VALUES (?, ?, ?, ?, ?)", puts)
+                             " compact, attributes, body) VALUES (?, ?, ?, ?, ?, ?)", puts)
 
     # ---- loading -----------------------------------------------------------------------------
 
@@ -645,6 +763,14 @@ class SqliteStore:
         millions of messages starts without holding them all at once. Each also carries ``packed``, its compact
         form, and ``expires`` (a TTBR is set), so QueueManager.initialize need not build a Message per row.
         Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
+        snapshot = self.load_packed()
+        snapshot.messages = (_LoadedMessage(*row) for batch in snapshot.messages for row in batch)
+        return snapshot
+
+    def load_packed(self) -> Snapshot:
+        """load_stream() as QueueManager.initialize takes it: the messages are a one-shot iterator of lists (up to
+        1,024 each) of (queue identifier, LookupIdentifier, state, compact form, TTBR set, _) tuples -- no object
+        per message but the compact form read from its row."""
         self.flush()
         stream = self._stream()
         identifier, sequential, queues = next(stream)
@@ -664,7 +790,7 @@ class SqliteStore:
                     conn.execute("BEGIN")
                     try:
                         yield self._read_head(conn)
-                        yield from self._read_messages(conn)
+                        yield from self._read_batches(conn)
                     finally:
                         conn.execute("COMMIT")
                 except sqlite3.Error as exc:
@@ -696,22 +822,50 @@ class SqliteStore:
             queues.append(StoredQueue(queue_id, attributes))
         return identifier, sequential + _BIAS, queues
 
-    def _read_messages(self, conn: sqlite3.Connection):
+    def _read_batches(self, conn: sqlite3.Connection):
         names = _STATE_NAMES
         interned: dict[str, str] = {}
-        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, attributes, body"
+        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, compact, attributes, body"
                             " FROM messages ORDER BY queue_identifier, lookup_identifier")
         while batch := rows.fetchmany(1024):
-            for queue_id, lookup, state, attributes, body in batch:
+            loaded = []
+            for queue_id, lookup, state, compact, attributes, body in batch:
                 try:
-                    if type(queue_id) is not str or type(lookup) is not int or type(attributes) is not str:
+                    if type(queue_id) is not str or type(lookup) is not int:
                         raise RecordError("a column holds a value of the wrong type")
                     queue_id = interned.setdefault(queue_id, queue_id)
                     lookup += _BIAS
-                    stored = _LoadedMessage(queue_id, lookup, names[state],
-                                            decode_message_fields(attributes, body, lookup))
-                except (RecordError, KeyError, TypeError, RecursionError) as exc:
+                    if compact is not None:
+                        if attributes is not None or body is not None:
+                            raise RecordError("both a compact form and JSON attributes")
+                        loaded.append((queue_id, lookup, names[state], compact, check_stored(compact, lookup), None))
+                    else:
+                        if type(attributes) is not str:
+                            raise RecordError("a column holds a value of the wrong type")
+                        loaded.append(_row_of_fields(queue_id, lookup, names[state],
+                                                     decode_message_fields(attributes, body, lookup)))
+                except (RecordError, CompactError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
-                yield stored
+            yield loaded
+
+
+_ROW_ERRORS = (RecordError, CompactError, KeyError, TypeError, ValueError, RecursionError)
+
+
+def _row_from_1(row: tuple) -> tuple:
+    """A schema-1 message row as a schema-2 one: its compact form when it decodes and its own LookupIdentifier is
+    the row's; otherwise the row as it is (the load decodes it, or reports it, exactly as schema 1's did)."""
+    _, queue_id, lookup, state, attributes, body = row
+    if type(attributes) is str and type(lookup) is int:
+        try:
+            fields = decode_message_fields(attributes, body, lookup + _BIAS)
+            if fields["lookup_identifier"] == lookup + _BIAS:
+                packed = pack_fields(fields)
+                if not is_pickled(packed):
+                    check_stored(packed, lookup + _BIAS)
+                    return queue_id, lookup, state, packed, None, None
+        except _ROW_ERRORS:
+            pass
+    return queue_id, lookup, state, None, attributes, body
