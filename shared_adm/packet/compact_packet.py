@@ -24,7 +24,6 @@ from shared_adm.packet.layout import (
 )
 
 _INDEX = {name: index for index, (name, _, _, _) in enumerate(compact._FIELDS)}
-_DEFAULT = {name: default for name, default, _, _ in compact._FIELDS}
 
 # Message attributes Serialize Message to Buffer never reads (ADM bookkeeping); the test checks codec.py for them.
 IGNORED = frozenset({"lookup_identifier", "arrival_time", "allow_peek_when_locked", "application_deadletter_queue",
@@ -39,10 +38,11 @@ HANDLED = ("identifier", "sent_time", "priority", "delivery_guarantee", "time_to
            "encryption_algorithm")
 _QUEUE_ATTRIBUTES = ("destination_queue_format_name", "destination_queue_type", "administration_queue_format_name",
                      "administration_queue_type", "response_queue_format_name", "response_queue_type")
-_SLOT = {_INDEX[name]: slot for slot, name in enumerate(HANDLED)}
-_IGNORED_INDEXES = frozenset(_INDEX[name] for name in IGNORED)
+_HANDLED_INDEXES = tuple(_INDEX[name] for name in HANDLED)
+_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(_INDEX[name] for name in IGNORED)
 _LOOKUP_INDEX, _ARRIVAL_INDEX = _INDEX["lookup_identifier"], _INDEX["arrival_time"]
-_DEFAULTS = tuple(_DEFAULT[name] for name in HANDLED)
+_DEFAULTS = tuple(compact._encode(kind, default) if kind != "plain" else default     # as compact.pack keeps them
+                  for name, default, _, kind in (compact._FIELDS[_INDEX[name]] for name in HANDLED))
 _UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
                                                       "source_machine_identifier"))
 (_S_IDENTIFIER, _S_SENT, _S_PRIORITY, _S_DELIVERY, _S_TTRQ, _S_TTBR, _S_JP, _S_JN, _S_CLASS, _S_ACKS, _S_LABEL,
@@ -91,30 +91,18 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     if blob[:1] != _MARSHAL:
         return None
     flat = marshal.loads(blob[2:])
-    values = list(_DEFAULTS)
-    slot_of = _SLOT
-    arrival_time = lookup_identifier = 0
-    for i in range(0, len(flat), 2):
-        index = flat[i]
-        slot = slot_of.get(index)
-        if slot is not None:
-            values[slot] = flat[i + 1]
-        elif index == _ARRIVAL_INDEX:
-            arrival_time = flat[i + 1]
-        elif index == _LOOKUP_INDEX:
-            lookup_identifier = flat[i + 1]
-        elif index not in _IGNORED_INDEXES:
+    fields = dict(zip(flat[::2], flat[1::2]))
+    if not fields.keys() <= _KNOWN_INDEXES:
+        return None
+    values = list(map(fields.get, _HANDLED_INDEXES, _DEFAULTS))
+    for slot in _UUID_SLOTS:                # as compact._encode keeps a UUID: its 16 bytes
+        if type(values[slot]) is not bytes:
             return None
-    for slot in _UUID_SLOTS:                # absent: the default UUID; present: its 16 bytes (compact._encode)
-        value = values[slot]
-        if type(value) is uuid.UUID:
-            values[slot] = value.bytes
-        elif type(value) is not bytes:
-            return None
-    for slot in _U32_SLOTS:
-        value = values[slot]
+    for value in map(values.__getitem__, _U32_SLOTS):
         if not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
             return None
+    arrival_time = fields.get(_ARRIVAL_INDEX, 0)
+    lookup_identifier = fields.get(_LOOKUP_INDEX, 0)
     (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
      body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
      destination_qm, source, privacy, hash_algorithm, encryption) = values
@@ -123,12 +111,9 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
             and type(body) is bytes and type(extension) is bytes and type(correlation) is bytes
             and len(correlation) == 20 and "\x00" not in label):
         return None
-    delivery = getattr(delivery, "value", delivery)
     if delivery not in (0, 1) or type(identifier) is not tuple:
         return None
     lineage, ordinal = identifier
-    if type(lineage) is uuid.UUID:
-        lineage = lineage.bytes
     if type(lineage) is not bytes or not isinstance(ordinal, int) or not 0 <= ordinal <= 0xFFFFFFFF:
         return None
     if source == _NULL_BYTES:
