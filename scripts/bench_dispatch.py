@@ -84,7 +84,10 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
     from qm2qm.rpc.server import RpcConnection
     from shared_adm.message import Message
 
-    values = {"data_dir": ":memory:", "port": 0, "admin_port": 0, "epm_port": 0}
+    import tempfile
+    # the SQLite store of `qm2qm serve` (the volatile :memory: store makes every ACK wait a loop turn)
+    data_dir = tempfile.TemporaryDirectory(prefix="bench_dispatch_")
+    values = {"data_dir": data_dir.name, "port": 0, "admin_port": 0, "epm_port": 0}
     if metrics is not None:
         values["metrics"] = metrics
     app = App(load_config(None, values))
@@ -110,6 +113,7 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         if conn is not None:
             conn.connection_lost(None)
         await app.close()
+        data_dir.cleanup()
 
 
 async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int, scenario: str = "peek-memo",
