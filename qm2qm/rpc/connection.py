@@ -780,13 +780,6 @@ class Connection:
         self._out.clear()
         return out
 
-    def take_output(self) -> bytearray:
-        """data_to_send() without copying: the queued bytes themselves (the connection starts a new buffer)."""
-        out = self._out
-        if out:
-            self._out = bytearray()
-        return out
-
     def calls_in_flight(self) -> int:
         """Dispatched calls not answered yet."""
         return len(self._calls)

@@ -400,7 +400,7 @@ class RpcConnection(asyncio.Protocol):
     def _flush(self) -> None:
         conn = self.conn
         transport = self.transport
-        out = conn.take_output()
+        out = conn.data_to_send()      # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
             stats = self.server.statistics
             n = len(out)
