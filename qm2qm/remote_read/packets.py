@@ -38,7 +38,10 @@ def packet_of(core: ReadCore, result: ReadResult, *, memo: bool) -> Packet:
     cached = core.packets.get(packed)
     if cached is not None:          # a memo of what the lines below give (the Message is not rebuilt)
         return Packet(*cached)
-    fast = serialize_compact(packed, MAX_PACKET_SIZE) if packed is not None else None
+    try:
+        fast = serialize_compact(packed, MAX_PACKET_SIZE) if packed is not None else None
+    except (TypeError, ValueError, AttributeError):     # a value the checks did not foresee: the general path
+        fast = None                                     # (below) answers it, with its PacketError if need be
     if fast is not None:            # the common packet, straight from the compact form (same bytes)
         buffer, arrival_time, lookup_identifier = fast
         if memo:

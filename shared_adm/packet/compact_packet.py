@@ -12,6 +12,7 @@ distinct set of queue attributes and memoized.
 from __future__ import annotations
 
 import marshal
+import struct
 import uuid
 
 from shared_adm import compact
@@ -45,10 +46,6 @@ _DEFAULTS = tuple(compact._encode(kind, default) if kind != "plain" else default
                   for name, default, _, kind in (compact._FIELDS[_INDEX[name]] for name in HANDLED))
 _UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
                                                       "source_machine_identifier"))
-(_S_IDENTIFIER, _S_SENT, _S_PRIORITY, _S_DELIVERY, _S_TTRQ, _S_TTBR, _S_JP, _S_JN, _S_CLASS, _S_ACKS, _S_LABEL,
- _S_BODY, _S_BODY_TYPE, _S_EXTENSION, _S_TAG, _S_CORRELATION, _S_DEST, _S_DEST_TYPE, _S_ADMIN, _S_ADMIN_TYPE,
- _S_RESPONSE, _S_RESPONSE_TYPE, _S_DQM, _S_SOURCE, _S_PRIVACY, _S_HASH, _S_ENCRYPTION) = range(len(HANDLED))
-_U32_SLOTS = (_S_SENT, _S_TTRQ, _S_TTBR, _S_BODY_TYPE, _S_TAG, _S_PRIVACY, _S_HASH, _S_ENCRYPTION)
 _NULL_BYTES = GUID_NULL.bytes
 _QUEUE_BITS = USER_DQ | USER_AQ | USER_RQ
 _MARSHAL = b"M"
@@ -61,7 +58,10 @@ _QUEUES_MAX = 4096
 
 def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
     """The UserHeader queue encoding of the general path for these queue attributes (None if it refuses them)."""
-    found = _QUEUES.get(key)
+    try:
+        found = _QUEUES.get(key)
+    except TypeError:               # an unhashable attribute value: the general path names what is wrong
+        return None
     if found is not None:
         return found
     *names, source, destination_qm = key
@@ -98,23 +98,21 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     for slot in _UUID_SLOTS:                # as compact._encode keeps a UUID: its 16 bytes
         if type(values[slot]) is not bytes:
             return None
-    for value in map(values.__getitem__, _U32_SLOTS):
-        if not isinstance(value, int) or not 0 <= value <= 0xFFFFFFFF:
-            return None
     arrival_time = fields.get(_ARRIVAL_INDEX, 0)
     lookup_identifier = fields.get(_LOOKUP_INDEX, 0)
     (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
      body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
      destination_qm, source, privacy, hash_algorithm, encryption) = values
-    if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(class_, int) and 0 <= class_ <= 0xFFFF
-            and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS and type(label) is str
+    # the uint32 / uint16 fields (ranges of codec._RANGES) are checked by struct.pack below
+    if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS
+            and type(label) is str
             and type(body) is bytes and type(extension) is bytes and type(correlation) is bytes
             and len(correlation) == 20 and "\x00" not in label):
         return None
-    if delivery not in (0, 1) or type(identifier) is not tuple:
+    if delivery not in (0, 1) or type(identifier) is not tuple or len(identifier) != 2:
         return None
     lineage, ordinal = identifier
-    if type(lineage) is not bytes or not isinstance(ordinal, int) or not 0 <= ordinal <= 0xFFFFFFFF:
+    if type(lineage) is not bytes:
         return None
     if source == _NULL_BYTES:
         source = lineage
@@ -137,13 +135,16 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     else:
         label_bytes, label_length = b"", 0
     body_size = len(body)
-    user = USER_HEADER.pack(_bytes_le(source), address, ttbr, sent_time, ordinal, user_flags)
-    properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size, body_size,
-                                        privacy, hash_algorithm, encryption, len(extension))
-    tail = len(properties) + len(label_bytes) + len(extension) + body_size
-    size = BASE_HEADER.size + len(user) + len(queue_fields) + tail + (-tail & 3)
-    if size > max_packet_size:
+    try:       # struct refuses a value that is not an int or out of its field's range: the general path's error
+        user = USER_HEADER.pack(_bytes_le(source), address, ttbr, sent_time, ordinal, user_flags)
+        properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size,
+                                            body_size, privacy, hash_algorithm, encryption, len(extension))
+        tail = len(properties) + len(label_bytes) + len(extension) + body_size
+        size = BASE_HEADER.size + len(user) + len(queue_fields) + tail + (-tail & 3)
+        if size > max_packet_size:
+            return None
+        base = BASE_HEADER.pack(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
+    except struct.error:
         return None
-    base = BASE_HEADER.pack(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
     return (b"".join((base, user, queue_fields, properties, label_bytes, extension, body, ZEROS[:-tail & 3])),
             arrival_time, lookup_identifier)

@@ -80,7 +80,8 @@ def message(**kw) -> Message:
     ("acknowledgements_requested", 4), ("source_machine_identifier", None), ("identifier", (SOURCE, -1)),
     ("identifier", (uuid.UUID(int=5), 1)), ("destination_queue_type", 3), ("delivery_guarantee", 2),
     ("extra", {"UserHeader.Flags.RC": 1}), ("transaction_identifier", 3), ("sender_id_type", 1),
-    ("body", bytearray(b"abc")),
+    ("body", bytearray(b"abc")), ("acknowledgements_requested", "x"), ("priority", 1.5), ("sent_time", 2.0),
+    ("destination_queue_format_name", ["DIRECT=OS:a\\b"]), ("label", None), ("time_to_reach_queue", None),
 ])
 def test_what_the_general_path_refuses_or_adds_is_left_to_it(attribute, value):
     m = message(**{attribute: value})
