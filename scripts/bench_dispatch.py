@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Server CPU per call of the RPC dispatch path, without sockets: a peek (RemoteQMStartReceive2,
-MQ_ACTION_PEEK_CURRENT of a 100-byte message) fed as a PDU to an RpcConnection over a fake transport.
+"""Server CPU per call of the RPC dispatch path, without sockets: RemoteQMStartReceive2 calls fed as PDUs to an
+RpcConnection over a fake transport. ``--scenario`` picks the call: peek-memo (MQ_ACTION_PEEK_CURRENT of one
+100-byte message: the packet memo always hits), peek-next (a cursor walking PEEK_NEXT through distinct 100-byte
+messages: every call serializes a packet) or receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
+RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call).
 
 Prints the least process CPU µs per call (time.process_time: preemption by other processes does not count)
 over ``--rounds`` batches of ``--calls`` calls, with the RpcServer observer (qm2qm.metrics.RpcMetrics) set and
@@ -9,6 +12,7 @@ unset in interleaved batches of the same process; a tree without the hook
 with other work than calls/s over TCP.
 
     .venv/bin/python scripts/bench_dispatch.py --metrics on
+    .venv/bin/python scripts/bench_dispatch.py --scenario receive-ack --profile /tmp/receive.prof
     PYTHONPATH=/tmp/baseline .venv/bin/python scripts/bench_dispatch.py
 """
 from __future__ import annotations
@@ -36,6 +40,7 @@ class FakeTransport:
     def __init__(self) -> None:
         self.responses = 0
         self.faults = 0
+        self.last_stub = b""                            # stub of the last single-fragment response
 
     def write(self, data: bytes) -> None:
         pos = 0
@@ -43,6 +48,7 @@ class FakeTransport:
             if data[pos + 3] & 0x02:                    # PFC_LAST_FRAG
                 if data[pos + 2] == 2:
                     self.responses += 1
+                    self.last_stub = bytes(data[pos + 24:pos + (data[pos + 8] | (data[pos + 9] << 8))])
                 elif data[pos + 2] == 3:
                     self.faults += 1
             pos += data[pos + 8] | (data[pos + 9] << 8)
@@ -52,6 +58,9 @@ class FakeTransport:
 
     def get_extra_info(self, name: str, default=None):
         return ("127.0.0.1", 50000) if name == "peername" else default
+
+    def writelines(self, chunks) -> None:
+        self.write(b"".join(chunks))
 
     def close(self) -> None:
         pass
@@ -64,14 +73,21 @@ class FakeTransport:
     resume_reading = pause_reading
 
 
-async def measure(calls: int, rounds: int, metrics: bool | None) -> dict[str, float]:
+SCENARIOS = ("peek-memo", "peek-next", "receive-ack")
+PROFILER = None         # --profile: a cProfile.Profile enabled over the measured batches only
+
+
+async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str = "peek-memo") -> dict[str, float]:
     from qm2qm.admin import Backend
     from qm2qm.app import App
     from qm2qm.config import load_config
     from qm2qm.rpc.server import RpcConnection
     from shared_adm.message import Message
 
-    values = {"data_dir": ":memory:", "port": 0, "admin_port": 0, "epm_port": 0}
+    import tempfile
+    # the SQLite store of `qm2qm serve` (the volatile :memory: store makes every ACK wait a loop turn)
+    data_dir = tempfile.TemporaryDirectory(prefix="bench_dispatch_")
+    values = {"data_dir": data_dir.name, "port": 0, "admin_port": 0, "epm_port": 0}
     if metrics is not None:
         values["metrics"] = metrics
     app = App(load_config(None, values))
@@ -80,32 +96,47 @@ async def measure(calls: int, rounds: int, metrics: bool | None) -> dict[str, fl
     try:
         backend = Backend(app.qm, app.service)
         queue = backend.create_queue({"pathname": ".\\private$\\peek"})
-        message = Message(body=bytes(range(100)))
-        backend.prepare(queue, message)
-        backend.enqueue(queue, message)
-        handle = backend.open_for_remote_read(queue, "peek", "deny-none").handle
+        observers = 2 if getattr(app.rpc, "observer", None) is not None else 1
+        count = 1 if scenario == "peek-memo" else calls * rounds * observers + 1
+        for i in range(count):      # distinct messages: each its own identifier, hence its own packet
+            message = Message(body=bytes(1024) if scenario == "receive-ack" else bytes(range(100)), label=f"m{i}")
+            backend.prepare(queue, message)
+            backend.enqueue(queue, message)
+        access = "receive" if scenario == "receive-ack" else "peek"
+        handle = backend.open_for_remote_read(queue, access, "deny-none").handle
+        cursor = backend.open_cursor(backend.find_descriptor(handle)) if scenario == "peek-next" else 0
         transport = FakeTransport()
         conn = RpcConnection(app.rpc)
         conn.connection_made(transport)
-        return await run_batches(app, conn, transport, handle, calls, rounds)
+        return await run_batches(app, conn, transport, handle, calls, rounds, scenario, cursor)
     finally:
         if conn is not None:
             conn.connection_lost(None)
         await app.close()
+        data_dir.cleanup()
 
 
-async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int) -> dict[str, float]:
-    """Bind, open the session, then peek in interleaved batches with the observer off and on."""
-    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int, scenario: str = "peek-memo",
+                      cursor: int = 0) -> dict[str, float]:
+    """Bind, open the session, then call in interleaved batches with the observer off and on."""
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
     conn.data_received(bench.bind_pdu())
     conn.data_received(bench.request_pdu(2, bench.open_queue_stub(handle), call_id=2))
-    stub = bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT)
+    if scenario == "peek-next":
+        conn.data_received(bench.request_pdu(9, bench._peek_stub(handle, MQ_ACTION_PEEK_CURRENT, cursor), call_id=3))
+        stub = bench._peek_stub(handle, MQ_ACTION_PEEK_NEXT, cursor)
+    elif scenario == "receive-ack":
+        stub = bench.start_receive2_stub(handle, MQ_ACTION_RECEIVE)
+    else:
+        stub = bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT)
+    while transport.responses < 1 + (scenario == "peek-next"):
+        await asyncio.sleep(0)
     observers = {"observer off": None, "observer on": getattr(app.rpc, "observer", None)}
     if observers["observer on"] is None:
         del observers["observer on"]                 # a tree without the hook, or metrics off
     best = {name: float("inf") for name in observers}
-    call_id = 3
-    answered = 1
+    call_id = 4
+    answered = transport.responses
     gc.disable()
     order = list(observers.items())
     for round_number in range(rounds):
@@ -113,22 +144,48 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         for name, observer in (order if round_number % 2 else order[::-1]):
             if "observer on" in observers:
                 app.rpc.observer = observer
-            batch = [bench.request_pdu(9, stub, call_id=call_id + i) for i in range(calls)]
+            batch = [] if scenario == "receive-ack" else [bench.request_pdu(9, stub, call_id=call_id + i)
+                                                          for i in range(calls)]
+            if PROFILER is not None:
+                PROFILER.enable()
+            started = time.process_time()
+            if scenario == "receive-ack":
+                await receive_ack(conn, transport, stub, call_id, calls)
+            else:
+                for pdu in batch:
+                    conn.data_received(pdu)
+                while transport.responses < answered + calls:     # calls that ran as tasks
+                    await asyncio.sleep(0)
+            best[name] = min(best[name], (time.process_time() - started) / calls)
+            if PROFILER is not None:
+                PROFILER.disable()
             call_id += calls
             answered += calls
-            started = time.process_time()
-            for pdu in batch:
-                conn.data_received(pdu)
-            while transport.responses < answered:     # calls that ran as tasks
-                await asyncio.sleep(0)
-            best[name] = min(best[name], (time.process_time() - started) / calls)
         gc.collect()
     gc.enable()
     assert transport.faults == 0, "faults during the benchmark"
     if getattr(app, "metrics", None) is not None:
         observed = sum(op.latency.total for op in app.metrics.operations())
-        assert observed == calls * rounds + 1, (observed, calls * rounds)   # + the RemoteQMOpenQueue
+        setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)
+        assert observed == calls * rounds + setup, (observed, calls * rounds)
     return {name: value * 1e6 for name, value in best.items()}
+
+
+async def receive_ack(conn, transport, stub: bytes, call_id: int, calls: int) -> None:
+    """``calls`` calls: RECEIVE, then RR_ACK of the context handle it answered (MS-MQQP 3.1.4.2), and so on."""
+    for i in range(0, calls, 2):
+        answered = transport.responses + 1
+        conn.data_received(bench.request_pdu(9, stub, call_id=call_id + i))
+        while transport.responses < answered:
+            await asyncio.sleep(0)
+        reply = transport.last_stub
+        if bench.hresult(reply) != 0:
+            raise SystemExit(f"RECEIVE answered 0x{bench.hresult(reply):08x}")
+        conn.data_received(bench.request_pdu(1, bench.end_receive_stub(reply[:20]), call_id=call_id + i + 1))
+        while transport.responses < answered + 1:
+            await asyncio.sleep(0)
+        if bench.hresult(transport.last_stub) != 0:
+            raise SystemExit(f"RR_ACK answered 0x{bench.hresult(transport.last_stub):08x}")
 
 
 def main() -> None:
@@ -136,11 +193,24 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--metrics", choices=["on", "off"], help="the serve option (omit for a tree without it)")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="peek-memo")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile the whole run into FILE and print its top")
     args = parser.parse_args()
+    if args.calls % 2:
+        parser.error("--calls must be even (receive-ack is two calls per message)")
     metrics = None if args.metrics is None else args.metrics == "on"
     import qm2qm
-    print(f"tree {os.path.dirname(os.path.dirname(os.path.abspath(qm2qm.__file__)))}:", end="  ")
-    result = asyncio.run(measure(args.calls, args.rounds, metrics))
+    print(f"tree {os.path.dirname(os.path.dirname(os.path.abspath(qm2qm.__file__)))} {args.scenario}:", end="  ")
+    run = measure(args.calls, args.rounds, metrics, args.scenario)
+    if args.profile:
+        import cProfile
+        import pstats
+        global PROFILER
+        PROFILER = cProfile.Profile()
+    result = asyncio.run(run)
+    if args.profile:
+        PROFILER.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)
     print("  ".join(f"{name} {value:.2f} µs/call" for name, value in result.items()))
 
 

@@ -83,8 +83,9 @@ class ReadEvents:
         return self.wait_for_new_message(descriptor, timeout, True, tag, cursor, complete)
 
     def _dispose(self, descriptor, queue: Queue, position: MessagePosition, transaction, two_phase: bool) -> ReadResult:
-        """Step 5 of 3.1.7.1.10 / step 4 of 3.1.7.1.13: Locked (+op), Locked (two-phase) or deleted (AckReceive)."""
-        message = position.message
+        """Step 5 of 3.1.7.1.10 / step 4 of 3.1.7.1.13: Locked (+op), Locked (two-phase) or deleted (AckReceive).
+        rMessage is rebuilt from the compact form only if asked for (a remote read serializes from that form)."""
+        message = None
         if transaction is not None:
             self._set_state(queue, position, PositionState.LOCKED)
             transaction.transactional_operation_collection.append(TransactionalOperation(

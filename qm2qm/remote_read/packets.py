@@ -11,6 +11,7 @@ from qm2qm.remote_read.locks import lock, release
 from shared_adm import status as st
 from shared_adm.descriptor import ReadResult
 from shared_adm.packet import PacketError, serialize_message_to_buffer
+from shared_adm.packet.compact_packet import serialize_compact
 
 # REMOTEREADDESC.dwSize is [range(0, 4325376)] (MS-MQQP 2.2.2.1): a larger packet cannot be returned at all.
 # (MS-MQMQ 2.2.19.1 caps PacketSize at 0x00400000; enforcing that is the business of whoever accepts a message.)
@@ -37,6 +38,15 @@ def packet_of(core: ReadCore, result: ReadResult, *, memo: bool) -> Packet:
     cached = core.packets.get(packed)
     if cached is not None:          # a memo of what the lines below give (the Message is not rebuilt)
         return Packet(*cached)
+    try:
+        fast = serialize_compact(packed, MAX_PACKET_SIZE) if packed is not None else None
+    except (TypeError, ValueError, AttributeError):     # a value the checks did not foresee: the general path
+        fast = None                                     # (below) answers it, with its PacketError if need be
+    if fast is not None:            # the common packet, straight from the compact form (same bytes)
+        buffer, arrival_time, lookup_identifier = fast
+        if memo:
+            core.packets.put(packed, buffer, len(buffer), arrival_time, lookup_identifier)
+        return Packet(buffer, len(buffer), arrival_time, lookup_identifier)
     message = result.message
     buffer = serialize_message_to_buffer(message, MAX_PACKET_SIZE)
     size = _PACKET_SIZE.unpack_from(buffer, _PACKET_SIZE_OFFSET)[0]

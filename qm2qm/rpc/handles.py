@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-import uuid
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,35 @@ NULL_HANDLE = bytes(20)
 HANDLE_SIZE = 20
 
 _log = logging.getLogger("qm2qm.rpc")
+
+_POOL_SIZE = 4096                       # random bytes fetched at once: 256 handle keys per getrandom call
+_V4_CLEAR = ((1 << 128) - 1) ^ (0xF000 << 64) ^ (0xC000 << 48)
+_V4_SET = (0x4000 << 64) | (0x8000 << 48)     # version 4, variant RFC 4122: what uuid.uuid4() gives
+
+
+class _RandomKeys:
+    """Random (version 4) UUIDs as 16 bytes, cut from a pool of os.urandom bytes: uuid.uuid4() costs a
+    getrandom call and a UUID object per handle. The pool is dropped in a forked child (no shared keys)."""
+    __slots__ = ("_pool", "_pos")
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._pool = b""
+        self._pos = _POOL_SIZE
+
+    def next(self) -> bytes:
+        pos = self._pos
+        if pos >= _POOL_SIZE:
+            self._pool, pos = os.urandom(_POOL_SIZE), 0
+        self._pos = pos + 16
+        return (int.from_bytes(self._pool[pos:pos + 16], "big") & _V4_CLEAR | _V4_SET).to_bytes(16, "big")
+
+
+_random_keys = _RandomKeys()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_random_keys.reset)
 
 
 @dataclass(slots=True)
@@ -49,7 +78,7 @@ class HandleTable:
             # The group already lost its last connection: nobody could ever use or run this down.
             raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, "association already run down")
         while True:
-            key = uuid.uuid4().bytes
+            key = _random_keys.next()
             if key not in self._entries:
                 break
         wire = b"\x00\x00\x00\x00" + key

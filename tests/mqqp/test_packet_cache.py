@@ -8,7 +8,7 @@ import pytest
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers import start_receive2
-from qm2qm.remote_read.packet_cache import MAX_CACHED_COMPACT_FORM, PacketCache
+from qm2qm.remote_read.packet_cache import MAX_CACHED_COMPACT_FORM, MAX_SEEN, PacketCache
 from qm2qm.remote_read.locks import release
 from shared_adm import status as st
 from shared_adm.packet import serialize_message_to_buffer
@@ -18,7 +18,7 @@ from .test_read_fast_path import FakeCall, _desc, _stub
 
 
 def test_the_cache_keeps_at_most_its_entries_least_recently_used_out_first():
-    cache = PacketCache(max_entries=3)
+    cache = PacketCache(max_entries=3, second_sight=False)
     for i in range(3):
         cache.put(b"k%d" % i, b"p%d" % i, i)
     assert cache.get(b"k0") == (b"p0", 0, 0, 0)      # k0 now most recently used
@@ -27,7 +27,7 @@ def test_the_cache_keeps_at_most_its_entries_least_recently_used_out_first():
 
 
 def test_the_cache_keeps_at_most_its_bytes():
-    cache = PacketCache(max_bytes=1000)
+    cache = PacketCache(max_bytes=1000, second_sight=False)
     for i in range(50):
         cache.put(b"%03d" % i, bytes(97), 97)
     assert cache.size_in_bytes <= 1000 and len(cache) == 10
@@ -39,9 +39,30 @@ def test_the_cache_keeps_at_most_its_bytes():
 def test_large_messages_and_missing_compact_forms_are_never_kept():
     cache = PacketCache()
     big = bytes(MAX_CACHED_COMPACT_FORM + 1)
-    cache.put(big, b"packet", 6)
-    cache.put(None, b"packet", 6)
+    for _ in range(2):
+        cache.put(big, b"packet", 6)
+        cache.put(None, b"packet", 6)
     assert cache.get(big) is None and cache.get(None) is None and len(cache) == 0 and cache.size_in_bytes == 0
+
+
+def test_a_packet_is_kept_from_the_second_time_it_is_offered():
+    cache = PacketCache()
+    cache.put(b"k", b"p", 1, 2, 3)
+    assert cache.get(b"k") is None and len(cache) == 0
+    cache.put(b"k", b"p", 1, 2, 3)
+    assert cache.get(b"k") == (b"p", 1, 2, 3) and len(cache) == 1
+
+
+def test_the_seen_set_is_bounded_and_cleared_with_the_cache():
+    cache = PacketCache()
+    for i in range(MAX_SEEN + 1):                       # the first is forgotten when the set fills up
+        cache.put(b"%d" % i, b"p", 1)
+    cache.put(b"0", b"p", 1)
+    assert cache.get(b"0") is None
+    cache.put(b"x", b"p", 1)
+    cache.clear()
+    cache.put(b"x", b"p", 1)
+    assert cache.get(b"x") is None and len(cache) == 0
 
 
 async def _peek(env, d, timeout: int = 0) -> bytes:
@@ -62,11 +83,13 @@ async def test_a_peek_answered_from_the_cache_is_byte_identical_to_a_fresh_one(m
     _, d, _ = await env.session()
     message = env.enqueue(body, label="cached")
     first = await _peek(env, d)
+    assert len(env.service.packets) == 0               # seen once: not kept yet
+    second = await _peek(env, d)
     assert len(env.service.packets) == 1
-    second = await _peek(env, d)                       # from the cache
+    third = await _peek(env, d)                        # from the cache
     env.service.packets.clear()
     fresh = await _peek(env, d)                        # serialized again
-    assert first == second == fresh
+    assert first == second == third == fresh
     [position] = list(env.queue.message_position_list)
     expected = serialize_message_to_buffer(position.message)
     size = struct.unpack_from("<I", expected, 8)[0]

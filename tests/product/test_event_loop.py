@@ -54,3 +54,16 @@ def test_serve_reports_the_loop_it_runs_on(tmp_path, choice):
         assert Cli(server.admin).json("info")["event_loop"] == choice
     finally:
         server.stop()
+
+
+def test_settle_gc_freezes_what_is_alive_and_makes_collections_rarer():
+    import gc
+    before = gc.get_threshold()
+    try:
+        keep = [[] for _ in range(10)]      # containers alive when the server is up
+        eventloop.settle_gc((12_345, 6, 7))
+        assert gc.get_threshold() == (12_345, 6, 7)
+        assert gc.get_freeze_count() >= len(keep)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

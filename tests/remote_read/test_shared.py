@@ -152,3 +152,25 @@ async def test_answer_when_durable_answers_insufficient_resources_when_the_commi
     assert await later == st.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert await await_durable(fails_later(), "x") == st.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert await await_durable(None, "x") is None
+
+
+def test_a_packet_the_compact_path_cannot_make_comes_from_the_general_path_byte_for_byte(core, monkeypatch):
+    from qm2qm.remote_read import packets
+    from shared_adm.packet import serialize_message_to_buffer
+    descriptor = opened(core)
+    message = enqueue(core, descriptor, b"general")
+    [position] = descriptor.queue_reference.message_position_list
+    assert packets.serialize_compact(position.packed, packets.MAX_PACKET_SIZE) is not None     # the compact path
+    fast_entry, read, finish = receive(core, descriptor)
+    status, fast = run_read_now(core, fast_entry, read, finish)
+    assert status == st.MQ_OK and fast.buffer == serialize_message_to_buffer(message)
+    release(core, fast_entry, delete=False)                 # back to the queue, read again below
+
+    def unforeseen(blob, limit):
+        raise TypeError("a value the compact path did not foresee")
+    monkeypatch.setattr(packets, "serialize_compact", unforeseen)
+    entry, read, finish = receive(core, descriptor, request_id=2)
+    status, packet = run_read_now(core, entry, read, finish)
+    assert status == st.MQ_OK and packet.buffer == fast.buffer
+    assert (packet.size, packet.arrival_time, packet.lookup_identifier) == (
+        fast.size, fast.arrival_time, fast.lookup_identifier)

@@ -1,0 +1,150 @@
+"""MS-MQDMPR 3.1.7.1.32 Serialize Message to Buffer straight from a queued Message's compact form
+(shared_adm/compact.py), without rebuilding the Message, for the common packet: BaseHeader, UserHeader and
+MessagePropertiesHeader only (MS-MQMQ 2.2.20), no ``Message.extra`` bits kept from a parsed packet.
+
+``serialize_compact`` answers None for anything else — another header, an attribute outside its range or of
+an unexpected type, a packet over the limit — and the caller then takes the general path
+(``serialize_message_to_buffer``), which also produces every error. The bytes are those of the general path:
+tests/packet/test_compact_packet.py proves it for drawn Messages. The UserHeader queue fields (the costly part:
+format-name parsing and the DQ/AQ/RQ choice of 2.2.19.2) are taken from the general path itself, run once per
+distinct set of queue attributes and memoized.
+"""
+from __future__ import annotations
+
+import marshal
+import struct
+import uuid
+
+from shared_adm import compact
+from shared_adm.message import GUID_NULL, Message
+from shared_adm.packet.codec import build_user_message_packet
+from shared_adm.packet.errors import PacketError
+from shared_adm.packet.layout import (
+    BASE_HEADER, BASE_PR, MAX_LABEL_LENGTH, PROPERTIES_ACKS, PROPERTIES_HEADER, SIGNATURE, USER_AQ, USER_DM_SHIFT,
+    USER_DQ, USER_HEADER, USER_JN, USER_JP, USER_MP, USER_RQ, VERSION_NUMBER, ZEROS,
+)
+
+_INDEX = {name: index for index, (name, _, _, _) in enumerate(compact._FIELDS)}
+
+# Message attributes Serialize Message to Buffer never reads (ADM bookkeeping); the test checks codec.py for them.
+IGNORED = frozenset({"lookup_identifier", "arrival_time", "allow_peek_when_locked", "application_deadletter_queue",
+                     "soap_envelope"})
+# Attributes this path writes; any other attribute present in a compact form sends it to the general path.
+HANDLED = ("identifier", "sent_time", "priority", "delivery_guarantee", "time_to_reach_queue", "time_to_be_received",
+           "positive_journaling_requested", "negative_journaling_requested", "class_", "acknowledgements_requested",
+           "label", "body", "body_type", "extension", "application_tag", "correlation_identifier",
+           "destination_queue_format_name", "destination_queue_type", "administration_queue_format_name",
+           "administration_queue_type", "response_queue_format_name", "response_queue_type",
+           "destination_queue_manager_identifier", "source_machine_identifier", "privacy_level", "hash_algorithm",
+           "encryption_algorithm")
+_QUEUE_ATTRIBUTES = ("destination_queue_format_name", "destination_queue_type", "administration_queue_format_name",
+                     "administration_queue_type", "response_queue_format_name", "response_queue_type")
+_HANDLED_INDEXES = tuple(_INDEX[name] for name in HANDLED)
+_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(_INDEX[name] for name in IGNORED)
+_LOOKUP_INDEX, _ARRIVAL_INDEX = _INDEX["lookup_identifier"], _INDEX["arrival_time"]
+_DEFAULTS = tuple(compact._encode(kind, default) if kind != "plain" else default     # as compact.pack keeps them
+                  for name, default, _, kind in (compact._FIELDS[_INDEX[name]] for name in HANDLED))
+_UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
+                                                      "source_machine_identifier"))
+_NULL_BYTES = GUID_NULL.bytes
+_QUEUE_BITS = USER_DQ | USER_AQ | USER_RQ
+_MARSHAL = b"M"
+
+# (queue attributes, source, destination QM) -> (DQ/AQ/RQ flag bits, QueueManagerAddress bytes_le, the packed
+# queue fields, whether there is an administration queue)
+_QUEUES: dict[tuple, tuple[int, bytes, bytes, bool]] = {}
+_QUEUES_MAX = 4096
+
+
+def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
+    """The UserHeader queue encoding of the general path for these queue attributes (None if it refuses them)."""
+    try:
+        found = _QUEUES.get(key)
+    except TypeError:               # an unhashable attribute value: the general path names what is wrong
+        return None
+    if found is not None:
+        return found
+    *names, source, destination_qm = key
+    template = Message(identifier=(uuid.UUID(bytes=source), 0), source_machine_identifier=uuid.UUID(bytes=source),
+                       destination_queue_manager_identifier=uuid.UUID(bytes=destination_qm),
+                       **dict(zip(_QUEUE_ATTRIBUTES, names)))
+    try:
+        user = build_user_message_packet(template).user
+        packed = user.pack()
+    except (PacketError, TypeError, ValueError, AttributeError):
+        return None
+    found = (user.flags & _QUEUE_BITS, user.queue_manager_address.bytes_le, packed[USER_HEADER.size:],
+             user.aq != 0)
+    if len(_QUEUES) >= _QUEUES_MAX:
+        _QUEUES.clear()
+    _QUEUES[key] = found
+    return found
+
+
+def _bytes_le(raw: bytes) -> bytes:
+    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
+
+
+def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, int] | None:
+    """(UserMessage packet, Message.ArrivalTime, Message.LookupIdentifier) of the Message packed in ``blob``, or
+    None when only the general path can serialize it."""
+    if blob[:1] != _MARSHAL:
+        return None
+    flat = marshal.loads(blob[2:])
+    fields = dict(zip(flat[::2], flat[1::2]))
+    if not fields.keys() <= _KNOWN_INDEXES:
+        return None
+    values = list(map(fields.get, _HANDLED_INDEXES, _DEFAULTS))
+    for slot in _UUID_SLOTS:                # as compact._encode keeps a UUID: its 16 bytes
+        if type(values[slot]) is not bytes:
+            return None
+    arrival_time = fields.get(_ARRIVAL_INDEX, 0)
+    lookup_identifier = fields.get(_LOOKUP_INDEX, 0)
+    (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
+     body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
+     destination_qm, source, privacy, hash_algorithm, encryption) = values
+    # the uint32 / uint16 fields (ranges of codec._RANGES) are checked by struct.pack below
+    if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS
+            and type(label) is str
+            and type(body) is bytes and type(extension) is bytes and type(correlation) is bytes
+            and len(correlation) == 20 and "\x00" not in label):
+        return None
+    if delivery not in (0, 1) or type(identifier) is not tuple or len(identifier) != 2:
+        return None
+    lineage, ordinal = identifier
+    if type(lineage) is not bytes:
+        return None
+    if source == _NULL_BYTES:
+        source = lineage
+    elif lineage != _NULL_BYTES and lineage != source:
+        return None
+    queues = _queue_part((dest, dest_type, admin, admin_type, response, response_type, source, destination_qm))
+    if queues is None or (acks and not queues[3]):
+        return None
+    queue_bits, address, queue_fields, _ = queues
+    user_flags = int(delivery) << USER_DM_SHIFT | queue_bits | USER_MP
+    if negative:
+        user_flags |= USER_JN
+    if positive:
+        user_flags |= USER_JP
+    if label:
+        label_bytes = label.encode("utf-16-le", "surrogatepass") + b"\x00\x00"
+        label_length = len(label_bytes) // 2
+        if label_length > MAX_LABEL_LENGTH:
+            return None
+    else:
+        label_bytes, label_length = b"", 0
+    body_size = len(body)
+    try:       # struct refuses a value that is not an int or out of its field's range: the general path's error
+        user = USER_HEADER.pack(_bytes_le(source), address, ttbr, sent_time, ordinal, user_flags)
+        properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size,
+                                            body_size, privacy, hash_algorithm, encryption, len(extension))
+        tail = len(properties) + len(label_bytes) + len(extension) + body_size
+        size = BASE_HEADER.size + len(user) + len(queue_fields) + tail + (-tail & 3)
+        if size > max_packet_size:
+            return None
+        base = BASE_HEADER.pack(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
+    except struct.error:
+        return None
+    return (b"".join((base, user, queue_fields, properties, label_bytes, extension, body, ZEROS[:-tail & 3])),
+            arrival_time, lookup_identifier)
