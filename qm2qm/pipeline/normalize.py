@@ -18,6 +18,9 @@ SKIP_FIELDS = {"ErrorCode", "ReturnValue", "lpBuffer"}
 # Message attributes (MS-MQDMPR 3.1.1.12) assigned per run by the queue manager or the sender's clock
 MESSAGE_VOLATILE = {"identifier", "sent_time", "arrival_time", "lookup_identifier", "source_machine_identifier"}
 NULL_HANDLE_HEX = "00" * 20
+# MS-MQQP 3.1.4.8: the port answered is the server's deployment (2103/2105 by default, +11 while busy), like qmcomm's
+# R_QMGetRTQMServerPort (decode.py); a per-session ordinal still tells a wrong port type's answer apart.
+PORT_OPS = {"RemoteQMGetQMQMServerPort"}
 
 
 class Ordinals:
@@ -55,9 +58,10 @@ def _normalize(value: Any, ordinals: Ordinals, key: str | None = None) -> Any:
 NCA_S_FAULT_CANCEL = 0x1C00000D
 
 
-def status_of(row: dict) -> str:
+def status_of(row: dict, ordinals: Ordinals | None = None) -> str:
     """One comparable string: ok/fault/... with the HRESULT, DWORD return or fault status. A cancelled call is
-    'cancelled' whether the source saw the cancel fault (captures, replays) or the cancelled handler (traces)."""
+    'cancelled' whether the source saw the cancel fault (captures, replays) or the cancelled handler (traces).
+    With ``ordinals``, a port answer (PORT_OPS) is its per-session ordinal (``port#1``); the failure 0 stays."""
     kind = row.get("status_kind") or "?"
     if kind == "cancelled" or (kind == "fault" and row.get("fault_status") == NCA_S_FAULT_CANCEL):
         return "cancelled"
@@ -65,7 +69,10 @@ def status_of(row: dict) -> str:
     for col in ("hresult", "return_value", "fault_status"):
         value = row.get(col)
         if value is not None and not _isnan(value):
-            parts.append(f"{col}=0x{int(value):08x}")
+            if col == "return_value" and ordinals is not None and value and row.get("op_name") in PORT_OPS:
+                parts.append(f"{col}={ordinals('port', int(value))}")
+            else:
+                parts.append(f"{col}=0x{int(value):08x}")
     return " ".join(parts)
 
 
@@ -93,7 +100,7 @@ def normalize_session(rows: Iterable[dict]) -> list[dict]:
         if isinstance(message, dict):
             message = {k: v for k, v in message.items() if k not in MESSAGE_VOLATILE}
         out.append({"session_seq": row["session_seq"], "call_index": row["call_index"], "opnum": row["opnum"],
-                    "op_name": row.get("op_name"), "status": status_of(row),
+                    "op_name": row.get("op_name"), "status": status_of(row, ordinals),
                     "request": json.dumps(request, sort_keys=True), "response": json.dumps(response, sort_keys=True),
                     "message": json.dumps(message, sort_keys=True)})
     return out

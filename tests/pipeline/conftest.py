@@ -40,7 +40,10 @@ class LiveServer:
                     interface = server.wrap(interface, self.qm)
                 return await super()._bind_rpc(server_cls, interface)
 
-        self.app = _App(ServerConfig(data_dir=":memory:", port=0, admin_port=0, computer_name=COMPUTER))
+        # every port ephemeral and no endpoint mapper: whether 2103 or 135 is free depends on what else runs on
+        # the machine, and two servers of one test then answered different qmcomm ports (RemoteQMGetQMQMServerPort)
+        self.app = _App(ServerConfig(data_dir=":memory:", port=0, qmcomm_port=0, admin_port=0, epm_port=0,
+                                     computer_name=COMPUTER))
         self._run(self.app.start())
         self.port = self.app.rpc.port
         self.admin = AdminClient(self.app.admin_url)

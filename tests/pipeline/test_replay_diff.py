@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 
 import pyarrow.parquet as pq
 from click.testing import CliRunner
@@ -52,7 +53,7 @@ def test_replaying_a_capture_on_a_fresh_server_gives_no_mismatch(spark, recorded
     live = ingest_file(tmp_path / "replay.parquet").calls
     assert {c["queue_handle"] for c in live if c["queue_handle"]}.isdisjoint({exp.h_queue, exp.h_queue2})
     summary = spark_jobs.diff(spark, path, tmp_path / "replay.parquet", tmp_path / "diff")
-    assert (summary["aligned_calls"], summary["mismatches"]) == (13, 0)
+    assert (summary["aligned_calls"], summary["mismatches"]) == (13, 0), summary["first"]
     page = build_report(tmp_path / "report.html", diff_dir=tmp_path / "diff").read_text()
     assert "0 mismatch(es) over 13 aligned calls" in page
 
@@ -78,7 +79,7 @@ def test_an_altered_server_answer_is_exactly_one_mismatch(spark, recorded, tmp_p
     finally:
         server.close()
     summary = spark_jobs.diff(spark, path, tmp_path / "replay.jsonl", tmp_path / "diff")
-    assert summary["mismatches"] == 1
+    assert summary["mismatches"] == 1, summary["first"]
     (m,) = summary["first"]
     assert (m["session_seq"], m["call_index"], m["op_name"], m["kind"], m["field"]) == \
            (0, 0, "RemoteQmGetVersion", "field", "response.pBuildNumber")
@@ -193,3 +194,20 @@ def test_cli_ingest_stats_diff_on_the_running_session(spark, recorded, tmp_path)
     bad = runner.invoke(diff_command, [str(tmp_path / "nothing.pcap"), str(path), "--out", str(tmp_path / "e")])
     assert bad.exit_code == 2 and "nothing.pcap: no such file" in bad.output
     assert spark.sparkContext._jsc is not None                      # still running
+
+
+def _port_rows(*answers: int) -> list[dict]:
+    return [{"session_seq": 0, "call_index": i, "opnum": 7, "op_name": "RemoteQMGetQMQMServerPort",
+             "status_kind": "ok", "return_value": port, "request_fields": json.dumps({"dwPortType": i % 2}),
+             "response_fields": json.dumps({"ReturnValue": port})} for i, port in enumerate(answers)]
+
+
+def test_the_port_a_server_answers_is_compared_as_a_per_session_ordinal():
+    """MS-MQQP 3.1.4.8: servers on other ports (2103 busy → 2114) answer alike; the same port for both port
+    types where the recording had two, or the failure 0, is still a mismatch."""
+    def diff(left, right):
+        return [m for a, b in zip(normalize_session(_port_rows(*left)), normalize_session(_port_rows(*right)))
+                for m in compare(a, b)]
+    assert diff((2103, 2105), (2114, 2105)) == []
+    assert [m["right"] for m in diff((2103, 2105), (2114, 2114))] == ["ok return_value=port#1"]
+    assert [m["right"] for m in diff((2103, 2105), (2103, 0))] == ["ok return_value=0x00000000"]
