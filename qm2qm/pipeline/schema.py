@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import gc
-import operator
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -105,21 +104,18 @@ def empty_call() -> dict[str, Any]:
 
 def table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) as an Arrow table of ``schema``; missing keys are null."""
-    names = schema.names
     rows = rows if isinstance(rows, list) else list(rows)
-    # the transposition allocates one tuple per row and column: with the collector on, its full passes rescan
-    # every row of a large ingest again and again (a third of this function's time on 100,000 calls)
+    # Arrow reads the dicts itself (one struct array, then its fields as columns): a third less CPU than
+    # transposing them into per-column lists in Python first. The collector is paused meanwhile: with it on,
+    # its full passes rescan every row of a large ingest again and again.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        try:                                    # rows with every column (the ingest's): transposed in C
-            columns = list(zip(*map(operator.itemgetter(*names), rows))) or [[] for _ in names]
-        except KeyError:
-            columns = [[row.get(n) for row in rows] for n in names]
-        return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+        struct = pa.array(rows, type=pa.struct(list(schema)))
     finally:
         if collecting:
             gc.enable()
+    return pa.Table.from_struct_array(struct).cast(schema)
 
 
 def number_sessions(rows: list[dict]) -> None:
