@@ -78,23 +78,14 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
 def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatch:
     """Ingest one file or part: its calls go straight to ``calls_file`` (Parquet, written by the executor);
     the small records (sessions, problems, connections, counters) go back to the driver."""
-    return _write(_ingest(path, part_json), part_json is not None, calls_file)
-
-
-def _ingest(path: str, part_json: str | None) -> Any:
-    from qm2qm.pipeline.ingest import ingest_file
-    return ingest_file(path) if part_json is None else _ingest_part(path, json.loads(part_json))
-
-
-def _write(result: Any, connections: bool, calls_file: str) -> pa.RecordBatch:
-    """Write ``result``'s calls to ``calls_file``; its small records, with one row a connection if asked (what
-    split.renumber needs when the parts of a split capture are numbered after the job)."""
     import pyarrow.parquet as pq
+    from qm2qm.pipeline.ingest import ingest_file
+    result = ingest_file(path) if part_json is None else _ingest_part(path, json.loads(part_json))
     pq.write_table(schema.table(result.calls, schema.CALL_SCHEMA), calls_file)
     rows: list[dict] = []
     rows.extend(dict(r, record="session") for r in result.sessions)
     rows.extend(dict(r, record="problem") for r in result.problems)
-    if connections:
+    if part_json is not None:                                   # what split.renumber needs, one row a connection
         rows.extend({"record": "connection", "source_file": result.path, "session_id": c["session_id"],
                      "offset": c["first_offset"], "request_time_us": None if c["first_call"] is None else
                      c["first_call"][0], "call_id": None if c["first_call"] is None else c["first_call"][1]}
@@ -117,41 +108,14 @@ def _ingest_part(path: str, spec: dict) -> Any:
     return result
 
 
-def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch], barrier: bool = False
-                   ) -> Iterator[pa.RecordBatch]:
+def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """mapInArrow function (bound to the calls directory): each input row is one bundle (bundle_tasks), a JSON
     list of [index, path, part] tasks (a file, or one part of a split capture); yields each task's small records
-    (RECORD_SCHEMA). With ``barrier`` (a barrier stage, every bundle running at once) the parts of split captures
-    are numbered file-wide here, from every task's connections (BarrierTaskContext.allGather), before they are
-    written: no second job rewrites them."""
-    held = []
+    (RECORD_SCHEMA)."""
     for batch in batches:
         for bundle in batch.column("tasks").to_pylist():
             for index, path, part in json.loads(bundle):
-                calls_file = os.path.join(calls_dir, f"part-{index:05d}.parquet")
-                if barrier and part is not None:
-                    held.append((_ingest(path, part), calls_file))
-                else:
-                    yield _records(path, part, calls_file)
-    if barrier:
-        yield from _number_and_write(held)
-
-
-def _number_and_write(held: list) -> Iterator[pa.RecordBatch]:
-    """Exchange the connections of this task's split parts with every other task of the barrier stage, number
-    them as an unsplit ingest would (split.renumber), and write them."""
-    from pyspark import BarrierTaskContext
-    from qm2qm.pipeline.split import apply_numbers, renumber
-    mine = [[result.path, result.connections] for result, _ in held]
-    by_file: dict[str, list[dict]] = {}
-    for message in BarrierTaskContext.get().allGather(json.dumps(mine)):
-        for path, connections in json.loads(message):
-            by_file.setdefault(path, []).extend(connections)
-    for result, calls_file in held:
-        numbers = renumber(by_file[result.path])
-        apply_numbers(result.calls, numbers)
-        apply_numbers(result.sessions, numbers)
-        yield _write(result, False, calls_file)
+                yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
 
 
 # Above this many input bytes per core, bundles stay at about this size so that a slow executor does not hold up
@@ -265,18 +229,16 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
         frame = spark.createDataFrame(bundles, input_schema)
     else:                       # one bundle a partition (parallelize slices a list evenly; repartition does not)
         frame = spark.createDataFrame(spark.sparkContext.parallelize(bundles, len(bundles)), input_schema)
-    split_files = {p for p, part, _ in tasks if part}
-    # a barrier stage numbers split captures in the tasks themselves; it needs every bundle running at once
-    barrier = bool(split_files) and barrier_stage_possible(spark, len(bundles))
-    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve()), barrier=barrier),
-                               _spark_schema(RECORD_SCHEMA), barrier=barrier).toArrow().to_pylist()
+    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
+                               _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
     if not tasks:                                   # still a readable (empty) calls table
         pq.write_table(schema.table([], schema.CALL_SCHEMA), calls_dir / "part-00000.parquet")
     kinds: dict[str, list[dict]] = {}
     for row in records:
         kinds.setdefault(row["record"], []).append(row)
     sessions, problems = kinds.get("session", []), kinds.get("problem", [])
-    if split_files and not barrier:
+    split_files = {p for p, part, _ in tasks if part}
+    if split_files:
         _renumber_split(spark, tasks, kinds, calls_dir, sessions)
     problems += _split_file_problems(split_files, kinds)
     (out / "sessions").mkdir()
@@ -285,7 +247,7 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     pq.write_table(schema.table(problems, schema.PROBLEM_SCHEMA), out / "problems" / "part-00000.parquet")
     summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
                "executors": executor_count(spark), "tasks": len(tasks), "spark_tasks": len(bundles),
-               "split_files": len(split_files), "numbered_in_tasks": barrier}
+               "split_files": len(split_files)}
     for row in kinds.get("file", []):
         per_file = summary["per_file"].setdefault(row["source_file"], {})
         for key, value in json.loads(row["counters"]).items():
@@ -298,8 +260,9 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
 
 def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls_dir: Path,
                     sessions: list[dict]) -> None:
-    """Number the sessions of split captures file-wide (split.renumber) after a stage that could not (no barrier):
-    session rows here, calls part files in parallel tasks."""
+    """Number the sessions of split captures file-wide (split.renumber): session rows here, calls part files in
+    parallel tasks. (A barrier stage exchanging the connections with allGather saves this job's CPU but waits up
+    to a second more: Spark polls the barrier each second; measured slower on a 100,000-call capture.)"""
     from qm2qm.pipeline.split import renumber
 
     by_file: dict[str, list[dict]] = {}
@@ -331,22 +294,6 @@ def _split_file_problems(split_files: set[str], kinds: dict[str, list[dict]]) ->
         report_unknown_interfaces(path, result)
         problems.extend(result.problems)
     return problems
-
-
-def free_slots(spark: Any) -> int:
-    """Tasks the cluster can run at once now (what a barrier stage needs; Spark's own check), 0 if unknown."""
-    try:
-        sc = spark.sparkContext._jsc.sc()
-        return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile()))
-    except Exception:   # noqa: BLE001 - an internal API that may change: then no barrier stage, not a failure
-        return 0
-
-
-def barrier_stage_possible(spark: Any, tasks: int) -> bool:
-    """Spark runs a barrier stage of ``tasks`` tasks only without dynamic allocation (SPARK-24942) and with that
-    many slots free (SPARK-24819; it would otherwise wait for them, 15 s a check)."""
-    dynamic = spark.sparkContext.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true"
-    return not dynamic and tasks <= free_slots(spark)
 
 
 def executor_count(spark: Any) -> int:

@@ -181,25 +181,17 @@ def _numbering(rows) -> list[tuple]:
     return sorted(tuple(r.get(k) for k in NUMBERING if k in r) for r in rows)
 
 
-def test_a_split_capture_is_numbered_in_its_tasks_as_an_unsplit_ingest(spark, tmp_path, monkeypatch):
-    """The parts exchange their connections in a barrier stage (one job); without free slots for one, the
-    calls are renumbered by a second job: both give the numbers of ingest_file."""
+def test_a_split_capture_in_bundled_tasks_is_numbered_as_an_unsplit_ingest(spark, tmp_path):
+    """The parts of a split capture run bundled (fewer Spark tasks than parts) and are renumbered file-wide: the
+    calls, sessions and problems of ingest_file."""
     import pyarrow.parquet as pq
     path = tmp_path / "c.pcap"
     _capture(path, pcapng=False)
     expected = ingest_file(path)
     assert len({c["session_id"] for c in expected.calls}) > 2
-    barrier = spark_jobs.ingest(spark, [str(path)], tmp_path / "a", split_min_bytes=1)
-    monkeypatch.setattr(spark_jobs, "free_slots", lambda _spark: 0)
-    plain = spark_jobs.ingest(spark, [str(path)], tmp_path / "b", split_min_bytes=1)
-    assert (barrier["numbered_in_tasks"], plain["numbered_in_tasks"]) == (True, False)
-    for summary, out in ((barrier, tmp_path / "a"), (plain, tmp_path / "b")):
-        assert (summary["split_files"], summary["spark_tasks"]) == (1, 2) and summary["tasks"] >= 2
-        assert _numbering(pq.read_table(out / "calls").to_pylist()) == _numbering(expected.calls)
-        assert _numbering(pq.read_table(out / "sessions").to_pylist()) == _numbering(expected.sessions)
-        assert sorted((p["kind"], p["offset"]) for p in summary["problems"]) == \
-               sorted((p["kind"], p["offset"]) for p in expected.problems)
-
-
-def test_a_barrier_stage_needs_free_slots_for_every_task(spark):
-    assert spark_jobs.barrier_stage_possible(spark, 2) and not spark_jobs.barrier_stage_possible(spark, 3)
+    summary = spark_jobs.ingest(spark, [str(path)], tmp_path / "a", split_min_bytes=1)
+    assert (summary["split_files"], summary["spark_tasks"]) == (1, 2) and summary["tasks"] > 2
+    assert _numbering(pq.read_table(tmp_path / "a" / "calls").to_pylist()) == _numbering(expected.calls)
+    assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
+    assert sorted((p["kind"], p["offset"]) for p in summary["problems"]) == \
+           sorted((p["kind"], p["offset"]) for p in expected.problems)
