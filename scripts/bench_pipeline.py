@@ -3,7 +3,7 @@
 cores x the in-process rate; stats and diff over a large synthetic call table.
 
     .venv/bin/python scripts/bench_pipeline.py [--skip-trace] [--rounds 3] [--masters 'local[2],local-cluster[2,1,1024]']
-        [--scale-calls 10000000] [--json out.json]
+        [--scale-calls 10000000] [--json out.json] [--skip-tshark]
 """
 from __future__ import annotations
 
@@ -226,10 +226,10 @@ def _timed_ingest(path: Path) -> tuple[float, float, int]:
     return time.perf_counter() - t0, time.process_time() - c0, len(result.calls)
 
 
-def bench_vs_tshark(path: Path, rounds: int) -> dict:
+def bench_vs_tshark(path: Path, rounds: int, tshark: bool = True) -> dict:
     """In-process ingest_file and tshark on the same file, run alternately `rounds` times: the median of the
     per-round ratios (ours / tshark, calls/s) is robust to the other load on a shared machine."""
-    command = tshark_command(path)
+    command = tshark_command(path) if tshark else None
     ours, theirs = [], []
     for _ in range(rounds):
         ours.append(_timed_ingest(path))
@@ -248,9 +248,35 @@ def bench_vs_tshark(path: Path, rounds: int) -> dict:
     return out
 
 
+def tree_cpu_s() -> float:
+    """CPU seconds (user + system, with reaped children) of this process and every descendant: the driver, its
+    JVM, the Python workers and, for local-cluster, the executor JVMs and theirs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parent[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(x) for x in fields[11:15])
+    tree, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        children = [pid for pid, ppid in parent.items() if ppid in frontier and pid not in tree]
+        tree.update(children)
+        frontier = children
+    return sum(cpu.get(pid, 0) for pid in tree) / tick
+
+
 def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: Path) -> dict:
     """Spark ingest of each workload on each master, each run followed by an in-process ingest of `reference`
-    (same calls per file as the workload's files): ratio = Spark calls/s / (cores × in-process calls/s)."""
+    (same calls per file as the workload's files): ratio = Spark calls/s / (cores × in-process calls/s). On a
+    shared machine the CPU figures are the ones to read: cpu_ratio = in-process CPU per call / Spark's CPU per
+    call (every process of the job), the ratio the job would reach on idle cores with nothing waiting, and
+    cores_used = Spark's CPU / (wall × cores), the share of the cores the job got."""
     from qm2qm.pipeline import spark_jobs
 
     results = {}
@@ -262,27 +288,33 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
             spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup", split_min_bytes=1)
             for name, paths in workloads.items():
                 out = Path(tmp) / ("out-" + "".join(ch for ch in master + name if ch.isalnum()))   # no [] in paths
-                t0 = time.perf_counter()
+                load = os.getloadavg()[0]
+                cpu0, t0 = tree_cpu_s(), time.perf_counter()
                 summary = spark_jobs.ingest(spark, paths, out)
-                elapsed = time.perf_counter() - t0
-                wall, _cpu, calls_ref = _timed_ingest(Path(paths[0]))
+                elapsed, spark_cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
+                wall, cpu_ref, calls_ref = _timed_ingest(Path(paths[0]))
                 calls = summary["totals"]["calls"]
                 rate, inproc = calls / elapsed, calls_ref / wall
                 results[f"{master} {name}"] = {
                     "calls": calls, "seconds": round(elapsed, 2), "calls_per_s": round(rate),
                     "mb_per_s": round(sum(Path(p).stat().st_size for p in paths) / 1e6 / elapsed, 2),
                     "cores": cores, "executors": summary["executors"], "tasks": summary["tasks"],
-                    "split_files": summary["split_files"], "in_process_calls_per_s": round(inproc),
-                    "ratio_to_cores_x_in_process": round(rate / (cores * inproc), 2)}
+                    "spark_tasks": summary.get("spark_tasks"), "split_files": summary["split_files"],
+                    "in_process_calls_per_s": round(inproc),
+                    "ratio_to_cores_x_in_process": round(rate / (cores * inproc), 2),
+                    "spark_cpu_s": round(spark_cpu, 2), "in_process_cpu_s_per_call": cpu_ref / calls_ref,
+                    "cpu_ratio": round((cpu_ref / calls_ref) / (spark_cpu / calls), 2),
+                    "cores_used": round(spark_cpu / (elapsed * cores), 2), "load_average": load}
             spark.stop()
     return results
 
 
-def bench_ingest(calls_per_file: int, files: int, big_calls: int, masters: list[str], rounds: int) -> dict:
+def bench_ingest(calls_per_file: int, files: int, big_calls: int, masters: list[str], rounds: int,
+                 tshark: bool = True) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.pcap"
         make_capture(big, big_calls)
-        results = {"vs_tshark": bench_vs_tshark(big, rounds)}
+        results = {"vs_tshark": bench_vs_tshark(big, rounds, tshark)}
         paths = []
         for i in range(files):
             path = Path(tmp) / f"cap{i}.pcap"
@@ -392,6 +424,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--skip-ingest", action="store_true")
+    parser.add_argument("--skip-tshark", action="store_true", help="no tshark rounds (in-process ingest only)")
     args = parser.parse_args()
     figures: dict = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     if not args.skip_trace:
@@ -404,7 +437,8 @@ def main() -> None:
               f"runs {r['all_untraced']} vs {r['all_traced']}); decoding the spool at close: {r['close_s']} s")
     if not args.skip_ingest:
         masters = [m for m in re.split(r",(?![^\[]*\])", args.masters) if m]
-        r = figures["ingest"] = bench_ingest(args.calls_per_file, args.files, args.big_calls, masters, args.rounds)
+        r = figures["ingest"] = bench_ingest(args.calls_per_file, args.files, args.big_calls, masters, args.rounds,
+                                                    not args.skip_tshark)
         t = r["vs_tshark"]
         print(f"in-process ingest_file: {t['calls']} calls, {t['pcap_mb']} MB: {t['ingest_calls_per_s']} calls/s "
               f"({t['ingest_cpu_calls_per_s']} per CPU second)")
@@ -412,13 +446,15 @@ def main() -> None:
             print(f"tshark ({t['tshark']}): {t['tshark_calls_per_s']} calls/s ({t['tshark_cpu_calls_per_s']} per CPU "
                   f"second); ours/tshark {t['ratio_wall']} (wall), {t['ratio_cpu']} (CPU), median of "
                   f"{t['rounds']} alternating rounds")
-        else:
+        elif not args.skip_tshark:
             print("tshark not installed: no ratio (apt-get install tshark)")
         for name, x in r.get("spark", {}).items():
             print(f"spark ingest {name}: {x['calls']} calls in {x['seconds']} s -> {x['calls_per_s']} calls/s, "
-                  f"{x['mb_per_s']} MB/s ({x['tasks']} tasks, {x['split_files']} split, {x['executors']} executor "
-                  f"JVMs); in-process right after {x['in_process_calls_per_s']} calls/s; "
-                  f"ratio to {x['cores']} x in-process {x['ratio_to_cores_x_in_process']}")
+                  f"{x['mb_per_s']} MB/s ({x['tasks']} tasks in {x['spark_tasks']} Spark tasks, {x['split_files']} "
+                  f"split, {x['executors']} executor JVMs); in-process right after {x['in_process_calls_per_s']} calls/s; "
+                  f"ratio to {x['cores']} x in-process {x['ratio_to_cores_x_in_process']}; CPU: Spark "
+                  f"{x['spark_cpu_s']} s, cpu_ratio {x['cpu_ratio']}, cores used {x['cores_used']} "
+                  f"(load {x['load_average']:.1f})")
     if args.scale_calls:
         r = figures["scale"] = bench_stats_diff(args.scale_calls, "local[2]")
         print(f"stats of {r['calls']} calls: {r['stats_s']} s; diff: {r['diff_s']} s ({r['diff_aligned']} aligned, "

@@ -1,7 +1,7 @@
 """The call table, sessions table and problems table shared by traces, captures and replays (docs/pipeline.md)."""
 from __future__ import annotations
 
-import operator
+import gc
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -104,13 +104,18 @@ def empty_call() -> dict[str, Any]:
 
 def table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) as an Arrow table of ``schema``; missing keys are null."""
-    names = schema.names
     rows = rows if isinstance(rows, list) else list(rows)
-    try:                                    # rows with every column (the ingest's): transposed in C
-        columns = list(zip(*map(operator.itemgetter(*names), rows))) or [[] for _ in names]
-    except KeyError:
-        columns = [[row.get(n) for row in rows] for n in names]
-    return pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema)], schema=schema)
+    # Arrow reads the dicts itself (one struct array, then its fields as columns): a third less CPU than
+    # transposing them into per-column lists in Python first. The collector is paused meanwhile: with it on,
+    # its full passes rescan every row of a large ingest again and again.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        struct = pa.array(rows, type=pa.struct(list(schema)))
+    finally:
+        if collecting:
+            gc.enable()
+    return pa.Table.from_struct_array(struct).cast(schema)
 
 
 def number_sessions(rows: list[dict]) -> None:

@@ -109,12 +109,33 @@ def _ingest_part(path: str, spec: dict) -> Any:
 
 
 def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function (bound to the calls directory): each input row is one task (a file, or one part of a
-    split capture); yields that task's small records (RECORD_SCHEMA)."""
+    """mapInArrow function (bound to the calls directory): each input row is one bundle (bundle_tasks), a JSON
+    list of [index, path, part] tasks (a file, or one part of a split capture); yields each task's small records
+    (RECORD_SCHEMA)."""
     for batch in batches:
-        columns = batch.to_pydict()
-        for index, path, part in zip(columns["task"], columns["path"], columns["part"]):
-            yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+        for bundle in batch.column("tasks").to_pylist():
+            for index, path, part in json.loads(bundle):
+                yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+
+
+# Above this many input bytes per core, bundles stay at about this size so that a slow executor does not hold up
+# the job (Spark hands the next bundle to whichever executor is free).
+BUNDLE_BYTES = 256 * 1024 * 1024
+
+
+def bundle_tasks(tasks: list[tuple[str, str | None, int]], parallelism: int,
+                 bundle_bytes: int = BUNDLE_BYTES) -> list[list[int]]:
+    """Task indices grouped into Spark tasks of about equal bytes (largest first onto the lightest bundle): one
+    per core for a small input, so it runs in one wave with one task launch per core instead of one per file."""
+    total = sum(size for _, _, size in tasks)
+    count = min(len(tasks), max(parallelism, -(-total // bundle_bytes)))
+    bundles: list[list[int]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for index in sorted(range(len(tasks)), key=lambda i: -tasks[i][2]):
+        lightest = loads.index(min(loads))
+        bundles[lightest].append(index)
+        loads[lightest] += max(1, tasks[index][2])
+    return [sorted(b) for b in bundles if b]
 
 
 def _renumber_file(job: tuple[str, str]) -> None:
@@ -182,28 +203,32 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
 
 def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_bytes: int | None = None) -> dict:
     """Ingest captures and traces in parallel (one task per file, or per part of a capture split by TCP session:
-    plan_tasks) into OUT/calls, OUT/sessions, OUT/problems (Parquet); returns the summary also written to
-    OUT/summary.json. Executors write the calls themselves (OUT must be visible to them); only sessions,
-    problems and counters travel back to the driver."""
+    plan_tasks; bundled into about one Spark task per core: bundle_tasks) into OUT/calls, OUT/sessions,
+    OUT/problems (Parquet); returns the summary also written to OUT/summary.json. Executors write the calls
+    themselves (OUT must be visible to them); only sessions, problems and counters travel back to the driver."""
     import functools
     import shutil
 
     import pyarrow.parquet as pq
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+    from pyspark.sql.types import StringType, StructField, StructType
 
     paths = expand_inputs(inputs)
     out = Path(out_dir)
-    tasks = plan_tasks(paths, spark.sparkContext.defaultParallelism,
+    parallelism = spark.sparkContext.defaultParallelism
+    tasks = plan_tasks(paths, parallelism,
                        SPLIT_MIN_BYTES if split_min_bytes is None else split_min_bytes)
     calls_dir = out / "calls"
     for name in ("calls", "sessions", "problems"):
         shutil.rmtree(out / name, ignore_errors=True)
     calls_dir.mkdir(parents=True)
-    # one task per partition (parallelize slices a list evenly; repartition does not)
-    rdd = spark.sparkContext.parallelize([(i, p, part) for i, (p, part, _) in enumerate(tasks)], max(1, len(tasks)))
-    frame = spark.createDataFrame(rdd, StructType([StructField("task", IntegerType()),
-                                                   StructField("path", StringType()),
-                                                   StructField("part", StringType())]))
+    bundles = [[json.dumps([[i, *tasks[i][:2]] for i in bundle])]
+               for bundle in bundle_tasks(tasks, parallelism, BUNDLE_BYTES)]
+    input_schema = StructType([StructField("tasks", StringType())])
+    if len(bundles) <= parallelism:
+        # a local relation: one row a partition, and no Python worker to turn an RDD into rows
+        frame = spark.createDataFrame(bundles, input_schema)
+    else:                       # one bundle a partition (parallelize slices a list evenly; repartition does not)
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(bundles, len(bundles)), input_schema)
     records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
                                _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
     if not tasks:                                   # still a readable (empty) calls table
@@ -214,13 +239,15 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     sessions, problems = kinds.get("session", []), kinds.get("problem", [])
     split_files = {p for p, part, _ in tasks if part}
     if split_files:
-        problems += _renumber_split(spark, tasks, kinds, calls_dir, sessions)
+        _renumber_split(spark, tasks, kinds, calls_dir, sessions)
+    problems += _split_file_problems(split_files, kinds)
     (out / "sessions").mkdir()
     (out / "problems").mkdir()
     pq.write_table(schema.table(sessions, schema.SESSION_SCHEMA), out / "sessions" / "part-00000.parquet")
     pq.write_table(schema.table(problems, schema.PROBLEM_SCHEMA), out / "problems" / "part-00000.parquet")
     summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
-               "executors": executor_count(spark), "tasks": len(tasks), "split_files": len(split_files)}
+               "executors": executor_count(spark), "tasks": len(tasks), "spark_tasks": len(bundles),
+               "split_files": len(split_files)}
     for row in kinds.get("file", []):
         per_file = summary["per_file"].setdefault(row["source_file"], {})
         for key, value in json.loads(row["counters"]).items():
@@ -232,10 +259,10 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
 
 
 def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls_dir: Path,
-                    sessions: list[dict]) -> list[dict]:
+                    sessions: list[dict]) -> None:
     """Number the sessions of split captures file-wide (split.renumber): session rows here, calls part files in
-    parallel tasks. Returns the per-file problem rows the parts could not write alone."""
-    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
+    parallel tasks. (A barrier stage exchanging the connections with allGather saves this job's CPU but waits up
+    to a second more: Spark polls the barrier each second; measured slower on a 100,000-call capture.)"""
     from qm2qm.pipeline.split import renumber
 
     by_file: dict[str, list[dict]] = {}
@@ -251,8 +278,14 @@ def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls
     jobs = [(str(calls_dir / f"part-{i:05d}.parquet"), json.dumps(numbers.get(path, {})))
             for i, (path, part, _) in enumerate(tasks) if part]
     spark.sparkContext.parallelize(jobs, max(1, len(jobs))).foreach(_renumber_file)
+
+
+def _split_file_problems(split_files: set[str], kinds: dict[str, list[dict]]) -> list[dict]:
+    """The per-file problem rows the parts of a split capture could not write alone (unknown interfaces)."""
+    from qm2qm.pipeline.capture import IngestResult, report_unknown_interfaces
+
     problems = []
-    for path in numbers:
+    for path in sorted({str(Path(p)) for p in split_files}):        # as the parts name it (IngestResult.path)
         result = IngestResult(path)
         for row in kinds.get("file", []):
             if row["source_file"] == path:

@@ -14,7 +14,9 @@ from qm2qm.pipeline import split
 from qm2qm.pipeline.capture import ingest_capture
 from qm2qm.pipeline.pcapfile import flow_key, read_frames
 from qm2qm.pipeline.recorder import PcapSink
-from qm2qm.pipeline.spark_jobs import plan_tasks
+from qm2qm.pipeline import spark_jobs
+from qm2qm.pipeline.ingest import ingest_file
+from qm2qm.pipeline.spark_jobs import bundle_tasks, plan_tasks
 from qm2qm.rpc.events import ContextItem
 from qm2qm.rpc.interface import NDR20
 from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, build_request
@@ -161,3 +163,35 @@ def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
                                               got.payload)) == _dpkt_segment(raw), raw.hex()
             checked += 1
     assert checked > 300
+
+
+def test_bundles_hold_every_task_once_and_are_about_equal():
+    tasks = [(f"f{i}", None, size) for i, size in enumerate([90, 50, 40, 30, 20, 10, 0])]
+    bundles = bundle_tasks(tasks, parallelism=2, bundle_bytes=1000)
+    assert sorted(i for b in bundles for i in b) == list(range(7))
+    assert sorted(sum(tasks[i][2] for i in b) for b in bundles) == [120, 120]
+    assert len(bundle_tasks(tasks, parallelism=2, bundle_bytes=60)) == 4          # 240 bytes in bundles of ~60
+    assert len(bundle_tasks(tasks[:1], parallelism=8)) == 1 and bundle_tasks([], parallelism=2) == []
+
+
+NUMBERING = ("source_file", "session_id", "session_seq", "call_index", "connection_id")
+
+
+def _numbering(rows) -> list[tuple]:
+    return sorted(tuple(r.get(k) for k in NUMBERING if k in r) for r in rows)
+
+
+def test_a_split_capture_in_bundled_tasks_is_numbered_as_an_unsplit_ingest(spark, tmp_path):
+    """The parts of a split capture run bundled (fewer Spark tasks than parts) and are renumbered file-wide: the
+    calls, sessions and problems of ingest_file."""
+    import pyarrow.parquet as pq
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng=False)
+    expected = ingest_file(path)
+    assert len({c["session_id"] for c in expected.calls}) > 2
+    summary = spark_jobs.ingest(spark, [str(path)], tmp_path / "a", split_min_bytes=1)
+    assert (summary["split_files"], summary["spark_tasks"]) == (1, 2) and summary["tasks"] > 2
+    assert _numbering(pq.read_table(tmp_path / "a" / "calls").to_pylist()) == _numbering(expected.calls)
+    assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
+    assert sorted((p["kind"], p["offset"]) for p in summary["problems"]) == \
+           sorted((p["kind"], p["offset"]) for p in expected.problems)
