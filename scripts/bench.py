@@ -776,34 +776,33 @@ def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: fl
     results.put((done, errors, time.time()))
 
 
-def bench_mqrr_receive(messages: int, clients: int, delivery: str = "express") -> tuple:
-    """Receive+ACK throughput of 1 KiB messages over MS-MQRR, to set beside qm2qm's (bench_receive)."""
-    server = Server(None, "--mqrr", "--allow-anonymous-read")
-    try:
-        q = server.queue("mqrr_receive", bytes(1024), messages, delivery)
-        format_name = "DIRECT=OS:localhost\\private$\\mqrr_receive"
-        ctx = mp.get_context("spawn")
-        ready, results = ctx.Queue(), ctx.Queue()
-        start_at = time.time() + 1.2
-        proc = ctx.Process(target=mqrr_receive_clients, args=(server.port, format_name, clients, start_at, ready,
-                                                              results))
-        proc.start()
-        ready.get(timeout=60)
-        while time.time() < start_at:
-            time.sleep(0.001)
-        cpu0 = cpu_seconds(server.proc.pid)
-        done, errors, finished = results.get(timeout=600)
-        cpu = cpu_seconds(server.proc.pid) - cpu0
-        proc.join()
-        elapsed = finished - start_at
-        left = len(server.admin.list_messages(q))
-    finally:
-        server.close()
+def bench_mqrr_receive(server: Server, messages: int, clients: int, delivery: str = "express") -> tuple:
+    """Receive+ACK throughput of 1 KiB messages over MS-MQRR on ``server`` (`serve --mqrr
+    --allow-anonymous-read`), to set beside qm2qm's (bench_receive)."""
+    q = server.queue("mqrr_receive", bytes(1024), messages, delivery)
+    format_name = "DIRECT=OS:localhost\\private$\\mqrr_receive"
+    ctx = mp.get_context("spawn")
+    ready, results = ctx.Queue(), ctx.Queue()
+    start_at = time.time() + 1.2
+    proc = ctx.Process(target=mqrr_receive_clients, args=(server.port, format_name, clients, start_at, ready,
+                                                          results))
+    proc.start()
+    ready.get(timeout=60)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    cpu0 = cpu_seconds(server.proc.pid)
+    done, errors, finished = results.get(timeout=600)
+    cpu = cpu_seconds(server.proc.pid) - cpu0
+    proc.join()
+    elapsed = finished - start_at
+    left = len(server.admin.list_messages(q))
     rate = done / elapsed
     print(f"  MS-MQRR receive+ACK 1 KiB {delivery} x {messages}, {clients} clients: {rate:8.0f} msg/s  "
           f"({elapsed:.2f} s, errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)",
           flush=True)
-    return rate, elapsed, errors, left
+    return rate, elapsed, errors, left, cpu / max(done, 1) / 2 * 1e6
+
+
 # --- the Windows remote-read sequence (MS-MQMP 4.2): open -> receives -> close, vs the admin-API shortcut -----------
 
 def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, path: str, rounds: int,
@@ -843,14 +842,14 @@ def sequence_client(admin_url: str, qmcomm_port: int, qm2qm_port: int, q: str, p
     results.put((done, errors, time.time()))
 
 
-def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5) -> dict:
+def bench_sequence(clients: int = 4, receives: int = 100, rounds: int = 5, loop: str = "auto") -> dict:
     """Messages/s of `open -> receives x receive+ACK -> close` sessions, opened the Windows way (qmcomm), through
     the admin API, and over MS-MQRR (`serve --mqrr`), ``clients`` concurrent processes each."""
     out = {}
     names = {"qmcomm": "qmcomm sequence", "admin": "admin-API open", "mqrr": "MS-MQRR sequence"}
     for path, name in names.items():
         extra = ["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []
-        server = Server(None, *extra, *(["--mqrr"] if path == "mqrr" else []))
+        server = Server(None, *extra, *(["--mqrr"] if path == "mqrr" else []), loop=loop)
         try:
             total = clients * rounds * receives
             q = server.queue("sequence", bytes(1024), total)
@@ -888,15 +887,17 @@ def _config_keys() -> tuple:
 def bench_mqrr_receive_scenario(ctx: Context) -> list[dict]:
     """MS-MQRR's receive + ACK, reported as a ratio to this loop's echo (two calls per message) like qm2qm's."""
     clients = 4
-    rate, elapsed, errors, left = bench_mqrr_receive(ctx.args.receive_messages, clients)
-    return [ctx.row(clients, {"msg_rate": rate, "rate": rate * 2, "errors": errors}, calls_per_op=2,
+    server = ctx.ballast_server("--mqrr", "--allow-anonymous-read")
+    rate, elapsed, errors, left, cpu_per_call = bench_mqrr_receive(server, ctx.args.receive_messages, clients)
+    return [ctx.row(clients, {"msg_rate": rate, "rate": rate * 2, "errors": errors, "cpu_us_per_call": cpu_per_call},
+                    calls_per_op=2,
                     unit="msg/s", processes=1, left=left)]
 
 
 @scenario("sequence", "qmcomm open -> 100 x receive+ACK -> close (impacket clients), vs the admin-API open")
 def bench_sequence_scenario(ctx: Context) -> list[dict]:
     """Rates of whole Windows-style sessions; impacket clients bound them, so they are reported without a ratio."""
-    rates = bench_sequence()
+    rates = bench_sequence(loop=ctx.loop)
     return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": 4, "kind": name, "rate": round(rate, 1),
              "unit": "msg/s"} for name, rate in rates.items()]
 
