@@ -1,10 +1,11 @@
 """The call table, sessions table and problems table shared by traces, captures and replays (docs/pipeline.md)."""
 from __future__ import annotations
 
-import gc
 from typing import Any, Iterable
 
 import pyarrow as pa
+
+from shared_adm.collector import collector_paused
 
 # Bumped when a column changes meaning or disappears; readers refuse a newer major version by name.
 FORMAT_NAME = "qm2qm-calls"
@@ -108,13 +109,8 @@ def table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     # Arrow reads the dicts itself (one struct array, then its fields as columns): a third less CPU than
     # transposing them into per-column lists in Python first. The collector is paused meanwhile: with it on,
     # its full passes rescan every row of a large ingest again and again.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         struct = pa.array(rows, type=pa.struct(list(schema)))
-    finally:
-        if collecting:
-            gc.enable()
     return pa.Table.from_struct_array(struct).cast(schema)
 
 

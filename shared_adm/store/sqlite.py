@@ -25,7 +25,6 @@ the opening transaction.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import os
@@ -35,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from shared_adm.collector import collector_paused
 from shared_adm.message import Message
 from shared_adm.store.base import PackedStoredMessage, Snapshot, StoredMessage, StoredQueue, StoreError
 from shared_adm.compact import CompactError, check_stored, is_pickled, layout, pack, pack_fields, relayout, unpack
@@ -779,9 +779,7 @@ class SqliteStore:
     def _stream(self):
         # Millions of new objects and no garbage: the cyclic collector would rescan the growing heap
         # again and again (measured: 1M messages load in about half the time with it paused).
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector_paused():
             with self._db_lock:
                 if self._conn is None:
                     raise StoreError(f"{self.path}: the store is closed")
@@ -795,9 +793,6 @@ class SqliteStore:
                         conn.execute("COMMIT")
                 except sqlite3.Error as exc:
                     raise self._fail(f"cannot read: {self._describe(exc)}") from None
-        finally:
-            if collecting:
-                gc.enable()
 
     def _read_head(self, conn: sqlite3.Connection) -> tuple[str | None, int, list[StoredQueue]]:
         meta = dict(conn.execute("SELECT key, value FROM meta"))
