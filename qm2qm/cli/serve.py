@@ -55,7 +55,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
-    from qm2qm.eventloop import EventLoopError, run as run_on_loop, settle_gc
+    from qm2qm.eventloop import EventLoopError, clear_gc, run as run_on_loop, settle_gc
 
     try:
         config = load_config(config_file, {"data_dir": data_dir, "host": host, "port": port,
@@ -80,6 +80,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
         click.echo(app.ready_line())
         sys.stdout.flush()
 
+    clear_gc()
     try:
         run_on_loop(run(config, on_ready=ready), config.loop)
     except (StartupError, EventLoopError) as exc:

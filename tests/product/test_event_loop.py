@@ -67,3 +67,35 @@ def test_settle_gc_freezes_what_is_alive_and_makes_collections_rarer():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_clear_gc_collects_start_up_garbage_before_the_store_loads():
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a              # a cycle: only the collector frees it
+    gone = weakref.ref(a)
+    collecting = gc.isenabled()
+    gc.disable()                         # no automatic pass may free it first
+    try:
+        del a, b
+        assert gone() is not None
+        eventloop.clear_gc()
+        assert gone() is None
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def test_settle_gc_freezes_without_collecting_a_heap_of_every_stored_message(monkeypatch):
+    """A pass over 1,000,000 loaded messages takes 0.25 s; serve collects before the store loads (clear_gc)."""
+    calls = []
+    monkeypatch.setattr(eventloop.gc, "collect", lambda *a: calls.append("collect") or 0)
+    monkeypatch.setattr(eventloop.gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(eventloop.gc, "set_threshold", lambda *a: calls.append("threshold"))
+    eventloop.settle_gc()
+    assert calls == ["freeze", "threshold"]
