@@ -128,12 +128,11 @@ class _Batch:
 class _LoadedMessage(PackedStoredMessage):
     """A StoredMessage read by load_stream: ``packed`` is its compact form (shared_adm/compact.py, LookupIdentifier
     = the row's), checked but not unpacked; ``message`` is built only when asked for (TTBR, tools)."""
-    __slots__ = ("_fields", "expires")
+    __slots__ = ("_fields",)
 
-    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes, expires: bool,
+    def __init__(self, queue_identifier: str, lookup_identifier: int, state: str, packed: bytes,
                  fields: dict | None = None) -> None:
         super().__init__(queue_identifier, lookup_identifier, state, packed)
-        self.expires = expires              # a non-default TTBR: a timer to start (3.1.7.1.9)
         self._fields = fields               # a JSON row's decoded attributes: its Message keeps its own LookupIdentifier
 
     @property
@@ -143,8 +142,7 @@ class _LoadedMessage(PackedStoredMessage):
         return message_from_fields(self._fields)
 
     def __reduce__(self):
-        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed, self.expires,
-                            self._fields)
+        return type(self), (self.queue_identifier, self.lookup_identifier, self.state, self.packed, self._fields)
 
     def plain(self) -> StoredMessage:
         """The same as a plain StoredMessage (what load() returns)."""
@@ -761,10 +759,11 @@ class SqliteStore:
     def load_stream(self) -> Snapshot:
         """load() with the messages as a one-shot iterator in (queue, LookupIdentifier) order: a store of
         millions of messages starts without holding them all at once. Each also carries ``packed``, its compact
-        form, and ``expires`` (a TTBR is set), so QueueManager.initialize need not build a Message per row.
+        form; its Message is built only when asked for.
         Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
         snapshot = self.load_packed()
-        snapshot.messages = (_LoadedMessage(*row) for batch in snapshot.messages for row in batch)
+        snapshot.messages = (_LoadedMessage(key, lookup, state, packed, fields)
+                             for batch in snapshot.messages for key, lookup, state, packed, _, fields in batch)
         return snapshot
 
     def load_packed(self) -> Snapshot:
