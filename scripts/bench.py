@@ -9,6 +9,9 @@ same client count; for receive + ACK (two calls per message) it is messages/s ÷
 
 Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
 
+  floor           not qm2qm: the least any Python DCE/RPC server does per call (frame the PDU, read its header,
+                  answer a peek-sized response; no NDR, no handler, no queue manager) -- the ceiling of the
+                  ratio for a server written in Python on one process
   peek-memo       PEEK_CURRENT of one 100-byte message again and again (the packet memo always hits: the
                   best case, kept for comparison with the first round)
   peek-next       a cursor per client walking PEEK_NEXT through distinct messages (100,000 in all: each client
@@ -476,15 +479,71 @@ def run_echo_server(port_queue, stop_event, loop: str) -> None:
 ECHO_REQUEST = request_pdu(0, bytes(364))      # as large as a 100-byte message's peek response (388 bytes)
 
 
+# --- the Python floor: the least any Python DCE/RPC server does per call -------------------------------------------
+
+FLOOR_RESPONSE_STUB = bytes(364)                # a 100-byte message's peek response is 388 bytes, header included
+_HEADER = struct.Struct("<BBBB4sHHI")
+
+
+class FloorProtocol(asyncio.Protocol):
+    """What no Python DCE/RPC server can skip (C706 12.6.4): cut PDUs by frag_length, read the header, answer a
+    bind with a fixed bind_ack and every request with a response of a peek's size for its call_id -- no NDR, no
+    handler, no queue manager. Its rate over echo's is the ceiling of a server in Python on one process."""
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.pending = b""
+
+    def data_received(self, data):
+        buf = self.pending + data if self.pending else data
+        out = []
+        while len(buf) >= 16:
+            _, _, ptype, _, _, frag_len, _, call_id = _HEADER.unpack_from(buf)
+            if len(buf) < frag_len:
+                break
+            if ptype == 0:                                          # request: alloc_hint, p_cont_id, opnum
+                _, context_id, _ = struct.unpack_from("<IHH", buf, 16)
+                body = struct.pack("<IHBB", len(FLOOR_RESPONSE_STUB), context_id, 0, 0) + FLOOR_RESPONSE_STUB
+                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
+            elif ptype == 11:                                       # bind: accept the one context offered
+                body = struct.pack("<HHIH5sxB3xHH20s", 5840, 5840, 0x1234, 5, b"2105\0", 1, 0, 0, NDR20_SYNTAX)
+                out.append(_HEADER.pack(5, 0, 12, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
+            buf = buf[frag_len:]
+        self.pending = bytes(buf)
+        self.transport.write(b"".join(out))
+
+
+NDR20_SYNTAX = uuid.UUID(NDR20[0]).bytes_le + struct.pack("<I", NDR20[1])
+
+
+def run_floor_server(port_queue, stop_event, loop: str) -> None:
+    """The floor server process (FloorProtocol) on the event loop ``loop``."""
+    from qm2qm.eventloop import run
+
+    async def main():
+        server = await asyncio.get_running_loop().create_server(FloorProtocol, "127.0.0.1", 0)
+        port_queue.put(server.sockets[0].getsockname()[1])
+        while not stop_event.is_set():
+            await asyncio.sleep(0.05)
+        server.close()
+    run(main(), loop)
+
+
 def measure_echo(clients: int, duration: float, processes: int, loop: str) -> dict:
     """Echo calls/s with the qm2qm load generator, and the echo server's CPU µs per call."""
+    return measure_in_process(run_echo_server, [ConnSpec([ECHO_REQUEST], bind=False)] * clients, duration,
+                              processes, loop)
+
+
+def measure_in_process(target, specs: list[ConnSpec], duration: float, processes: int, loop: str) -> dict:
+    """Run ``target(port_queue, stop_event, loop)`` as the server process and drive ``specs`` against it."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=run_echo_server, args=(port_queue, stop_event, loop))
+    server = ctx.Process(target=target, args=(port_queue, stop_event, loop))
     server.start()
     try:
         port = port_queue.get(timeout=60)
-        return run_load(port, [ConnSpec([ECHO_REQUEST], bind=False)] * clients, duration, processes, server.pid)
+        return run_load(port, specs, duration, processes, server.pid)
     finally:
         stop_event.set()
         server.join(timeout=30)
@@ -612,6 +671,14 @@ def _ballast(ctx: Context, server: Server) -> None:
         t0 = time.time()
         server.queue("ballast", bytes(100), ctx.args.backlog, "recoverable")
         print(f"  (ballast: {ctx.args.backlog} recoverable messages queued in {time.time() - t0:.1f} s)", flush=True)
+
+
+@scenario("floor", "the Python floor: PDU framing and a fixed peek-sized answer, no NDR or queue manager")
+def bench_floor(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_CURRENT))     # what peek-memo sends
+    return [ctx.row(c, measure_in_process(run_floor_server, [ConnSpec([request], handles=[1])] * c,
+                                          ctx.args.duration, ctx.args.processes, ctx.loop)) for c in ctx.clients]
 
 
 @scenario("peek-memo", "PEEK_CURRENT of the same 100-byte message (packet memo always hits)")
