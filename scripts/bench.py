@@ -413,13 +413,17 @@ def drain(sel: selectors.BaseSelector, end_request) -> tuple[int, int]:
 PY_SPY_DIR = os.environ.get("QM2QM_BENCH_PY_SPY")        # set by --py-spy DIR (inherited by nothing else)
 
 
+def _py_spy_exe() -> str:
+    return os.path.join(os.path.dirname(sys.executable), "py-spy")
+
+
 def _start_py_spy(pid: int | None, duration: float):
     """py-spy sampling the server over the load window (--py-spy DIR): (process, output path) or None."""
     if not PY_SPY_DIR or not pid:
         return None
     os.makedirs(PY_SPY_DIR, exist_ok=True)
     path = os.path.join(PY_SPY_DIR, f"{pid}-{time.time():.0f}.txt")
-    exe = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    exe = _py_spy_exe()
     proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--duration", str(max(1, int(duration))),
                              "--rate", "500", "--format", "raw", "--output", path, "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -1157,6 +1161,9 @@ def main() -> None:
     args = parser.parse_args()
     global PY_SPY_DIR
     PY_SPY_DIR = args.py_spy
+    if PY_SPY_DIR and not os.path.exists(_py_spy_exe()):
+        parser.error(f"--py-spy needs py-spy beside this Python ({_py_spy_exe()}): "
+                     f"{sys.executable} -m pip install py-spy")
     loops = (["asyncio", "uvloop"] if uvloop_available() else ["asyncio"]) if args.loop == "both" else [args.loop]
     names = args.only or list(SCENARIOS)
     meta = {"command": " ".join([os.path.relpath(sys.executable, os.getcwd()), *sys.argv]),
