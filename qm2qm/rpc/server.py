@@ -400,17 +400,9 @@ class RpcConnection(asyncio.Protocol):
     def _flush(self) -> None:
         conn = self.conn
         transport = self.transport
-        out = conn.data_to_send()      # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
+        out, pdus = conn.take_output()  # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
-            stats = self.server.statistics
-            n = len(out)
-            if n >= 16 and out[8] | (out[9] << 8) == n:     # one PDU, the common case
-                stats.pkts_out += 1
-            else:
-                pos = 0
-                while pos + 10 <= n:                # count the PDUs we send (we always write little-endian)
-                    stats.pkts_out += 1
-                    pos += max(16, out[pos + 8] | (out[pos + 9] << 8))
+            self.server.statistics.pkts_out += pdus
             transport.write(out)
         if conn.closed and not transport.is_closing():
             transport.close()
