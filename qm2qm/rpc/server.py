@@ -267,11 +267,14 @@ class RpcConnection(asyncio.Protocol):
         conn.accept_bind(request, group.id, str(server.port))
 
     def _on_call(self, request: CallRequest) -> None:
-        self.server.statistics.calls_in += 1
+        server = self.server
+        server.statistics.calls_in += 1
         conn = self.conn
         call_id = request.call_id
-        start = (request.interface, request.opnum, perf_counter())
-        op = request.interface.operations.get(request.opnum)
+        interface = request.interface
+        opnum = request.opnum
+        start = (interface, opnum, perf_counter())
+        op = interface.operations.get(opnum)
         if op is None:
             self._fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True, start=start)
             return
@@ -282,17 +285,15 @@ class RpcConnection(asyncio.Protocol):
             self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
-        self.call_starts[call_id] = start
-        server = self.server
-        interface = request.interface
-        if interface.unauthenticated_opnums is not None and request.opnum not in interface.unauthenticated_opnums \
+        if interface.unauthenticated_opnums is not None and opnum not in interface.unauthenticated_opnums \
                 and not server.auth.call_allowed(request.principal.authenticated, request.auth_level):
             # MS-MQQP 5 / MS-RPCE 3.3.1.5.2: refused before the handler runs
             self.log(logging.INFO, "%s (opnum %d) refused to %s at level %d (auth %s, min level %d)", op.name,
-                     request.opnum, request.principal.name, request.auth_level, server.auth.mode,
+                     opnum, request.principal.name, request.auth_level, server.auth.mode,
                      server.auth.min_level, call_id=call_id)
             conn.send_fault(call_id, interface.access_denied_status)
             return
+        self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
             result = op.handler(CallState(self, self.group, request, answer_now), request.stub)

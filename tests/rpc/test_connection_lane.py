@@ -87,3 +87,20 @@ def test_take_output_counts_every_fragment_of_a_response():
     out, count = conn.take_output()
     assert count == len(split_pdus(out)) >= 4
     assert conn.take_output() == (b"", 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(frag=st.integers(1024, 5840), near=st.integers(-40, 40), context_id=st.integers(0, 0))
+def test_a_one_fragment_response_is_what_append_response_builds(frag, near, context_id):
+    conn = Connection({IFACE: INTERFACE})
+    [bind] = conn.receive_data(P.build_bind(1, (ContextItem(context_id, IFACE, (NDR,)),), max_xmit_frag=frag,
+                                            max_recv_frag=frag))
+    conn.accept_bind(bind, 0x1234, "2105")
+    conn.take_output()
+    size = max(0, P.response_chunk_size(conn.max_xmit_frag) + near)
+    [call] = conn.receive_data(P.build_request(7, context_id, 1, b""))
+    conn.send_response(call.call_id, bytes(range(256)) * (size // 256) + bytes(size % 256))
+    expected = bytearray()
+    count = P.append_response(expected, 7, context_id, bytes(range(256)) * (size // 256) + bytes(size % 256),
+                              conn.max_xmit_frag)
+    assert conn.take_output() == (bytes(expected), count)
