@@ -12,6 +12,7 @@ distinct set of queue attributes and memoized.
 from __future__ import annotations
 
 import marshal
+import operator
 import struct
 import uuid
 
@@ -23,8 +24,6 @@ from shared_adm.packet.layout import (
     BASE_HEADER, BASE_PR, MAX_LABEL_LENGTH, PROPERTIES_ACKS, PROPERTIES_HEADER, SIGNATURE, USER_AQ, USER_DM_SHIFT,
     USER_DQ, USER_HEADER, USER_JN, USER_JP, USER_MP, USER_RQ, VERSION_NUMBER, ZEROS,
 )
-
-_INDEX = {name: index for index, (name, _, _, _) in enumerate(compact._FIELDS)}
 
 # Message attributes Serialize Message to Buffer never reads (ADM bookkeeping); the test checks codec.py for them.
 IGNORED = frozenset({"lookup_identifier", "arrival_time", "allow_peek_when_locked", "application_deadletter_queue",
@@ -39,11 +38,11 @@ HANDLED = ("identifier", "sent_time", "priority", "delivery_guarantee", "time_to
            "encryption_algorithm")
 _QUEUE_ATTRIBUTES = ("destination_queue_format_name", "destination_queue_type", "administration_queue_format_name",
                      "administration_queue_type", "response_queue_format_name", "response_queue_type")
-_HANDLED_INDEXES = tuple(_INDEX[name] for name in HANDLED)
-_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(_INDEX[name] for name in IGNORED)
-_LOOKUP_INDEX, _ARRIVAL_INDEX = _INDEX["lookup_identifier"], _INDEX["arrival_time"]
-_DEFAULTS = tuple(compact._encode(kind, default) if kind != "plain" else default     # as compact.pack keeps them
-                  for name, default, _, kind in (compact._FIELDS[_INDEX[name]] for name in HANDLED))
+_HANDLED_INDEXES = tuple(map(compact.field_index, HANDLED))
+_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(map(compact.field_index, IGNORED))
+_LOOKUP_INDEX, _ARRIVAL_INDEX = compact.field_index("lookup_identifier"), compact.field_index("arrival_time")
+# what a form leaves out reads as its default; ArrivalTime and LookupIdentifier (the last two) as 0
+_DEFAULTS = tuple(map(compact.packed_default, HANDLED)) + (0, 0)
 _UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
                                                       "source_machine_identifier"))
 _NULL_BYTES = GUID_NULL.bytes
@@ -81,6 +80,25 @@ def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
     return found
 
 
+# the attribute numbers of a compact form (its shape) -> an itemgetter taking from ``flat + _DEFAULTS`` the values of
+# HANDLED, ArrivalTime and LookupIdentifier (False: a shape only the general path serializes)
+_TAKE: dict[tuple, operator.itemgetter | bool] = {}
+_TAKE_MAX = 1024
+
+
+def _take(shape: tuple) -> operator.itemgetter | bool:
+    """The getter of a shape: each value's place in the form, else its default's place after the form."""
+    take: operator.itemgetter | bool = False
+    if len(set(shape)) == len(shape) and set(shape) <= _KNOWN_INDEXES:
+        place = {index: 2 * i + 1 for i, index in enumerate(shape)}
+        wanted = _HANDLED_INDEXES + (_ARRIVAL_INDEX, _LOOKUP_INDEX)
+        take = operator.itemgetter(*(place.get(index, 2 * len(shape) + n) for n, index in enumerate(wanted)))
+    if len(_TAKE) >= _TAKE_MAX:
+        _TAKE.clear()
+    _TAKE[shape] = take
+    return take
+
+
 def _bytes_le(raw: bytes) -> bytes:
     return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
 
@@ -91,18 +109,21 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     if blob[:1] != _MARSHAL:
         return None
     flat = marshal.loads(blob[2:])
-    fields = dict(zip(flat[::2], flat[1::2]))
-    if not fields.keys() <= _KNOWN_INDEXES:
+    if type(flat) is not tuple or len(flat) & 1:      # not as compact.pack writes a form
         return None
-    values = list(map(fields.get, _HANDLED_INDEXES, _DEFAULTS))
-    for slot in _UUID_SLOTS:                # as compact._encode keeps a UUID: its 16 bytes
+    shape = flat[::2]
+    take = _TAKE.get(shape)
+    if take is None:
+        take = _take(shape)
+    if not take:
+        return None
+    values = take(flat + _DEFAULTS)
+    for slot in _UUID_SLOTS:                # as compact packs a UUID: its 16 bytes
         if type(values[slot]) is not bytes:
             return None
-    arrival_time = fields.get(_ARRIVAL_INDEX, 0)
-    lookup_identifier = fields.get(_LOOKUP_INDEX, 0)
     (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
      body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
-     destination_qm, source, privacy, hash_algorithm, encryption) = values
+     destination_qm, source, privacy, hash_algorithm, encryption, arrival_time, lookup_identifier) = values
     # the uint32 / uint16 fields (ranges of codec._RANGES) are checked by struct.pack below
     if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS
             and type(label) is str
