@@ -29,7 +29,8 @@ _KINDS = {"pphContext": "ctx", "phContext": "ctx", "pLicGuid": "guid", "ErrorCod
 class FixedCodec:
     """Codec of a gap-free fixed-size parameter list (same bytes in NDR and NDR64)."""
 
-    __slots__ = ("cls", "layout", "fields", "ranges", "where", "kinds", "_bounds", "_plain", "_get", "_contexts")
+    __slots__ = ("cls", "layout", "fields", "ranges", "where", "kinds", "_bounds", "_plain", "_get", "_contexts",
+                 "_fits")
 
     def __init__(self, cls: type, fmt: str, fields: tuple[str, ...], where: str,
                  ranges: dict[str, tuple[int, int]] | None = None) -> None:
@@ -44,6 +45,9 @@ class FixedCodec:
         self._plain = bool(fields) and set(self.kinds) <= {"ctx", "u32", "hr"}
         self._get = operator.attrgetter(*fields) if fields else None
         self._contexts = tuple(i for i, kind in enumerate(self.kinds) if kind == "ctx")
+        self._fits = self._fits_each
+        if self._plain and not self._bounds and self.kinds in (("ctx", "hr"), ("ctx", "u32")):
+            self._fits = _handle_and_dword          # the common answer: a context handle and an HRESULT
 
     def decode(self, stub: Any, ndr64: bool) -> Any:
         """Unmarshal with the length and [range] checks; raises RpcFault."""
@@ -102,7 +106,8 @@ class FixedCodec:
         return self.layout.pack(*values)
 
 
-    def _fits(self, values: tuple) -> bool:
+
+    def _fits_each(self, values: tuple) -> bool:
         """Whether the loop of encode() would pass these values unchanged: 20-byte handles, DWORDs in range."""
         contexts = self._contexts
         for index, value in enumerate(values):
@@ -115,6 +120,12 @@ class FixedCodec:
             if not low <= values[index] <= high:
                 return False
         return True
+
+
+def _handle_and_dword(values: tuple) -> bool:
+    """FixedCodec._fits_each for (context handle, DWORD or HRESULT) without a [range]."""
+    handle, value = values
+    return type(handle) is bytes and len(handle) == 20 and type(value) is int and 0 <= value <= 0xFFFFFFFF
 
 
 def _fixed(opnum: int, direction: str, cls: type, fmt: str, fields: tuple[str, ...],
