@@ -53,29 +53,27 @@ def decode_request_0(stub: Any, ndr64: bool) -> RemoteQMStartReceiveRequest | No
     return None if desc is None else RemoteQMStartReceiveRequest(desc)
 
 
-def decode_request_9(stub: Any, ndr64: bool) -> RemoteQMStartReceive2Request | None:
-    """RemoteQMStartReceive2 [in] with a REMOTEREADDESC and a NULL lpBuffer, or None."""
-    layout = _REQ_9[ndr64]
+def _with_desc2(layout: struct.Struct, stub: Any, first: int) -> tuple[tuple, REMOTEREADDESC2] | None:
+    """(the values, the REMOTEREADDESC2 at values[first]) of a request laid out by ``layout``, or None."""
     if len(stub) != layout.size:
         return None
     values = layout.unpack_from(stub)
-    if not values[0]:
+    if not values[first]:
         return None
-    desc = _desc(values, 2)
-    return None if desc is None else RemoteQMStartReceive2Request(REMOTEREADDESC2(desc, values[1]))
+    desc = _desc(values, first + 2)
+    return None if desc is None else (values, REMOTEREADDESC2(desc, values[first + 1]))
+
+
+def decode_request_9(stub: Any, ndr64: bool) -> RemoteQMStartReceive2Request | None:
+    """RemoteQMStartReceive2 [in] with a REMOTEREADDESC and a NULL lpBuffer, or None."""
+    found = _with_desc2(_REQ_9[ndr64], stub, 0)
+    return None if found is None else RemoteQMStartReceive2Request(found[1])
 
 
 def decode_request_10(stub: Any, ndr64: bool) -> RemoteQMStartReceiveByLookupIdRequest | None:
     """RemoteQMStartReceiveByLookupId [in] with a REMOTEREADDESC and a NULL lpBuffer, or None."""
-    layout = _REQ_10[ndr64]
-    if len(stub) != layout.size:
-        return None
-    values = layout.unpack_from(stub)
-    if not values[1]:
-        return None
-    desc = _desc(values, 3)
-    return None if desc is None else RemoteQMStartReceiveByLookupIdRequest(values[0],
-                                                                          REMOTEREADDESC2(desc, values[2]))
+    found = _with_desc2(_REQ_10[ndr64], stub, 1)
+    return None if found is None else RemoteQMStartReceiveByLookupIdRequest(found[0][0], found[1])
 
 
 def _plain(d: Any) -> bool:
