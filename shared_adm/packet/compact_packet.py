@@ -50,12 +50,12 @@ _QUEUE_BITS = USER_DQ | USER_AQ | USER_RQ
 _MARSHAL = b"M"
 
 # (queue attributes, source, destination QM) -> (DQ/AQ/RQ flag bits, QueueManagerAddress bytes_le, the packed
-# queue fields, whether there is an administration queue)
-_QUEUES: dict[tuple, tuple[int, bytes, bytes, bool]] = {}
+# queue fields, whether there is an administration queue, the source's bytes_le)
+_QUEUES: dict[tuple, tuple[int, bytes, bytes, bool, bytes]] = {}
 _QUEUES_MAX = 4096
 
 
-def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
+def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool, bytes] | None:
     """The UserHeader queue encoding of the general path for these queue attributes (None if it refuses them)."""
     try:
         found = _QUEUES.get(key)
@@ -73,7 +73,7 @@ def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
     except (PacketError, TypeError, ValueError, AttributeError):
         return None
     found = (user.flags & _QUEUE_BITS, user.queue_manager_address.bytes_le, packed[USER_HEADER.size:],
-             user.aq != 0)
+             user.aq != 0, _bytes_le(source))
     if len(_QUEUES) >= _QUEUES_MAX:
         _QUEUES.clear()
     _QUEUES[key] = found
@@ -142,7 +142,7 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     queues = _queue_part((dest, dest_type, admin, admin_type, response, response_type, source, destination_qm))
     if queues is None or (acks and not queues[3]):
         return None
-    queue_bits, address, queue_fields, _ = queues
+    queue_bits, address, queue_fields, _, source_le = queues
     user_flags = int(delivery) << USER_DM_SHIFT | queue_bits | USER_MP
     if negative:
         user_flags |= USER_JN
@@ -157,7 +157,7 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
         label_bytes, label_length = b"", 0
     body_size = len(body)
     try:       # struct refuses a value that is not an int or out of its field's range: the general path's error
-        user = USER_HEADER.pack(_bytes_le(source), address, ttbr, sent_time, ordinal, user_flags)
+        user = USER_HEADER.pack(source_le, address, ttbr, sent_time, ordinal, user_flags)
         properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size,
                                             body_size, privacy, hash_algorithm, encryption, len(extension))
         tail = len(properties) + len(label_bytes) + len(extension) + body_size
