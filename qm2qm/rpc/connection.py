@@ -164,7 +164,10 @@ class Connection:
             events.append(ConnectionTerminated(reason))
             return events
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+        else:
+            buf = data          # nothing held back: parse the read itself (its slices are the stubs, one copy)
         pos = 0
         end = len(buf)
         try:
@@ -196,7 +199,10 @@ class Connection:
             self._close()
             events.append(ConnectionTerminated(stop.reason))
             return events
-        if pos:
+        if buf is not self._buf:            # the read itself (or a buffer _close replaced): keep what is left
+            if pos < len(buf) and self._state != _CLOSED:
+                self._buf = bytearray(buf[pos:])
+        elif pos:
             del buf[:pos]
         return events
 

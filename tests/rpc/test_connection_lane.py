@@ -104,3 +104,19 @@ def test_a_one_fragment_response_is_what_append_response_builds(frag, near, cont
     count = P.append_response(expected, 7, context_id, bytes(range(256)) * (size // 256) + bytes(size % 256),
                               conn.max_xmit_frag)
     assert conn.take_output() == (bytes(expected), count)
+
+
+@settings(max_examples=200, deadline=None)
+@given(pdus=st.lists(request(), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 400), max_size=6))
+def test_a_stream_cut_anywhere_gives_what_whole_reads_give(pdus, cuts):
+    """Reads parsed in place (nothing held back) and reads joined to a held-back partial PDU agree."""
+    stream = b"".join(pdus)
+    points = sorted({0, len(stream), *(c % (len(stream) + 1) for c in cuts)})
+    pieces = [stream[a:b] for a, b in zip(points, points[1:])]
+
+    def feed(chunks):
+        conn = bound(True)
+        events = [tuple(e) if isinstance(e, CallRequest) else e for chunk in chunks for e in conn.receive_data(chunk)]
+        return events, conn.take_output(), conn.closed
+
+    assert feed(pieces) == feed([stream])
