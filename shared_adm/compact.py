@@ -140,6 +140,20 @@ def pack(message: Message) -> bytes:
 
 
 _FIELD_INDEX = {name: index for index, (name, _, _, _) in enumerate(_FIELDS)}
+
+
+def field_index(name: str) -> int:
+    """The number a compact form gives Message attribute ``name`` (its place in Message's field order)."""
+    return _FIELD_INDEX[name]
+
+
+def packed_default(name: str):
+    """The default of Message attribute ``name`` as a compact form holds a value (a GUID as its 16 bytes, an enum
+    as its value); a form leaves out an attribute at its default."""
+    _, default, _, kind = _FIELDS[_FIELD_INDEX[name]]
+    return default if kind == "plain" else _encode(kind, default)
+
+
 _ALLOW_PEEK_DEFAULT = _FIELDS[_FIELD_INDEX["allow_peek_when_locked"]][1]
 _DELIVERY_DEFAULT = _FIELDS[_FIELD_INDEX["delivery_guarantee"]][1]
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable
 
+from qm2qm.mqqp import codec_lane
 from qm2qm.mqqp.codec_fixed import FIXED_REQUESTS, FIXED_RESPONSES
 from qm2qm.mqqp.codec_ndr import (U32, U64, EncodeError, bad, check_end, ctx_bytes, hresult, put_rrd2,
                                   put_rrd_full, put_tail_u32, read_ctx, read_rrd2, read_rrd_full, truncated)
@@ -169,6 +170,15 @@ _RESPONSE_ENCODERS: list[Callable] = [
     _typed(10, RemoteQMStartReceiveByLookupIdResponse, _enc_resp_2x)]
 
 
+# The one-struct layouts of the common read shapes (codec_lane.py): None sends the call to the general path.
+_REQUEST_LANES: list[Callable | None] = [codec_lane.decode_request_0, *[None] * 8, codec_lane.decode_request_9,
+                                         codec_lane.decode_request_10]
+_RESPONSE_LANES: dict[int, tuple[type, Callable]] = {
+    0: (RemoteQMStartReceiveResponse, codec_lane.encode_response_0),
+    9: (RemoteQMStartReceive2Response, codec_lane.encode_response_2x),
+    10: (RemoteQMStartReceiveByLookupIdResponse, codec_lane.encode_response_2x)}
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Public API
 # ----------------------------------------------------------------------------------------------------------
@@ -181,6 +191,11 @@ def decode_request(opnum: int, stub: bytes, ndr64: bool) -> Any:
     """Unmarshal the [in] parameters of a qm2qm call (MS-MQQP 3.1.4.x) with strict checks; raises RpcFault."""
     if type(opnum) is not int or not 0 <= opnum <= 10:
         raise _op_range(opnum)
+    lane = _REQUEST_LANES[opnum]
+    if lane is not None:
+        request = lane(stub, ndr64)
+        if request is not None:
+            return request
     try:
         return _REQUEST_DECODERS[opnum](stub, ndr64)
     except struct.error as exc:  # defensive: every read is length-checked first
@@ -211,6 +226,14 @@ def encode_response(opnum: int, response: Any, ndr64: bool, *, strict: bool = Tr
     """Marshal a response dataclass of RESPONSE_TYPES[opnum] into stub bytes; raises EncodeError."""
     if type(opnum) is not int or not 0 <= opnum <= 10:
         raise EncodeError(f"qm2qm has no opnum {opnum!r} (0..10)")
+    lane = _RESPONSE_LANES.get(opnum)
+    if lane is not None and strict and type(response) is lane[0]:
+        try:
+            stub = lane[1](response, ndr64)
+        except (TypeError, AttributeError):     # a value of an unexpected type: the general path names it
+            stub = None
+        if stub is not None:
+            return stub
     try:
         return _RESPONSE_ENCODERS[opnum](response, ndr64, strict)
     except (TypeError, AttributeError, struct.error) as exc:

@@ -2,6 +2,7 @@
 context handles, a GUID and small integers, laid out without gaps and identically in NDR and NDR64."""
 from __future__ import annotations
 
+import operator
 import struct
 import uuid
 from typing import Any
@@ -28,7 +29,8 @@ _KINDS = {"pphContext": "ctx", "phContext": "ctx", "pLicGuid": "guid", "ErrorCod
 class FixedCodec:
     """Codec of a gap-free fixed-size parameter list (same bytes in NDR and NDR64)."""
 
-    __slots__ = ("cls", "layout", "fields", "ranges", "where", "kinds")
+    __slots__ = ("cls", "layout", "fields", "ranges", "where", "kinds", "_bounds", "_plain", "_get", "_contexts",
+                 "_fits")
 
     def __init__(self, cls: type, fmt: str, fields: tuple[str, ...], where: str,
                  ranges: dict[str, tuple[int, int]] | None = None) -> None:
@@ -38,10 +40,25 @@ class FixedCodec:
         self.ranges = ranges or {}
         self.where = where
         self.kinds = tuple(_KINDS.get(f, "u32") for f in fields)
+        # the common case, decoded and encoded without the per-field loops below: DWORDs and context handles only
+        self._bounds = tuple((fields.index(name), low, high) for name, (low, high) in self.ranges.items())
+        self._plain = bool(fields) and set(self.kinds) <= {"ctx", "u32", "hr"}
+        self._get = operator.attrgetter(*fields) if fields else None
+        self._contexts = tuple(i for i, kind in enumerate(self.kinds) if kind == "ctx")
+        self._fits = self._fits_each
+        if self._plain and not self._bounds and self.kinds in (("ctx", "hr"), ("ctx", "u32")):
+            self._fits = _handle_and_dword          # the common answer: a context handle and an HRESULT
 
     def decode(self, stub: Any, ndr64: bool) -> Any:
         """Unmarshal with the length and [range] checks; raises RpcFault."""
         layout = self.layout
+        if self._plain and len(stub) == layout.size:
+            values = layout.unpack_from(stub)
+            for index, low, high in self._bounds:
+                if not low <= values[index] <= high:
+                    break
+            else:
+                return self.cls(*values)
         if len(stub) < layout.size:
             raise truncated(self.where, 0, layout.size, len(stub))
         check_end(stub, layout.size, self.where)
@@ -59,6 +76,12 @@ class FixedCodec:
         """Marshal obj (of self.cls); raises EncodeError."""
         if type(obj) is not self.cls:
             raise EncodeError(f"{self.where} needs a {self.cls.__name__}, not {type(obj).__name__}")
+        if self._plain and strict:
+            values = self._get(obj)
+            if type(values) is not tuple:
+                values = (values,)
+            if self._fits(values):
+                return self.layout.pack(*values)
         values = []
         for name, kind in zip(self.fields, self.kinds):
             value = getattr(obj, name)
@@ -81,6 +104,28 @@ class FixedCodec:
                     raise EncodeError(f"{name} {value!r} does not fit its {kind}")
             values.append(value)
         return self.layout.pack(*values)
+
+
+
+    def _fits_each(self, values: tuple) -> bool:
+        """Whether the loop of encode() would pass these values unchanged: 20-byte handles, DWORDs in range."""
+        contexts = self._contexts
+        for index, value in enumerate(values):
+            if index in contexts:
+                if type(value) is not bytes or len(value) != 20:
+                    return False
+            elif type(value) is not int or not 0 <= value <= 0xFFFFFFFF:
+                return False
+        for index, low, high in self._bounds:
+            if not low <= values[index] <= high:
+                return False
+        return True
+
+
+def _handle_and_dword(values: tuple) -> bool:
+    """FixedCodec._fits_each for (context handle, DWORD or HRESULT) without a [range]."""
+    handle, value = values
+    return type(handle) is bytes and len(handle) == 20 and type(value) is int and 0 <= value <= 0xFFFFFFFF
 
 
 def _fixed(opnum: int, direction: str, cls: type, fmt: str, fields: tuple[str, ...],

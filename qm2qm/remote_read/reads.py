@@ -72,12 +72,11 @@ def answerable_now(timeout: Any, has_cursor: bool) -> bool:
 def run_read_now(core: ReadCore, entry: ReadEntry, read: Callable[[], Any],
                  finish: Callable[[ReadResult], T]) -> T | None:
     """run_read for a read tried with timeout 0: ``finish`` its result, or None — having changed nothing and
-    registered no wait — when it found no message but the caller's own timeout was not 0."""
-    core.pending.add(entry)
-    try:
-        result = read()
-        if entry.timeout != 0 and result.status != st.MQ_OK:
-            return None
-        return finish(result)
-    finally:
-        core.pending.remove(entry)
+    registered no wait — when it found no message but the caller's own timeout was not 0.
+
+    The entry is among the reads in progress only while this runs; nothing else runs meanwhile (one thread, no
+    await: entries.py) and neither ``read`` nor ``finish`` looks at that table, so it is not added and removed."""
+    result = read()
+    if entry.timeout != 0 and result.status != st.MQ_OK:
+        return None
+    return finish(result)

@@ -28,6 +28,7 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
+_RESPONSE_PACK = P.RESPONSE_HEADER.pack
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
 _SUPPORTED_BTFN = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
@@ -109,6 +110,7 @@ class Connection:
         self._state = _AWAIT_BIND
         self._buf = bytearray()
         self._out = bytearray()
+        self._pdus = 0                               # PDUs in _out (the rpc_mgmt_inq_stats pkts_out count)
         self._contexts: dict[int, _PresentationContext] = {}
         self._calls: dict[int, _Call] = {}
         self._reassembly: _Reassembly | None = None
@@ -162,7 +164,10 @@ class Connection:
             events.append(ConnectionTerminated(reason))
             return events
         buf = self._buf
-        buf += data
+        if buf:
+            buf += data
+        else:
+            buf = data          # nothing held back: parse the read itself (its slices are the stubs, one copy)
         pos = 0
         end = len(buf)
         try:
@@ -174,7 +179,10 @@ class Connection:
                         self._bad_request_length(frag_length, call_id)
                     if end - pos < frag_length:
                         break
-                    self._on_request(buf, pos, flags, frag_length, call_id, events)
+                    if flags == _FIRST_LAST and not self._auth and not self._auth_invalid:
+                        self._on_plain_request(buf, pos, frag_length, call_id, events)
+                    else:
+                        self._on_request(buf, pos, flags, frag_length, call_id, events)
                     pos += frag_length
                     continue
                 frag_length = self._check_header(buf, pos, vers, minor, ptype, flags, drep0, drep1, frag_length,
@@ -186,11 +194,15 @@ class Connection:
                 if self._state == _CLOSED:
                     break
         except _Terminate as stop:
-            self._out += stop.reply
+            if stop.reply:
+                self._queue(stop.reply)
             self._close()
             events.append(ConnectionTerminated(stop.reason))
             return events
-        if pos:
+        if buf is not self._buf:            # the read itself (or a buffer _close replaced): keep what is left
+            if pos < len(buf) and self._state != _CLOSED:
+                self._buf = bytearray(buf[pos:])
+        elif pos:
             del buf[:pos]
         return events
 
@@ -501,10 +513,10 @@ class Connection:
             secondary_address = ""
         else:
             self._assoc_group_id = assoc_group_id
-        self._out += P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
-                                      max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
-                                      assoc_group_id=assoc_group_id, secondary_address=secondary_address,
-                                      results=pending.results, flags=pending.flags, auth=pending.auth)
+        self._queue(P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
+                                     max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
+                                     assoc_group_id=assoc_group_id, secondary_address=secondary_address,
+                                     results=pending.results, flags=pending.flags, auth=pending.auth))
 
     def reject_bind(self, request: BindRequest, reason: int) -> None:
         """Queue a bind_nak with ``reason`` (alter_context: fault nca_s_proto_error) and close (C706 12.6.4.5)."""
@@ -512,9 +524,9 @@ class Connection:
         if self._state == _CLOSED:
             return
         if request.is_alter_context:
-            self._out += P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True)
+            self._queue(P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
         else:
-            self._out += P.build_bind_nak(request.call_id, reason)
+            self._queue(P.build_bind_nak(request.call_id, reason))
         self._close()
 
     # --- requests -----------------------------------------------------------------------------------------------
@@ -533,7 +545,7 @@ class Connection:
             except _Terminate as exc:
                 stray = exc
             if stray is not None and context_id not in self._contexts:
-                self._out += P.build_fault(call_id, F.NCA_S_UNK_IF, did_not_execute=True)
+                self._queue(P.build_fault(call_id, F.NCA_S_UNK_IF, did_not_execute=True))
                 return
         elif self._check_sequence(flags, call_id, context_id):
             self._on_next_fragment(b"", flags, call_id, 0, None, events)     # a tail we drop silently
@@ -630,7 +642,7 @@ class Connection:
         elif len(self._calls) >= self._limits.max_calls_in_flight:
             status = F.NCA_S_SERVER_TOO_BUSY
         if status:
-            self._out += P.build_fault(call_id, status, context_id=context_id, did_not_execute=True)
+            self._queue(P.build_fault(call_id, status, context_id=context_id, did_not_execute=True))
             self._discard_call_id = None if last else call_id
             return
         if not last and alloc_hint > self._limits.max_request_size:
@@ -649,6 +661,25 @@ class Connection:
             return
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
                                        bytearray(stub), 1, security, stub_given)
+
+    def _on_plain_request(self, buf: bytearray, pos: int, frag_length: int, call_id: int,
+                          events: list[Event]) -> None:
+        """The common request, checked and dispatched as _on_request would: a whole call in one fragment (flags
+        PFC_FIRST_FRAG | PFC_LAST_FRAG only) on a connection without security contexts, no call being reassembled,
+        a new call_id, a known p_cont_id and opnum, room for one more call. Anything else takes _on_request."""
+        alloc_hint, context_id, opnum = _REQUEST_UNPACK(buf, pos + 16)
+        context = self._contexts.get(context_id)
+        calls = self._calls
+        if context is None or opnum not in context.interface.operations or call_id in calls \
+                or self._reassembly is not None or len(calls) >= self._limits.max_calls_in_flight:
+            self._on_request(buf, pos, _FIRST_LAST, frag_length, call_id, events)
+            return
+        if call_id > self._current_call_id:
+            self._current_call_id = call_id
+        calls[call_id] = _Call(context_id, False)
+        events.append(CallRequest(call_id, context_id, opnum, None, bytes(buf[pos + P.REQUEST_HEADER_SIZE:
+                                                                              pos + frag_length]),
+                                  context.interface, context.ndr64))
 
     def _check_sequence(self, flags: int, call_id: int, context_id: int = 0) -> bool:
         """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the
@@ -752,9 +783,18 @@ class Connection:
             return
         security = call.security
         if security is not None and (call.signed or security.protects_pdus):
-            append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag, call.security)
+            self._pdus += append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag,
+                                                    security)
             return
-        P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
+        total = len(stub)
+        if total <= self._max_xmit_frag - P.RESPONSE_HEADER_SIZE - 15:     # one fragment at any chunk rounding
+            self._out += _RESPONSE_PACK(P.RPC_VERS, P.RPC_VERS_MINOR, F.PTYPE_RESPONSE, _FIRST_LAST,
+                                        P.DREP_LE_ASCII_IEEE, P.RESPONSE_HEADER_SIZE + total, 0, call_id, total,
+                                        call.context_id & 0xFF, 0, 0)
+            self._out += stub
+            self._pdus += 1
+            return
+        self._pdus += P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
 
     def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
         """Queue a fault for a dispatched call (C706 12.6.4.7); statuses forbidden by MS-RPCE 3.3.3.5.1 → unspec."""
@@ -764,21 +804,32 @@ class Connection:
         if status in F.FORBIDDEN_FAULT_STATUSES:
             status = F.NCA_S_FAULT_UNSPEC
         cancels = call.cancel_count if status == F.NCA_S_FAULT_CANCEL else 0
-        self._out += P.build_fault(call_id, status, context_id=call.context_id, cancel_count=cancels,
-                                   did_not_execute=did_not_execute)
+        self._queue(P.build_fault(call_id, status, context_id=call.context_id, cancel_count=cancels,
+                                  did_not_execute=did_not_execute))
 
     def send_shutdown(self) -> None:
         """Queue a shutdown PDU asking the client to close the connection (MS-RPCE 3.3.3.4.2; C706 12.6.4.11)."""
         if self._state != _CLOSED:
-            self._out += P.build_header_only(F.PTYPE_SHUTDOWN, 0)
+            self._queue(P.build_header_only(F.PTYPE_SHUTDOWN, 0))
 
     def data_to_send(self) -> bytes:
         """Everything queued for the peer since the last call."""
+        return self.take_output()[0]
+
+    def take_output(self) -> tuple[bytes, int]:
+        """data_to_send() and the number of PDUs in it."""
         if not self._out:
-            return b""
+            return b"", 0
         out = bytes(self._out)
+        pdus = self._pdus
         self._out.clear()
-        return out
+        self._pdus = 0
+        return out, pdus
+
+    def _queue(self, pdu: bytes) -> None:
+        """Queue one PDU for the peer."""
+        self._out += pdu
+        self._pdus += 1
 
     def calls_in_flight(self) -> int:
         """Dispatched calls not answered yet."""

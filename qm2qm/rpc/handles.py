@@ -87,6 +87,10 @@ class HandleTable:
 
     def lookup(self, wire: bytes, handle_type: ContextHandleType) -> Any | None:
         """Wire handle → object; None for the NULL handle; unknown/closed/wrong-type → context mismatch fault."""
+        if type(wire) is bytes and len(wire) == HANDLE_SIZE:      # the common case: a live handle of this type
+            entry = self._entries.get(wire[4:])                   # (a minted key is never all zeros: not NULL)
+            if entry is not None and entry.handle_type is handle_type:
+                return entry.obj
         if wire == NULL_HANDLE:
             return None
         entry = self._entry(wire)
@@ -98,7 +102,7 @@ class HandleTable:
     def close(self, wire: bytes) -> HandleEntry:
         """Forget a handle without running it down; unknown, closed or NULL → context mismatch fault."""
         entry = self._entry(wire)
-        del self._entries[bytes(wire[4:])]
+        del self._entries[entry.wire[4:]]
         return entry
 
     def drain(self) -> list[HandleEntry]:

@@ -162,8 +162,9 @@ def response_chunk_size(max_xmit_frag: int) -> int:
 
 
 def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes | bytearray | memoryview,
-                    max_xmit_frag: int) -> None:
-    """Append the response PDUs for ``stub`` to ``out``, fragmented at max_xmit_frag (C706 12.6.4.10).
+                    max_xmit_frag: int) -> int:
+    """Append the response PDUs for ``stub`` to ``out``, fragmented at max_xmit_frag (C706 12.6.4.10); returns
+    how many.
 
     Each fragment's alloc_hint is the stub bytes remaining from it on (MS-RPCE 2.2.2.6); p_cont_id is written
     modulo 256 as Windows/Samba do."""
@@ -174,10 +175,11 @@ def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes |
         out += RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, PFC_FIRST_FRAG | PFC_LAST_FRAG,
                                     DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + total, 0, call_id, total, ctx8, 0, 0)
         out += stub
-        return
+        return 1
     view = memoryview(stub)
     pos = 0
     pack = RESPONSE_HEADER.pack
+    count = 0
     while pos < total:
         n = min(chunk, total - pos)
         flags = (PFC_FIRST_FRAG if pos == 0 else 0) | (PFC_LAST_FRAG if pos + n == total else 0)
@@ -185,6 +187,8 @@ def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes |
                     call_id, total - pos, ctx8, 0, 0)
         out += view[pos:pos + n]
         pos += n
+        count += 1
+    return count
 
 
 def build_header_only(ptype: int, call_id: int, flags: int = PFC_FIRST_FRAG | PFC_LAST_FRAG) -> bytes:

@@ -267,11 +267,14 @@ class RpcConnection(asyncio.Protocol):
         conn.accept_bind(request, group.id, str(server.port))
 
     def _on_call(self, request: CallRequest) -> None:
-        self.server.statistics.calls_in += 1
+        server = self.server
+        server.statistics.calls_in += 1
         conn = self.conn
         call_id = request.call_id
-        start = (request.interface, request.opnum, perf_counter())
-        op = request.interface.operations.get(request.opnum)
+        interface = request.interface
+        opnum = request.opnum
+        start = (interface, opnum, perf_counter())
+        op = interface.operations.get(opnum)
         if op is None:
             self._fault(call_id, NCA_S_OP_RNG_ERROR, did_not_execute=True, start=start)
             return
@@ -282,17 +285,15 @@ class RpcConnection(asyncio.Protocol):
             self.log(logging.WARNING, "call_id %d reused while in flight: fault", call_id, call_id=call_id)
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
-        self.call_starts[call_id] = start
-        server = self.server
-        interface = request.interface
-        if interface.unauthenticated_opnums is not None and request.opnum not in interface.unauthenticated_opnums \
+        if interface.unauthenticated_opnums is not None and opnum not in interface.unauthenticated_opnums \
                 and not server.auth.call_allowed(request.principal.authenticated, request.auth_level):
             # MS-MQQP 5 / MS-RPCE 3.3.1.5.2: refused before the handler runs
             self.log(logging.INFO, "%s (opnum %d) refused to %s at level %d (auth %s, min level %d)", op.name,
-                     request.opnum, request.principal.name, request.auth_level, server.auth.mode,
+                     opnum, request.principal.name, request.auth_level, server.auth.mode,
                      server.auth.min_level, call_id=call_id)
             conn.send_fault(call_id, interface.access_denied_status)
             return
+        self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
             result = op.handler(CallState(self, self.group, request, answer_now), request.stub)
@@ -400,17 +401,9 @@ class RpcConnection(asyncio.Protocol):
     def _flush(self) -> None:
         conn = self.conn
         transport = self.transport
-        out = conn.data_to_send()      # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
+        out, pdus = conn.take_output()  # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
-            stats = self.server.statistics
-            n = len(out)
-            if n >= 16 and out[8] | (out[9] << 8) == n:     # one PDU, the common case
-                stats.pkts_out += 1
-            else:
-                pos = 0
-                while pos + 10 <= n:                # count the PDUs we send (we always write little-endian)
-                    stats.pkts_out += 1
-                    pos += max(16, out[pos + 8] | (out[pos + 9] << 8))
+            self.server.statistics.pkts_out += pdus
             transport.write(out)
         if conn.closed and not transport.is_closing():
             transport.close()

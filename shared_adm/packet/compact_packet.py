@@ -12,6 +12,7 @@ distinct set of queue attributes and memoized.
 from __future__ import annotations
 
 import marshal
+import operator
 import struct
 import uuid
 
@@ -23,8 +24,6 @@ from shared_adm.packet.layout import (
     BASE_HEADER, BASE_PR, MAX_LABEL_LENGTH, PROPERTIES_ACKS, PROPERTIES_HEADER, SIGNATURE, USER_AQ, USER_DM_SHIFT,
     USER_DQ, USER_HEADER, USER_JN, USER_JP, USER_MP, USER_RQ, VERSION_NUMBER, ZEROS,
 )
-
-_INDEX = {name: index for index, (name, _, _, _) in enumerate(compact._FIELDS)}
 
 # Message attributes Serialize Message to Buffer never reads (ADM bookkeeping); the test checks codec.py for them.
 IGNORED = frozenset({"lookup_identifier", "arrival_time", "allow_peek_when_locked", "application_deadletter_queue",
@@ -39,11 +38,11 @@ HANDLED = ("identifier", "sent_time", "priority", "delivery_guarantee", "time_to
            "encryption_algorithm")
 _QUEUE_ATTRIBUTES = ("destination_queue_format_name", "destination_queue_type", "administration_queue_format_name",
                      "administration_queue_type", "response_queue_format_name", "response_queue_type")
-_HANDLED_INDEXES = tuple(_INDEX[name] for name in HANDLED)
-_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(_INDEX[name] for name in IGNORED)
-_LOOKUP_INDEX, _ARRIVAL_INDEX = _INDEX["lookup_identifier"], _INDEX["arrival_time"]
-_DEFAULTS = tuple(compact._encode(kind, default) if kind != "plain" else default     # as compact.pack keeps them
-                  for name, default, _, kind in (compact._FIELDS[_INDEX[name]] for name in HANDLED))
+_HANDLED_INDEXES = tuple(map(compact.field_index, HANDLED))
+_KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(map(compact.field_index, IGNORED))
+_LOOKUP_INDEX, _ARRIVAL_INDEX = compact.field_index("lookup_identifier"), compact.field_index("arrival_time")
+# what a form leaves out reads as its default; ArrivalTime and LookupIdentifier (the last two) as 0
+_DEFAULTS = tuple(map(compact.packed_default, HANDLED)) + (0, 0)
 _UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
                                                       "source_machine_identifier"))
 _NULL_BYTES = GUID_NULL.bytes
@@ -51,12 +50,12 @@ _QUEUE_BITS = USER_DQ | USER_AQ | USER_RQ
 _MARSHAL = b"M"
 
 # (queue attributes, source, destination QM) -> (DQ/AQ/RQ flag bits, QueueManagerAddress bytes_le, the packed
-# queue fields, whether there is an administration queue)
-_QUEUES: dict[tuple, tuple[int, bytes, bytes, bool]] = {}
+# queue fields, whether there is an administration queue, the source's bytes_le)
+_QUEUES: dict[tuple, tuple[int, bytes, bytes, bool, bytes]] = {}
 _QUEUES_MAX = 4096
 
 
-def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
+def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool, bytes] | None:
     """The UserHeader queue encoding of the general path for these queue attributes (None if it refuses them)."""
     try:
         found = _QUEUES.get(key)
@@ -74,11 +73,30 @@ def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool] | None:
     except (PacketError, TypeError, ValueError, AttributeError):
         return None
     found = (user.flags & _QUEUE_BITS, user.queue_manager_address.bytes_le, packed[USER_HEADER.size:],
-             user.aq != 0)
+             user.aq != 0, _bytes_le(source))
     if len(_QUEUES) >= _QUEUES_MAX:
         _QUEUES.clear()
     _QUEUES[key] = found
     return found
+
+
+# the attribute numbers of a compact form (its shape) -> an itemgetter taking from ``flat + _DEFAULTS`` the values of
+# HANDLED, ArrivalTime and LookupIdentifier (False: a shape only the general path serializes)
+_TAKE: dict[tuple, operator.itemgetter | bool] = {}
+_TAKE_MAX = 1024
+
+
+def _take(shape: tuple) -> operator.itemgetter | bool:
+    """The getter of a shape: each value's place in the form, else its default's place after the form."""
+    take: operator.itemgetter | bool = False
+    if len(set(shape)) == len(shape) and set(shape) <= _KNOWN_INDEXES:
+        place = {index: 2 * i + 1 for i, index in enumerate(shape)}
+        wanted = _HANDLED_INDEXES + (_ARRIVAL_INDEX, _LOOKUP_INDEX)
+        take = operator.itemgetter(*(place.get(index, 2 * len(shape) + n) for n, index in enumerate(wanted)))
+    if len(_TAKE) >= _TAKE_MAX:
+        _TAKE.clear()
+    _TAKE[shape] = take
+    return take
 
 
 def _bytes_le(raw: bytes) -> bytes:
@@ -91,18 +109,21 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     if blob[:1] != _MARSHAL:
         return None
     flat = marshal.loads(blob[2:])
-    fields = dict(zip(flat[::2], flat[1::2]))
-    if not fields.keys() <= _KNOWN_INDEXES:
+    if type(flat) is not tuple or len(flat) & 1:      # not as compact.pack writes a form
         return None
-    values = list(map(fields.get, _HANDLED_INDEXES, _DEFAULTS))
-    for slot in _UUID_SLOTS:                # as compact._encode keeps a UUID: its 16 bytes
+    shape = flat[::2]
+    take = _TAKE.get(shape)
+    if take is None:
+        take = _take(shape)
+    if not take:
+        return None
+    values = take(flat + _DEFAULTS)
+    for slot in _UUID_SLOTS:                # as compact packs a UUID: its 16 bytes
         if type(values[slot]) is not bytes:
             return None
-    arrival_time = fields.get(_ARRIVAL_INDEX, 0)
-    lookup_identifier = fields.get(_LOOKUP_INDEX, 0)
     (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
      body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
-     destination_qm, source, privacy, hash_algorithm, encryption) = values
+     destination_qm, source, privacy, hash_algorithm, encryption, arrival_time, lookup_identifier) = values
     # the uint32 / uint16 fields (ranges of codec._RANGES) are checked by struct.pack below
     if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS
             and type(label) is str
@@ -121,7 +142,7 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     queues = _queue_part((dest, dest_type, admin, admin_type, response, response_type, source, destination_qm))
     if queues is None or (acks and not queues[3]):
         return None
-    queue_bits, address, queue_fields, _ = queues
+    queue_bits, address, queue_fields, _, source_le = queues
     user_flags = int(delivery) << USER_DM_SHIFT | queue_bits | USER_MP
     if negative:
         user_flags |= USER_JN
@@ -136,7 +157,7 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
         label_bytes, label_length = b"", 0
     body_size = len(body)
     try:       # struct refuses a value that is not an int or out of its field's range: the general path's error
-        user = USER_HEADER.pack(_bytes_le(source), address, ttbr, sent_time, ordinal, user_flags)
+        user = USER_HEADER.pack(source_le, address, ttbr, sent_time, ordinal, user_flags)
         properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size,
                                             body_size, privacy, hash_algorithm, encryption, len(extension))
         tail = len(properties) + len(label_bytes) + len(extension) + body_size

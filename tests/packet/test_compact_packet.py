@@ -118,3 +118,36 @@ def test_the_ignored_attributes_are_never_read_by_the_general_path():
     read = set(re.findall(r"\bm\.([a-z_]+)", source)) | set(re.findall(r'"([a-z_]+)"', source))
     assert not IGNORED & read
     assert set(HANDLED) <= read
+
+
+@SETTINGS
+@given(st.lists(messages(transactional=False, security=False, multi=False).map(plain), min_size=2, max_size=6))
+def test_forms_of_one_shape_share_its_getter_and_keep_their_own_values(batch):
+    """The getter of a shape is made once (compact_packet._TAKE) and reads each form's own values."""
+    for m in batch:
+        m.label = "same shape"
+    first = [assert_same_or_none(m) for m in batch]
+    assert [assert_same_or_none(m) for m in batch] == first         # now every shape is a cached getter
+
+
+@pytest.mark.parametrize("flat", [(0,), (0, b"x", 0, b"y"), (10_000, 1), [0, b"x"]])
+def test_an_odd_flat_form_is_left_to_the_general_path(flat):
+    import marshal
+    assert serialize_compact(b"M\x00" + marshal.dumps(flat), MAX_PACKET_SIZE) is None
+
+
+def test_compact_tells_each_attributes_number_and_packed_default():
+    import dataclasses
+    names = [f.name for f in dataclasses.fields(Message)]
+    assert [compact.field_index(name) for name in names] == list(range(len(names)))
+    blob = compact.pack(Message(label="x"))
+    assert marshal_fields(blob) == {compact.field_index("label"): "x"}
+    assert compact.packed_default("label") == Message().label
+    assert compact.packed_default("destination_queue_manager_identifier") == \
+        Message().destination_queue_manager_identifier.bytes
+
+
+def marshal_fields(blob: bytes) -> dict:
+    import marshal
+    flat = marshal.loads(blob[2:])
+    return dict(zip(flat[::2], flat[1::2]))

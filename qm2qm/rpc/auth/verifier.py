@@ -33,15 +33,17 @@ def unprotect_fragment(pdu: bytes | bytearray | memoryview, body_start: int, fra
 
 
 def append_protected_response(out: bytearray, call_id: int, context_id: int, stub: bytes, max_xmit_frag: int,
-                              security: SecurityContext) -> None:
+                              security: SecurityContext) -> int:
     """Response fragments each carrying a verifier (levels 3–6), stub chunks of a multiple of 16 bytes
-    (C706 12.6.4.10; MS-RPCE 2.2.2.11)."""
+    (C706 12.6.4.10; MS-RPCE 2.2.2.11); returns how many."""
     sig_size = security.signature_size
     room = max_xmit_frag - P.RESPONSE_HEADER_SIZE - P.SEC_TRAILER_SIZE - sig_size
     chunk = room - room % AUTH_PAD_ALIGNMENT
     total = len(stub)
     pos = 0
+    count = 0
     while True:
+        count += 1
         part = stub[pos:pos + chunk]
         last = pos + len(part) >= total
         flags = (PFC_FIRST_FRAG if pos == 0 else 0) | (PFC_LAST_FRAG if last else 0)
@@ -58,4 +60,4 @@ def append_protected_response(out: bytearray, call_id: int, context_id: int, stu
         out += signature
         pos += len(part)
         if last:
-            return
+            return count
