@@ -295,7 +295,7 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for master in masters:
-            spark = spark_jobs.spark_session(master)
+            spark = spark_jobs.spark_session(master, conf=spark_jobs.INGEST_CONF)     # as `qm2qm ingest` runs
             cores = spark.sparkContext.defaultParallelism
             # warm the JVM and every Python worker (a split capture: one task per core, and the renumbering job)
             spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup", split_min_bytes=1)

@@ -42,6 +42,15 @@ def _code_zip() -> str:
     return str(target)
 
 
+# The ingest job's JVMs only schedule tasks and pass small Arrow batches: their CPU per job is mostly C2 JIT
+# compilation (driver JVM 0.66-0.77 s per ingest job at local[2], 0.15-0.23 s with C1 only: BENCHMARKS.md).
+# Default options, so a user's spark.driver/executor.extraJavaOptions still come after them and win; stats and
+# diff, whose JVM work is long aggregations and joins, keep the full JIT.
+INGEST_JVM_OPTIONS = "-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1"
+INGEST_CONF = {"spark.driver.defaultJavaOptions": INGEST_JVM_OPTIONS,
+               "spark.executor.defaultJavaOptions": INGEST_JVM_OPTIONS}
+
+
 class PipelineSetupError(RuntimeError):
     """A pipeline job cannot start because an optional dependency is missing."""
 
