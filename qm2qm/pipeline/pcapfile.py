@@ -69,17 +69,14 @@ def read_frames(fh: BinaryIO, start: int | None = None, stop: int | None = None,
     head = fh.read(4)
     kind = sniff(head)
     if kind == "pcap":
-        frames = _read_pcap(fh, head, start, stop, keep)
-    elif kind == "pcapng":
-        frames = _read_pcapng(fh, head)
-        if keep is not None:
-            frames = (frame for frame in frames if flow_key(frame) in keep)
-    else:
+        yield from _read_pcap(fh, head, start, stop, keep)
+        return
+    if kind != "pcapng":
         raise CaptureError("not_capture", 0, f"not a pcap or pcapng file (magic {head.hex() or 'empty'})")
-    for frame in frames:
+    for frame in _read_pcapng(fh, head):
         if stop is not None and frame.offset > stop:
             return
-        if start is None or frame.offset >= start:
+        if (start is None or frame.offset >= start) and (keep is None or flow_key(frame) in keep):
             yield frame
 
 
@@ -354,17 +351,16 @@ def raw_flow_key(buf: bytes, begin: int, end: int) -> tuple[bytes, bytes] | None
 def flow_key(frame: Frame) -> tuple | None:
     """The TCP connection of a frame as an order-free key of raw addresses and ports (both directions give the
     same key), or None when the frame carries no TCP segment; cheap enough for a first pass over a whole file."""
-    data = frame.data
-    if frame.linktype == LINKTYPE_ETHERNET and data[12:14] == b"\x08\x00" and len(data) >= 54 and data[14] == 0x45 \
-            and data[23] == 6 and not data[20] & 0x3F | data[21]:
-        a, b = data[26:30] + data[34:36], data[30:34] + data[36:38]     # IPv4 without options: ports at 34
-    else:
-        try:
-            ip = _ip_of(frame)
-        except (dpkt.UnpackError, struct.error, ValueError, IndexError):
-            return None
-        tcp = getattr(ip, "data", None)
-        if not isinstance(tcp, dpkt.tcp.TCP) or isinstance(ip, dpkt.ip.IP) and (ip.mf or ip.offset):
-            return None
-        a, b = ip.src + tcp.sport.to_bytes(2, "big"), ip.dst + tcp.dport.to_bytes(2, "big")
+    if frame.linktype == LINKTYPE_ETHERNET:
+        key = raw_flow_key(frame.data, 0, len(frame.data))
+        if key is not None:
+            return key
+    try:
+        ip = _ip_of(frame)
+    except (dpkt.UnpackError, struct.error, ValueError, IndexError):
+        return None
+    tcp = getattr(ip, "data", None)
+    if not isinstance(tcp, dpkt.tcp.TCP) or isinstance(ip, dpkt.ip.IP) and (ip.mf or ip.offset):
+        return None
+    a, b = ip.src + tcp.sport.to_bytes(2, "big"), ip.dst + tcp.dport.to_bytes(2, "big")
     return (a, b) if a <= b else (b, a)

@@ -187,7 +187,8 @@ def _frames(path) -> list[bytes]:
 
 def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
     """Ethernet/IPv4/TCP frames with options, fragments, truncation and bad lengths: the struct-based reader
-    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none."""
+    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none; the in-buffer flow key
+    (pcapfile.raw_flow_key) names the addresses and ports dpkt reads."""
     import random
     from qm2qm.pipeline.pcapfile import Frame, raw_flow_key, tcp_segment
     path = tmp_path / "c.pcap"
@@ -203,7 +204,12 @@ def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
                 variants.append(bytes(mutated))
         for raw in variants:
             got = tcp_segment(Frame(0, 1, raw, 0))
-            assert raw_flow_key(raw, 0, len(raw)) in (None, flow_key(Frame(0, 1, raw, 0)))
+            raw_key, dpkt_seg = raw_flow_key(raw, 0, len(raw)), _dpkt_segment(raw)
+            assert raw is not data or (raw_key is None) == (dpkt_seg is None)
+            if raw_key is not None and dpkt_seg is not None:                   # read in place as dpkt reads it
+                src = socket.inet_aton(dpkt_seg[0]) + dpkt_seg[1].to_bytes(2, "big")
+                dst = socket.inet_aton(dpkt_seg[2]) + dpkt_seg[3].to_bytes(2, "big")
+                assert raw_key == (min(src, dst), max(src, dst))
             assert (None if got is None else (got.src, got.sport, got.dst, got.dport, got.seq, got.flags,
                                               got.payload)) == _dpkt_segment(raw), raw.hex()
             checked += 1
