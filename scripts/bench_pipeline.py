@@ -3,6 +3,7 @@
 cores x the in-process rate; stats and diff over a large synthetic call table.
 
     .venv/bin/python scripts/bench_pipeline.py [--skip-trace] [--rounds 3] [--masters 'local[2],local-cluster[2,1,1024]']
+        [--large-calls 400000]
         [--scale-calls 10000000] [--json out.json] [--skip-tshark]
 """
 from __future__ import annotations
@@ -220,10 +221,22 @@ def _timed_tshark(command: list[str]) -> tuple[float, float, int]:
 
 def _timed_ingest(path: Path) -> tuple[float, float, int]:
     """(wall s, CPU s, calls) of one in-process ingest_file."""
+    return _timed_ingest_parquet(path)[:3]
+
+
+def _timed_ingest_parquet(path: Path) -> tuple[float, float, int, float, float]:
+    """(wall s, CPU s, calls) of one in-process ingest_file, then (wall s, CPU s) of that ingest plus what the
+    Spark job also does with its calls: the Arrow table and its Parquet file (like for like with the job)."""
+    import pyarrow.parquet as pq
+    from qm2qm.pipeline import schema
     from qm2qm.pipeline.ingest import ingest_file
     t0, c0 = time.perf_counter(), time.process_time()
     result = ingest_file(path)
-    return time.perf_counter() - t0, time.process_time() - c0, len(result.calls)
+    t1, c1 = time.perf_counter(), time.process_time()
+    with tempfile.TemporaryDirectory() as tmp:
+        pq.write_table(schema.table(result.calls, schema.CALL_SCHEMA), Path(tmp) / "calls.parquet")
+        t2, c2 = time.perf_counter(), time.process_time()
+    return t1 - t0, c1 - c0, len(result.calls), t2 - t0, c2 - c0
 
 
 def bench_vs_tshark(path: Path, rounds: int, tshark: bool = True) -> dict:
@@ -282,7 +295,7 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for master in masters:
-            spark = spark_jobs.spark_session(master)
+            spark = spark_jobs.spark_session(master, conf=spark_jobs.INGEST_CONF)     # as `qm2qm ingest` runs
             cores = spark.sparkContext.defaultParallelism
             # warm the JVM and every Python worker (a split capture: one task per core, and the renumbering job)
             spark_jobs.ingest(spark, [workloads[next(iter(workloads))][0]], Path(tmp) / "warmup", split_min_bytes=1)
@@ -292,9 +305,9 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
                 cpu0, t0 = tree_cpu_s(), time.perf_counter()
                 summary = spark_jobs.ingest(spark, paths, out)
                 elapsed, spark_cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
-                wall, cpu_ref, calls_ref = _timed_ingest(Path(paths[0]))
+                wall, cpu_ref, calls_ref, wall_pq, cpu_pq = _timed_ingest_parquet(Path(paths[0]))
                 calls = summary["totals"]["calls"]
-                rate, inproc = calls / elapsed, calls_ref / wall
+                rate, inproc, inproc_pq = calls / elapsed, calls_ref / wall, calls_ref / wall_pq
                 results[f"{master} {name}"] = {
                     "calls": calls, "seconds": round(elapsed, 2), "calls_per_s": round(rate),
                     "mb_per_s": round(sum(Path(p).stat().st_size for p in paths) / 1e6 / elapsed, 2),
@@ -304,25 +317,42 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
                     "ratio_to_cores_x_in_process": round(rate / (cores * inproc), 2),
                     "spark_cpu_s": round(spark_cpu, 2), "in_process_cpu_s_per_call": cpu_ref / calls_ref,
                     "cpu_ratio": round((cpu_ref / calls_ref) / (spark_cpu / calls), 2),
-                    "cores_used": round(spark_cpu / (elapsed * cores), 2), "load_average": load}
+                    "cores_used": round(spark_cpu / (elapsed * cores), 2), "load_average": load,
+                    "renumbered_files": summary.get("renumbered_files"),
+                    # like for like: the in-process ingest also building the Arrow table and writing Parquet
+                    "in_process_parquet_calls_per_s": round(inproc_pq),
+                    "ratio_to_cores_x_in_process_parquet": round(rate / (cores * inproc_pq), 2),
+                    "cpu_ratio_parquet": round((cpu_pq / calls_ref) / (spark_cpu / calls), 2)}
             spark.stop()
     return results
 
 
 def bench_ingest(calls_per_file: int, files: int, big_calls: int, masters: list[str], rounds: int,
-                 tshark: bool = True) -> dict:
+                 tshark: bool = True, large: int = 0) -> dict:
+    """The tshark comparison on the big capture, then Spark on `files` captures and on the big one; with
+    `large`, also `files` captures of `large` / `files` calls and one capture of `large` calls (the size a Spark
+    user ingests, where the job's fixed cost weighs less)."""
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "big.pcap"
         make_capture(big, big_calls)
         results = {"vs_tshark": bench_vs_tshark(big, rounds, tshark)}
-        paths = []
-        for i in range(files):
-            path = Path(tmp) / f"cap{i}.pcap"
-            make_capture(path, calls_per_file)
-            paths.append(str(path))
+        workloads = {}
+        for label, count, per_file in (("", files, calls_per_file), ("large", files, large // max(1, files))):
+            if not per_file:
+                continue
+            paths = []
+            for i in range(count):
+                path = Path(tmp) / f"cap{label}{i}.pcap"
+                make_capture(path, per_file)
+                paths.append(str(path))
+            workloads[f"{count} files x {per_file} calls"] = paths
+        workloads[f"1 file x {big_calls} calls"] = [str(big)]
+        if large:
+            huge = Path(tmp) / "huge.pcap"
+            make_capture(huge, large)
+            workloads[f"1 file x {large} calls"] = [str(huge)]
         if masters:
-            results["spark"] = bench_spark({f"{files} files x {calls_per_file} calls": paths,
-                                            f"1 file x {big_calls} calls": [str(big)]}, masters, big)
+            results["spark"] = bench_spark(workloads, masters, big)
     return results
 
 
@@ -417,6 +447,8 @@ def main() -> None:
     parser.add_argument("--calls-per-file", type=int, default=20000)
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--big-calls", type=int, default=100_000, help="calls of the one large capture (32 MB)")
+    parser.add_argument("--large-calls", type=int, default=0,
+                        help="also Spark workloads of this many calls: --files captures, and one capture (e.g. 400000)")
     parser.add_argument("--masters", default="local[2],local-cluster[2,1,1024]",
                         help="comma-separated Spark masters for the ingest runs ('' for none)")
     parser.add_argument("--scale-calls", type=int, default=0,
@@ -438,7 +470,7 @@ def main() -> None:
     if not args.skip_ingest:
         masters = [m for m in re.split(r",(?![^\[]*\])", args.masters) if m]
         r = figures["ingest"] = bench_ingest(args.calls_per_file, args.files, args.big_calls, masters, args.rounds,
-                                                    not args.skip_tshark)
+                                             not args.skip_tshark, args.large_calls)
         t = r["vs_tshark"]
         print(f"in-process ingest_file: {t['calls']} calls, {t['pcap_mb']} MB: {t['ingest_calls_per_s']} calls/s "
               f"({t['ingest_cpu_calls_per_s']} per CPU second)")
@@ -454,7 +486,10 @@ def main() -> None:
                   f"split, {x['executors']} executor JVMs); in-process right after {x['in_process_calls_per_s']} calls/s; "
                   f"ratio to {x['cores']} x in-process {x['ratio_to_cores_x_in_process']}; CPU: Spark "
                   f"{x['spark_cpu_s']} s, cpu_ratio {x['cpu_ratio']}, cores used {x['cores_used']} "
-                  f"(load {x['load_average']:.1f})")
+                  f"(load {x['load_average']:.1f}); against in-process + Arrow + Parquet "
+                  f"({x['in_process_parquet_calls_per_s']} calls/s): ratio "
+                  f"{x['ratio_to_cores_x_in_process_parquet']}, cpu_ratio {x['cpu_ratio_parquet']}; "
+                  f"{x['renumbered_files']} file(s) renumbered")
     if args.scale_calls:
         r = figures["scale"] = bench_stats_diff(args.scale_calls, "local[2]")
         print(f"stats of {r['calls']} calls: {r['stats_s']} s; diff: {r['diff_s']} s ({r['diff_aligned']} aligned, "

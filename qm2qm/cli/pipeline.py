@@ -19,13 +19,13 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 @contextlib.contextmanager
-def _spark(master: str | None):
+def _spark(master: str | None, conf: dict[str, str] | None = None):
     """A SparkSession for one command; stopped afterwards unless it was already running (embedded use)."""
     from qm2qm.pipeline.spark_jobs import PipelineSetupError, spark_session
     try:
         from pyspark.sql import SparkSession
         existing = SparkSession.getActiveSession()
-        spark = spark_session(master)
+        spark = spark_session(master, conf=conf)
     except (ImportError, PipelineSetupError):
         _fail("the Spark jobs need PySpark: pip install 'qm2qm[pipeline]'")
     try:
@@ -117,9 +117,9 @@ def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, 
 @click.option("--master", default=None, help=MASTER_HELP)
 def ingest(inputs, out_dir, master) -> None:
     """Ingest captures and traces (files or directories) into OUT/calls, OUT/sessions, OUT/problems."""
-    from qm2qm.pipeline.spark_jobs import ingest as run
+    from qm2qm.pipeline.spark_jobs import INGEST_CONF, ingest as run
 
-    with _spark(master) as spark:
+    with _spark(master, INGEST_CONF) as spark:
         summary = run(spark, inputs, out_dir)
     totals = summary["totals"]
     click.echo(f"{summary['files']} file(s): {totals.get('calls', 0)} calls, {totals.get('rpc_sessions', 0)} capture "

@@ -8,7 +8,7 @@ from typing import Any, Collection
 
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
-from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, flow_key, read_frames, tcp_segment
+from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, read_frames, tcp_segment
 from qm2qm.pipeline.rpcstream import SEALED, Conversation, Framer, Pdu
 from qm2qm.pipeline.tcp import FIN, RST, SYN, Direction
 
@@ -26,6 +26,8 @@ class IngestResult:
     # per TCP connection, in file order: session_id, first_offset (file offset of its first frame), first_call
     # ((request_time_us, call_id) of its earliest call, or None): what split.renumber needs to merge parts
     connections: list[dict] = field(default_factory=list)
+    # a part of a split capture already numbered file-wide from the first pass's prediction (split.ingest_part)
+    numbered: bool = False
 
     def count(self, key: str, n: int = 1) -> None:
         """Add n to a counter of this file."""
@@ -128,9 +130,7 @@ def ingest_capture(path: str | Path, result: IngestResult | None = None, keep: C
         return result
     with fh:
         try:
-            for frame in read_frames(fh, start, stop):
-                if keep is not None and flow_key(frame) not in keep:
-                    continue
+            for frame in read_frames(fh, start, stop, keep):
                 frames += 1
                 captured += len(frame.data)
                 if frame.linktype not in SUPPORTED_LINKTYPES:

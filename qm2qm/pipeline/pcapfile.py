@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import struct
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Collection, Iterator
 
 import dpkt
 
@@ -60,22 +60,23 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
-def read_frames(fh: BinaryIO, start: int | None = None, stop: int | None = None) -> Iterator[Frame]:
+def read_frames(fh: BinaryIO, start: int | None = None, stop: int | None = None,
+                keep: Collection | None = None) -> Iterator[Frame]:
     """Every packet record of a pcap or pcapng stream; raises CaptureError at the first unreadable record.
     ``start``/``stop``: file offsets of the first and last records wanted (a pcap is read from ``start`` on; a
-    pcapng from its beginning, its interface blocks being needed)."""
+    pcapng from its beginning, its interface blocks being needed). ``keep``: only the frames whose flow_key is in
+    it (a pcap's Ethernet/IPv4 frames are tested in the read buffer, before a Frame is made)."""
     head = fh.read(4)
     kind = sniff(head)
     if kind == "pcap":
-        frames = _read_pcap(fh, head, start)
-    elif kind == "pcapng":
-        frames = _read_pcapng(fh, head)
-    else:
+        yield from _read_pcap(fh, head, start, stop, keep)
+        return
+    if kind != "pcapng":
         raise CaptureError("not_capture", 0, f"not a pcap or pcapng file (magic {head.hex() or 'empty'})")
-    for frame in frames:
+    for frame in _read_pcapng(fh, head):
         if stop is not None and frame.offset > stop:
             return
-        if start is None or frame.offset >= start:
+        if (start is None or frame.offset >= start) and (keep is None or flow_key(frame) in keep):
             yield frame
 
 
@@ -86,37 +87,65 @@ def _need(fh: BinaryIO, n: int, offset: int, what: str) -> bytes:
     return data
 
 
-def _read_pcap(fh: BinaryIO, magic: bytes, start: int | None = None) -> Iterator[Frame]:
-    order, per_second = PCAP_MAGICS[magic]
-    rest = _need(fh, 20, 4, "pcap file header")
-    _major, _minor, _zone, _sigfigs, _snaplen, linktype = struct.unpack(order + "HHiIII", rest)
-    linktype &= 0xFFFF
-    unpack = struct.Struct(order + "IIII").unpack_from
-    # Records are cut out of 1 MiB reads: one read() per record was a fifth of the ingest time (cProfile).
-    buf, pos, base = b"", 0, 24                     # base: file offset of buf[0]
-    if start is not None and start > base:
-        fh.seek(start)
-        base = start
-    while True:
-        if len(buf) - pos < 16:
-            buf, pos, base = _refill(fh, buf, pos, base, 16)
-            if len(buf) == pos:
-                return
+class PcapRecords:
+    """The records of a pcap file walked in its read buffer (no Frame, no copy): ``linktype``, ``per_second``
+    and records() yielding (buffer, data start, data end, file offset, seconds, fraction)."""
+
+    def __init__(self, fh: BinaryIO, magic: bytes) -> None:
+        self.fh = fh
+        self.order, self.per_second = PCAP_MAGICS[magic]
+        rest = _need(fh, 20, 4, "pcap file header")
+        self.linktype = struct.unpack(self.order + "HHiIII", rest)[5] & 0xFFFF
+
+    def records(self, start: int | None = None) -> Iterator[tuple[bytes, int, int, int, int, int]]:
+        """Every record from file offset ``start`` (a record boundary) on; CaptureError at an unreadable one."""
+        fh = self.fh
+        unpack = struct.Struct(self.order + "IIII").unpack_from
+        # Records are cut out of 1 MiB reads: one read() per record was a fifth of the ingest time (cProfile).
+        buf, pos, base = b"", 0, 24                     # base: file offset of buf[0]
+        if start is not None and start > base:
+            fh.seek(start)
+            base = start
+        while True:
             if len(buf) - pos < 16:
-                raise CaptureError("truncated", base + pos,
-                                   f"truncated packet record header: {len(buf) - pos} of 16 bytes")
-        sec, frac, caplen, _origlen = unpack(buf, pos)
-        offset = base + pos
-        if caplen > MAX_RECORD:
-            raise CaptureError("damaged", offset, f"packet record length {caplen} is not plausible")
-        end = pos + 16 + caplen
-        if end > len(buf):
-            buf, pos, base = _refill(fh, buf, pos, base, 16 + caplen)
-            end = 16 + caplen
+                buf, pos, base = _refill(fh, buf, pos, base, 16)
+                if len(buf) == pos:
+                    return
+                if len(buf) - pos < 16:
+                    raise CaptureError("truncated", base + pos,
+                                       f"truncated packet record header: {len(buf) - pos} of 16 bytes")
+            sec, frac, caplen, _origlen = unpack(buf, pos)
+            offset = base + pos
+            if caplen > MAX_RECORD:
+                raise CaptureError("damaged", offset, f"packet record length {caplen} is not plausible")
+            end = pos + 16 + caplen
             if end > len(buf):
-                raise CaptureError("truncated", offset, f"truncated packet record: {len(buf) - 16} of {caplen} bytes")
-        yield Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[pos + 16:end], offset)
-        pos = end
+                buf, pos, base = _refill(fh, buf, pos, base, 16 + caplen)
+                end = 16 + caplen
+                if end > len(buf):
+                    raise CaptureError("truncated", offset,
+                                       f"truncated packet record: {len(buf) - 16} of {caplen} bytes")
+            yield buf, pos + 16, end, offset, sec, frac
+            pos = end
+
+
+def _read_pcap(fh: BinaryIO, magic: bytes, start: int | None = None, stop: int | None = None,
+               keep: Collection | None = None) -> Iterator[Frame]:
+    records = PcapRecords(fh, magic)
+    linktype, per_second = records.linktype, records.per_second
+    for buf, begin, end, offset, sec, frac in records.records(start):
+        if stop is not None and offset > stop:
+            return
+        if keep is not None:
+            key = raw_flow_key(buf, begin, end) if linktype == LINKTYPE_ETHERNET else None
+            if key is None:
+                frame = Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[begin:end], offset)
+                if flow_key(frame) in keep:
+                    yield frame
+                continue
+            if key not in keep:
+                continue
+        yield Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[begin:end], offset)
 
 
 def _refill(fh: BinaryIO, buf: bytes, pos: int, base: int, need: int) -> tuple[bytes, int, int]:
@@ -254,9 +283,9 @@ def tcp_segment(frame: Frame) -> Segment | None:
     if isinstance(ip, dpkt.ip.IP):
         if ip.mf or ip.offset:
             return None
-        src, dst = _address(socket.AF_INET, ip.src), _address(socket.AF_INET, ip.dst)
+        src, dst = address_text(socket.AF_INET, ip.src), address_text(socket.AF_INET, ip.dst)
     elif isinstance(ip, dpkt.ip6.IP6):
-        src, dst = _address(socket.AF_INET6, ip.src), _address(socket.AF_INET6, ip.dst)
+        src, dst = address_text(socket.AF_INET6, ip.src), address_text(socket.AF_INET6, ip.dst)
     else:
         return None
     tcp = ip.data
@@ -270,7 +299,8 @@ _TCP = struct.Struct(">HHIIH")
 _ADDRESSES: dict[bytes, str] = {}
 
 
-def _address(family: int, raw: bytes) -> str:
+def address_text(family: int, raw: bytes) -> str:
+    """An IPv4/IPv6 address in text, cached (a capture names few hosts)."""
     text = _ADDRESSES.get(raw)
     if text is None:
         if len(_ADDRESSES) > 65536:
@@ -294,24 +324,43 @@ def _ipv4_tcp(data: bytes, at: int) -> Segment | None:
     offset = (off_flags >> 12) << 2
     if offset < 20:
         return None
-    return Segment(_address(socket.AF_INET, src), sport, _address(socket.AF_INET, dst), dport, seq,
+    return Segment(address_text(socket.AF_INET, src), sport, address_text(socket.AF_INET, dst), dport, seq,
                    off_flags & 0x1FF, data[start + offset:end])
+
+
+_FLOW_KEYS: dict[bytes, tuple[bytes, bytes]] = {}
+_ETHERNET_IPV4 = b"\x08\x00\x45"                # EtherType IPv4, then version 4 with a 20-byte header
+
+
+def raw_flow_key(buf: bytes, begin: int, end: int) -> tuple[bytes, bytes] | None:
+    """flow_key of an Ethernet frame held in ``buf[begin:end]`` when it is IPv4 without options carrying TCP (the
+    common case, read in place), else None: the caller then asks flow_key."""
+    if end - begin >= 54 and buf[begin + 12:begin + 15] == _ETHERNET_IPV4 and buf[begin + 23] == 6 \
+            and not buf[begin + 20] & 0x3F | buf[begin + 21]:
+        ends = buf[begin + 26:begin + 38]                   # addresses, then ports: one key per direction
+        key = _FLOW_KEYS.get(ends)
+        if key is None:
+            if len(_FLOW_KEYS) > 65536:
+                _FLOW_KEYS.clear()
+            a, b = ends[:4] + ends[8:10], ends[4:8] + ends[10:12]
+            key = _FLOW_KEYS[ends] = (a, b) if a <= b else (b, a)
+        return key
+    return None
 
 
 def flow_key(frame: Frame) -> tuple | None:
     """The TCP connection of a frame as an order-free key of raw addresses and ports (both directions give the
     same key), or None when the frame carries no TCP segment; cheap enough for a first pass over a whole file."""
-    data = frame.data
-    if frame.linktype == LINKTYPE_ETHERNET and data[12:14] == b"\x08\x00" and len(data) >= 54 and data[14] == 0x45 \
-            and data[23] == 6 and not data[20] & 0x3F | data[21]:
-        a, b = data[26:30] + data[34:36], data[30:34] + data[36:38]     # IPv4 without options: ports at 34
-    else:
-        try:
-            ip = _ip_of(frame)
-        except (dpkt.UnpackError, struct.error, ValueError, IndexError):
-            return None
-        tcp = getattr(ip, "data", None)
-        if not isinstance(tcp, dpkt.tcp.TCP) or isinstance(ip, dpkt.ip.IP) and (ip.mf or ip.offset):
-            return None
-        a, b = ip.src + tcp.sport.to_bytes(2, "big"), ip.dst + tcp.dport.to_bytes(2, "big")
+    if frame.linktype == LINKTYPE_ETHERNET:
+        key = raw_flow_key(frame.data, 0, len(frame.data))
+        if key is not None:
+            return key
+    try:
+        ip = _ip_of(frame)
+    except (dpkt.UnpackError, struct.error, ValueError, IndexError):
+        return None
+    tcp = getattr(ip, "data", None)
+    if not isinstance(tcp, dpkt.tcp.TCP) or isinstance(ip, dpkt.ip.IP) and (ip.mf or ip.offset):
+        return None
+    a, b = ip.src + tcp.sport.to_bytes(2, "big"), ip.dst + tcp.dport.to_bytes(2, "big")
     return (a, b) if a <= b else (b, a)

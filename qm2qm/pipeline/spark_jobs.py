@@ -42,6 +42,15 @@ def _code_zip() -> str:
     return str(target)
 
 
+# The ingest job's JVMs only schedule tasks and pass small Arrow batches: their CPU per job is mostly C2 JIT
+# compilation (driver JVM 0.66-0.77 s per ingest job at local[2], 0.15-0.23 s with C1 only: BENCHMARKS.md).
+# Default options, so a user's spark.driver/executor.extraJavaOptions still come after them and win; stats and
+# diff, whose JVM work is long aggregations and joins, keep the full JIT.
+INGEST_JVM_OPTIONS = "-XX:+IgnoreUnrecognizedVMOptions -XX:TieredStopAtLevel=1"
+INGEST_CONF = {"spark.driver.defaultJavaOptions": INGEST_JVM_OPTIONS,
+               "spark.executor.defaultJavaOptions": INGEST_JVM_OPTIONS}
+
+
 class PipelineSetupError(RuntimeError):
     """A pipeline job cannot start because an optional dependency is missing."""
 
@@ -85,6 +94,8 @@ def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatc
     rows: list[dict] = []
     rows.extend(dict(r, record="session") for r in result.sessions)
     rows.extend(dict(r, record="problem") for r in result.problems)
+    if part_json is not None and not result.numbered:           # the first pass's numbering did not hold
+        rows.append({"record": "unnumbered", "source_file": result.path})
     if part_json is not None:                                   # what split.renumber needs, one row a connection
         rows.extend({"record": "connection", "source_file": result.path, "session_id": c["session_id"],
                      "offset": c["first_offset"], "request_time_us": None if c["first_call"] is None else
@@ -99,7 +110,10 @@ def _ingest_part(path: str, spec: dict) -> Any:
     """One part of a capture split by session; part 0 carries the first pass's own findings (split.plan)."""
     from qm2qm.pipeline.split import Part, ingest_part
     keys = [(bytes.fromhex(a), bytes.fromhex(b)) for a, b in spec["keys"]]
-    result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0))
+    expect = spec.get("expect")                 # [session_id, first_offset, first_call, connection_id, session_seq]
+    result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0,
+                                    None if expect is None else [e[:3] for e in expect],
+                                    None if expect is None else {e[0]: (e[3], e[4]) for e in expect}))
     head = spec.get("head")
     if head is not None:
         result.problems[:0] = head["problems"]
@@ -177,7 +191,8 @@ def plan_tasks(paths: list[str], parallelism: int, split_min_bytes: int = SPLIT_
         head, planned = plan(path, parts)
         head.count("file_bytes", size)
         for index, part in enumerate(planned):
-            spec = {"keys": [[a.hex(), b.hex()] for a, b in part.keys], "start": part.start, "stop": part.stop}
+            spec = {"keys": [[a.hex(), b.hex()] for a, b in part.keys], "start": part.start, "stop": part.stop,
+                    "expect": [[*e, *part.numbers[e[0]]] for e in part.expect]}
             if index == 0:
                 spec["head"] = {"problems": head.problems, "counters": head.counters}
             tasks.append((path, json.dumps(spec), part.bytes))
@@ -238,8 +253,10 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
         kinds.setdefault(row["record"], []).append(row)
     sessions, problems = kinds.get("session", []), kinds.get("problem", [])
     split_files = {p for p, part, _ in tasks if part}
+    # parts whose first-pass numbering held wrote their calls numbered file-wide; the others are renumbered here
+    unnumbered = {str(Path(r["source_file"])) for r in kinds.get("unnumbered", [])}
     if split_files:
-        _renumber_split(spark, tasks, kinds, calls_dir, sessions)
+        _renumber_split(spark, tasks, kinds, calls_dir, sessions, unnumbered)
     problems += _split_file_problems(split_files, kinds)
     (out / "sessions").mkdir()
     (out / "problems").mkdir()
@@ -247,7 +264,7 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     pq.write_table(schema.table(problems, schema.PROBLEM_SCHEMA), out / "problems" / "part-00000.parquet")
     summary = {"files": len(paths), "per_file": {}, "totals": {}, "master": spark.sparkContext.master,
                "executors": executor_count(spark), "tasks": len(tasks), "spark_tasks": len(bundles),
-               "split_files": len(split_files)}
+               "split_files": len(split_files), "renumbered_files": len(unnumbered)}
     for row in kinds.get("file", []):
         per_file = summary["per_file"].setdefault(row["source_file"], {})
         for key, value in json.loads(row["counters"]).items():
@@ -259,10 +276,11 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
 
 
 def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls_dir: Path,
-                    sessions: list[dict]) -> None:
-    """Number the sessions of split captures file-wide (split.renumber): session rows here, calls part files in
-    parallel tasks. (A barrier stage exchanging the connections with allGather saves this job's CPU but waits up
-    to a second more: Spark polls the barrier each second; measured slower on a 100,000-call capture.)"""
+                    sessions: list[dict], unnumbered: set[str]) -> None:
+    """Number the sessions of split captures file-wide (split.renumber): session rows here, and the calls part
+    files of the ``unnumbered`` captures (whose first-pass numbering did not hold) in parallel tasks. (A barrier
+    stage exchanging the connections with allGather saves this job's CPU but waits up to a second more: Spark
+    polls the barrier each second; measured slower on a 100,000-call capture.)"""
     from qm2qm.pipeline.split import renumber
 
     by_file: dict[str, list[dict]] = {}
@@ -276,8 +294,9 @@ def _renumber_split(spark: Any, tasks: list, kinds: dict[str, list[dict]], calls
         if known is not None:
             row["connection_id"], row["session_seq"] = known
     jobs = [(str(calls_dir / f"part-{i:05d}.parquet"), json.dumps(numbers.get(path, {})))
-            for i, (path, part, _) in enumerate(tasks) if part]
-    spark.sparkContext.parallelize(jobs, max(1, len(jobs))).foreach(_renumber_file)
+            for i, (path, part, _) in enumerate(tasks) if part and str(Path(path)) in unnumbered]
+    if jobs:
+        spark.sparkContext.parallelize(jobs, len(jobs)).foreach(_renumber_file)
 
 
 def _split_file_problems(split_files: set[str], kinds: dict[str, list[dict]]) -> list[dict]:

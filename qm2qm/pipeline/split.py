@@ -3,69 +3,210 @@ reads only frame headers and assigns whole connections to parts of about equal b
 its own (capture.ingest_capture with ``keep``); connection and session numbers are then made file-wide again."""
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from qm2qm.pipeline.capture import IngestResult, ingest_capture, report_link_type, report_unknown_interfaces
-from qm2qm.pipeline.pcapfile import SUPPORTED_LINKTYPES, CaptureError, flow_key, read_frames
+from qm2qm.pipeline.pcapfile import (LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES, CaptureError, Frame, PcapRecords,
+                                     address_text, flow_key, raw_flow_key, read_frames, sniff, tcp_segment)
+from qm2qm.pipeline.tcp import FIN, RST, SYN
 
 FlowKey = tuple[bytes, bytes]
+# A connection as the first pass predicts it and a part finds it: (session_id, first_offset, first_call)
+Found = tuple[str, int, tuple[int, int] | None]
+ACK = 0x10
 
 
 @dataclass
 class Part:
-    """Whole TCP connections of one capture, and the file offsets of their first and last records."""
+    """Whole TCP connections of one capture, and the file offsets of their first and last records. ``expect``: the
+    connections the first pass predicts for this part, ``numbers`` their file-wide (connection_id, session_seq);
+    the part applies the numbers only when it finds exactly the connections expected (ingest_part)."""
     keys: list[FlowKey]
     start: int
     stop: int
     bytes: int
+    expect: list[Found] | None = None
+    numbers: dict[str, tuple[int, int | None]] | None = None
+
+
+class _Connection:
+    """One TCP connection as capture._segment opens them (a 4-tuple reused after data or a close is a new one)."""
+    __slots__ = ("key", "session_id", "first_offset", "first_call", "saw_data", "closed")
+
+    def __init__(self, key: FlowKey, session_id: str, first_offset: int) -> None:
+        self.key, self.session_id, self.first_offset = key, session_id, first_offset
+        self.first_call: tuple[int, int] | None = None
+        self.saw_data = self.closed = False
+
+
+class _Scan:
+    """The first pass's state: per flow key its span, and the connections ingest will open with a guess of each
+    one's first call (time, call_id): the first TCP payload that opens with a whole request PDU (C706 12.6.4.9)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.head = IngestResult(str(path))
+        self.spans: dict[FlowKey, list[int]] = {}              # key -> [first offset, last offset, bytes]
+        self.current: dict[FlowKey, _Connection] = {}
+        self.connections: list[_Connection] = []
+        self.prefixes: dict[str, int] = {}
+        self.warned: set[int] = set()
+
+    def frame(self, frame: Frame) -> None:
+        """One frame read as a Frame (any link type): as flow_key and tcp_segment read it."""
+        key = flow_key(frame)
+        if key is None:
+            self.head.count("frames")
+            self.head.count("capture_bytes", len(frame.data))
+            if frame.linktype in SUPPORTED_LINKTYPES:
+                self.head.count("non_tcp_frames")
+            else:
+                report_link_type(self.head.path, frame, self.warned, self.head)
+            return
+        self.span(key, frame.offset, len(frame.data))
+        seg = tcp_segment(frame)
+        if seg is not None:
+            conn = self.connection(key, seg.flags, frame.offset, lambda: (seg.src, seg.sport, seg.dst, seg.dport))
+            self.segment(conn, seg.flags, seg.payload, 0, len(seg.payload), frame.time_us)
+
+    def span(self, key: FlowKey, offset: int, size: int) -> None:
+        span = self.spans.get(key)
+        if span is None:
+            self.spans[key] = [offset, offset, size]
+        else:
+            span[1] = offset
+            span[2] += size
+
+    def connection(self, key: FlowKey, flags: int, offset: int, ends: Any) -> _Connection:
+        """The connection a segment belongs to, opened as capture._segment opens it; ``ends()`` gives
+        (src, sport, dst, dport) of the segment, asked only when a connection opens."""
+        conn = self.current.get(key)
+        if flags & SYN and not flags & ACK and conn is not None and (conn.saw_data or conn.closed):
+            conn = None
+        if conn is None:
+            src, sport, dst, dport = ends()
+            prefix = f"{src}:{sport}-{dst}:{dport}"
+            n = self.prefixes.get(prefix, 0)
+            self.prefixes[prefix] = n + 1
+            conn = self.current[key] = _Connection(key, prefix + (f"#{n}" if n else ""), offset)
+            self.connections.append(conn)
+        return conn
+
+    @staticmethod
+    def segment(conn: _Connection, flags: int, data: bytes, at: int, size: int, time_us: int | Any) -> None:
+        """A segment of ``size`` payload bytes at data[at:]; ``time_us`` may be a callable (made on demand)."""
+        if size:
+            conn.saw_data = True
+            # a whole little-endian request PDU with PFC_FIRST_FRAG | PFC_LAST_FRAG (C706 12.6.3.1, 12.6.4.9)
+            if conn.first_call is None and size >= 24 and data[at] == 5 and data[at + 1] <= 1 \
+                    and data[at + 2] == 0 and data[at + 3] & 3 == 3 and data[at + 4] & 0xF0 == 0x10 \
+                    and 24 <= (data[at + 8] | data[at + 9] << 8) <= size:
+                conn.first_call = (time_us() if callable(time_us) else time_us,
+                                   int.from_bytes(data[at + 12:at + 16], "little"))
+        if flags & (FIN | RST):
+            conn.closed = True
+
+
+def _scan_pcap(scan: _Scan, fh: Any, magic: bytes) -> None:
+    """The first pass over a pcap: Ethernet/IPv4/TCP frames are read in the read buffer (the fields
+    pcapfile._ipv4_tcp reads, no Frame made), any other frame as a Frame."""
+    records = PcapRecords(fh, magic)
+    linktype, per_second = records.linktype, records.per_second
+    ethernet = linktype == LINKTYPE_ETHERNET
+    spans, current, connection, segment = scan.spans, scan.current, scan.connection, scan.segment
+    for buf, d, end, offset, sec, frac in records.records():
+        key = raw_flow_key(buf, d, end) if ethernet else None
+        if key is None:
+            scan.frame(Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[d:end], offset))
+            continue
+        span = spans.get(key)
+        if span is None:
+            spans[key] = [offset, offset, end - d]
+        else:
+            span[1] = offset
+            span[2] += end - d
+        flags = buf[d + 47]
+        conn = current.get(key)
+        if conn is not None and conn.saw_data and conn.first_call is not None and not flags & (SYN | FIN | RST):
+            continue                                               # the common frame: nothing left to learn
+        total = buf[d + 16] << 8 | buf[d + 17]
+        ip_end = 14 + total if total else end - d                  # total 0: segmentation offload, as dpkt
+        tcp_len = (buf[d + 46] >> 4) << 2
+        if ip_end < 54 or tcp_len < 20:                            # as tcp_segment: not a segment
+            continue
+        if conn is None or flags & SYN and not flags & ACK:
+            conn = connection(key, flags, offset, lambda: (
+                address_text(socket.AF_INET, buf[d + 26:d + 30]), buf[d + 34] << 8 | buf[d + 35],
+                address_text(socket.AF_INET, buf[d + 30:d + 34]), buf[d + 36] << 8 | buf[d + 37]))
+        at = d + 34 + tcp_len
+        size = min(ip_end, end - d) - 34 - tcp_len
+        if size > 0 or flags & (FIN | RST):
+            segment(conn, flags, buf, at, max(size, 0),
+                    lambda: sec * 1_000_000 + frac * 1_000_000 // per_second)
 
 
 def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
     """First pass over frame headers only: (what the parts will not see: frames of no TCP connection, unsupported
     link types, an unreadable record; the parts). Connections, in order of their first frame, are cut into at most
-    ``parts`` runs of about equal captured bytes, so each part reads a narrow range of the file."""
-    head = IngestResult(str(path))
-    spans: dict[FlowKey, list[int]] = {}                  # key -> [first offset, last offset, bytes]
-    warned: set[int] = set()
+    ``parts`` runs of about equal captured bytes, so each part reads a narrow range of the file. Each part also
+    carries the numbering the pass predicts (Part.expect, Part.numbers)."""
+    scan = _Scan(path)
+    head = scan.head
     try:
         with open(path, "rb") as fh:
-            for frame in read_frames(fh):
-                key = flow_key(frame)
-                if key is None:
-                    head.count("frames")
-                    head.count("capture_bytes", len(frame.data))
-                    if frame.linktype in SUPPORTED_LINKTYPES:
-                        head.count("non_tcp_frames")
-                    else:
-                        report_link_type(path, frame, warned, head)
-                    continue
-                span = spans.get(key)
-                if span is None:
-                    spans[key] = [frame.offset, frame.offset, len(frame.data)]
-                else:
-                    span[1] = frame.offset
-                    span[2] += len(frame.data)
+            magic = fh.read(4)
+            if sniff(magic) == "pcap":
+                _scan_pcap(scan, fh, magic)
+            else:
+                fh.seek(0)
+                for frame in read_frames(fh):
+                    scan.frame(frame)
     except OSError as exc:
         head.report("unreadable", None, f"{path}: cannot open: {exc.strerror or exc}")
     except CaptureError as exc:
         head.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
+    spans = scan.spans
     share = sum(span[2] for span in spans.values()) / max(1, min(parts, len(spans)))
     out: list[Part] = []
     done = 0
+    owner: dict[FlowKey, Part] = {}
     for key, (first, last, size) in spans.items():            # dicts keep first-frame order
         if not out or (done >= share * len(out) and len(out) < parts):
-            out.append(Part([], first, last, 0))
-        part = out[-1]
+            out.append(Part([], first, last, 0, [], {}))
+        part = owner[key] = out[-1]
         part.keys.append(key)
         part.start, part.stop, part.bytes = min(part.start, first), max(part.stop, last), part.bytes + size
         done += size
+    numbers = renumber([{"session_id": c.session_id, "first_offset": c.first_offset, "first_call": c.first_call}
+                        for c in scan.connections])
+    for conn in scan.connections:
+        part = owner[conn.key]
+        part.expect.append((conn.session_id, conn.first_offset, conn.first_call))
+        part.numbers[conn.session_id] = numbers[conn.session_id]
     return head, out
 
 
 def ingest_part(path: str | Path, part: Part) -> IngestResult:
-    """The calls of one part's connections (capture.ingest_capture with ``keep``)."""
-    return ingest_capture(path, keep=frozenset(part.keys), start=part.start, stop=part.stop)
+    """The calls of one part's connections (capture.ingest_capture with ``keep``), numbered file-wide when the
+    part finds exactly the connections the first pass predicted (``numbered``); else merge/renumber must."""
+    result = ingest_capture(path, keep=frozenset(part.keys), start=part.start, stop=part.stop)
+    if part.expect is not None and part.numbers is not None and found(result) == sorted(map(_found, part.expect)):
+        apply_numbers(result.calls, part.numbers)
+        apply_numbers(result.sessions, part.numbers)
+        result.numbered = True
+    return result
+
+
+def _found(entry: Any) -> Found:
+    session_id, first_offset, first_call = entry
+    return session_id, first_offset, None if first_call is None else tuple(first_call)
+
+
+def found(result: IngestResult) -> list[Found]:
+    """The connections an ingest opened, as the first pass predicts them (sorted)."""
+    return sorted(_found((c["session_id"], c["first_offset"], c["first_call"])) for c in result.connections)
 
 
 def renumber(connections: list[dict]) -> dict[str, tuple[int, int | None]]:

@@ -19,7 +19,7 @@ from qm2qm.pipeline.ingest import ingest_file
 from qm2qm.pipeline.spark_jobs import bundle_tasks, plan_tasks
 from qm2qm.rpc.events import ContextItem
 from qm2qm.rpc.interface import NDR20
-from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, build_request
+from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, build_request, fragment_request
 
 from tests.pipeline.test_capture import SERVER, Wire
 
@@ -65,6 +65,25 @@ def _capture(path, pcapng: bool) -> None:
         fh.truncate(fh.seek(0, 2) - 7)
 
 
+def _fragmented_first_call_capture(path) -> None:
+    """Three sessions; the second one's first request comes in two fragments, which the first pass does not
+    recognize as a call (it guesses the session's next request instead)."""
+    sink = PcapSink(path)
+    _session(Wire(sink, client=("10.0.0.1", 50000), server=SERVER), calls=2)
+    wire = Wire(sink, client=("10.0.0.1", 50001), server=SERVER)
+    wire.send(True, build_bind(1, [ContextItem(0, (QM2QM_UUID, 1, 0), (NDR,))]))
+    wire.send(False, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
+                                    assoc_group_id=3, secondary_address="2105", results=[(0, 0, NDR)]))
+    for frag in fragment_request(2, 0, 8, bytes(100), 24 + 16 + 24):
+        wire.send(True, frag)
+    out = bytearray()
+    append_response(out, 2, 0, VERSION, 5840)
+    wire.send(False, bytes(out))
+    wire.send(True, build_request(3, 0, 8, b""))
+    _session(Wire(sink, client=("10.0.0.1", 50002), server=SERVER), calls=2)
+    sink.close()
+
+
 def _rows(result):
     by_seq = lambda r: (r["session_seq"] if r["session_seq"] is not None else -1, r["session_id"],  # noqa: E731
                         r.get("call_index") or 0)
@@ -82,6 +101,31 @@ def test_merged_parts_are_the_unsplit_ingest(tmp_path, pcapng, parts):
     assert any(c["session_id"].endswith("#1") for c in whole.calls)
     assert whole.counters["non_tcp_frames"] == 1
     assert _rows(split.ingest_split(path, parts)) == _rows(whole)
+
+
+@pytest.mark.parametrize("pcapng", [False, True], ids=["pcap", "pcapng"])
+def test_parts_number_their_rows_file_wide_when_the_first_pass_predicted_their_connections(tmp_path, pcapng):
+    """A 4-tuple reused, a UDP frame, a cut last record: each part finds the connections the first pass
+    predicted, so its own rows already carry the unsplit ingest's connection_id and session_seq."""
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng)
+    whole = ingest_capture(path)
+    _head, parts = split.plan(path, 3)
+    results = [split.ingest_part(path, part) for part in parts]
+    assert [r.numbered for r in results] == [True] * 3
+    assert _numbering(c for r in results for c in r.calls) == _numbering(whole.calls)
+    assert _numbering(s for r in results for s in r.sessions) == _numbering(whole.sessions)
+
+
+def test_a_part_whose_connections_differ_from_the_prediction_is_left_to_renumber(tmp_path):
+    path = tmp_path / "c.pcap"
+    _fragmented_first_call_capture(path)
+    whole = ingest_capture(path)
+    _head, parts = split.plan(path, 3)
+    results = [split.ingest_part(path, part) for part in parts]
+    fragmented = [any(s.startswith("10.0.0.1:50001-") for s, _, _ in part.expect) for part in parts]
+    assert [r.numbered for r in results] == [not f for f in fragmented] and any(fragmented) and not all(fragmented)
+    assert _rows(split.merge([_head, *results])) == _rows(whole)
 
 
 def test_plan_keeps_connections_whole_and_parts_balanced(tmp_path):
@@ -143,9 +187,10 @@ def _frames(path) -> list[bytes]:
 
 def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
     """Ethernet/IPv4/TCP frames with options, fragments, truncation and bad lengths: the struct-based reader
-    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none."""
+    (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none; the in-buffer flow key
+    (pcapfile.raw_flow_key) names the addresses and ports dpkt reads."""
     import random
-    from qm2qm.pipeline.pcapfile import Frame, tcp_segment
+    from qm2qm.pipeline.pcapfile import Frame, raw_flow_key, tcp_segment
     path = tmp_path / "c.pcap"
     _capture(path, pcapng=False)
     rng = random.Random(7)
@@ -159,6 +204,12 @@ def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
                 variants.append(bytes(mutated))
         for raw in variants:
             got = tcp_segment(Frame(0, 1, raw, 0))
+            raw_key, dpkt_seg = raw_flow_key(raw, 0, len(raw)), _dpkt_segment(raw)
+            assert raw is not data or (raw_key is None) == (dpkt_seg is None)
+            if raw_key is not None and dpkt_seg is not None:                   # read in place as dpkt reads it
+                src = socket.inet_aton(dpkt_seg[0]) + dpkt_seg[1].to_bytes(2, "big")
+                dst = socket.inet_aton(dpkt_seg[2]) + dpkt_seg[3].to_bytes(2, "big")
+                assert raw_key == (min(src, dst), max(src, dst))
             assert (None if got is None else (got.src, got.sport, got.dst, got.dport, got.seq, got.flags,
                                               got.payload)) == _dpkt_segment(raw), raw.hex()
             checked += 1
@@ -191,7 +242,19 @@ def test_a_split_capture_in_bundled_tasks_is_numbered_as_an_unsplit_ingest(spark
     assert len({c["session_id"] for c in expected.calls}) > 2
     summary = spark_jobs.ingest(spark, [str(path)], tmp_path / "a", split_min_bytes=1)
     assert (summary["split_files"], summary["spark_tasks"]) == (1, 2) and summary["tasks"] > 2
+    assert summary["renumbered_files"] == 0                 # every part numbered itself from the first pass
     assert _numbering(pq.read_table(tmp_path / "a" / "calls").to_pylist()) == _numbering(expected.calls)
     assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
     assert sorted((p["kind"], p["offset"]) for p in summary["problems"]) == \
            sorted((p["kind"], p["offset"]) for p in expected.problems)
+
+
+def test_a_split_capture_whose_prediction_failed_is_renumbered_by_the_job(spark, tmp_path):
+    import pyarrow.parquet as pq
+    path = tmp_path / "c.pcap"
+    _fragmented_first_call_capture(path)
+    expected = ingest_file(path)
+    summary = spark_jobs.ingest(spark, [str(path)], tmp_path / "a", split_min_bytes=1)
+    assert (summary["split_files"], summary["renumbered_files"]) == (1, 1)
+    assert _numbering(pq.read_table(tmp_path / "a" / "calls").to_pylist()) == _numbering(expected.calls)
+    assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
