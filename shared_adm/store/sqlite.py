@@ -9,10 +9,16 @@ only at checkpoints; pass ``synchronous="FULL"`` to fsync the WAL on every commi
 group commit, not per message) when that matters.
 
 Group commit: mutations are recorded on the caller's thread into an in-memory pending batch,
-coalesced per key (cheap, no I/O). One writer thread takes the whole batch and commits it in one
-SQLite transaction. ``await durable()`` / ``flush()`` wait for the batch holding every mutation
-recorded before the call; a commit failure is logged and raised to those waiters, and the batch is
-kept and retried (in order, before newer batches) on the next commit.
+coalesced per key (cheap, no I/O), and committed whole in one SQLite transaction. ``await durable()`` /
+``flush()`` wait for the batch holding every mutation recorded before the call; a commit failure is logged
+and raised to those waiters, and the batch is kept and retried (in order, before newer batches) by the
+writer thread after a back-off. Who commits: under NORMAL a commit is write(2)s, so the event loop's thread
+commits what durable() waits for itself, at the end of the loop turn (every ACK of the turn in one commit),
+or -- while a message Locked in the last ``group_wait_ms`` is not yet deleted, its ACK on its way -- when
+that ACK came or ``group_wait_ms`` passed; no thread hand-off per commit. The writer thread commits under
+FULL (an fsync per commit), for flush(), what nobody awaits (after ``commit_interval_ms``) and failed
+batches, and checkpoints the WAL (on its own connection; ``wal_autocheckpoint`` is off, so no checkpoint
+runs inside a commit on the event loop).
 
 Rows (schema 2): a message row holds the compact form its MessagePosition holds (shared_adm/compact.py), so a
 start-up reads it as it is; ``compact.check_stored`` proves each one unpacks to plain data before it is used (the
@@ -53,6 +59,9 @@ _FILE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
 _STATE_CODES = {"Available": 0, "Locked": 1, "PurgePending": 2, "Deleted": 3}
 _STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
 _LOCKED = _STATE_CODES["Locked"]
+_CHECKPOINT_BYTES = 1000 * 4096     # SQLite's default wal_autocheckpoint (pages) at the default page size
+_CHECK_EVERY = 64                   # loop-thread commits between two looks at the WAL's size
+_RETRY_S = 0.001                    # the loop thread found the writer holding the connection: it tries again then
 
 # LookupIdentifier and the sequential id are 64-bit unsigned; SQLite INTEGER is signed. Shifting by
 # 2**63 maps [0, 2**64) onto the signed range and keeps the order, so ORDER BY stays enqueue order.
@@ -204,8 +213,10 @@ class _Waiter:
             self.future.set_exception(error)
 
 
-def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
-    """Settle every waiter of one commit: one call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
+def _resolve_all(waiters: list[_Waiter], error: str | None,
+                 here: asyncio.AbstractEventLoop | None = None) -> None:
+    """Settle every waiter of one commit: those of ``here`` (the loop running this) at once, the others with one
+    call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
     for waiter in waiters:
         if waiter.loop is None:
@@ -213,6 +224,9 @@ def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
         else:
             by_loop.setdefault(waiter.loop, []).append(waiter)
     for loop, group in by_loop.items():
+        if loop is here:
+            _settle_all(group, error)
+            continue
         try:
             loop.call_soon_threadsafe(_settle_all, group, error)
         except RuntimeError:        # the loop is closed: nobody is awaiting any more
@@ -245,6 +259,7 @@ class SqliteStore:
         if not commit_interval_ms >= 0:
             raise ValueError(f"commit_interval_ms must be >= 0, not {commit_interval_ms!r}")
         self.path = _resolve_path(data_dir_or_file_path)
+        self._wal_path = self.path.with_name(self.path.name + "-wal")
         if not group_wait_ms >= 0:
             raise ValueError(f"group_wait_ms must be >= 0, not {group_wait_ms!r}")
         self._interval = commit_interval_ms / 1000.0
@@ -266,10 +281,20 @@ class SqliteStore:
         # changes state: a recent one's ACK is probably on its way, and a commit held for it carries it too.
         self._locked: dict[tuple[str, int], float] = {}
         self._hold: asyncio.TimerHandle | None = None  # waiters held for those ACKs until this fires
+        self._hold_loop: asyncio.AbstractEventLoop | None = None
+        # NORMAL: a commit is write(2)s into the WAL, no fsync, so the loop thread commits an awaited batch itself
+        # (no writer wake-up, GIL hand-off or call_soon_threadsafe per commit); FULL fsyncs: the writer thread.
+        self._inline = synchronous == "NORMAL"
+        self._checkpoint_due = False                # the writer checkpoints the WAL when it has grown
+        self._writer_idle = False                   # the writer waits with no deadline: a first mutation wakes it
+        self._checkpointer: sqlite3.Connection | None = None    # the writer thread's own, for checkpoints
+        self._dirty_since = 0.0                     # monotonic time of the pending batch's first mutation
+        self._unchecked = 0                         # commits on the loop thread since the WAL's size was looked at
         self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
         self._waiters: list[_Waiter] = []
         self._closed = False
-        self._broken: BaseException | None = None  # the writer thread died of this
+        self._broken: BaseException | None = None  # the commit path died of this (_die)
+        self._broken_where = ""
         self.commits = 0                            # transactions committed (for benchmarks and tests)
         self.on_commit = None                       # callable(seconds) after each commit, on the writer thread
         self._writer = threading.Thread(target=self._run_writer, name=f"SqliteStore writer {self.path}",
@@ -302,6 +327,9 @@ class SqliteStore:
             if mode.lower() != "wal":
                 raise self._fail(f"cannot switch to WAL journal mode (got {mode!r})")
             conn.execute(f"PRAGMA synchronous={synchronous}")
+            # Checkpoints (a write of the WAL's pages into the database and, under NORMAL, two fsyncs) are the
+            # writer thread's, never inside a commit the event loop's thread makes (_maybe_checkpoint).
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             conn.execute("PRAGMA cache_size=-65536")        # 64 MiB: load() and large batches
             conn.execute("BEGIN IMMEDIATE")                  # proves the file and directory are writable
             try:
@@ -588,11 +616,14 @@ class SqliteStore:
             self._nudge()
 
     def _nudge(self) -> None:
-        # Wake the writer only on the first mutation of a batch, to start its commit_interval_ms
-        # clock; a waiter (durable/flush) wakes it at once through _demand.
+        # Wake the writer only on the first mutation of a batch and only when it sleeps with no deadline, to start
+        # its commit_interval_ms clock (woken once per loop-thread commit otherwise: a futex wake and a GIL hand-off
+        # each); a waiter (durable/flush) wakes it at once through _demand.
         if not self._dirty:
             self._dirty = True
-            self._wake.notify()
+            self._dirty_since = time.monotonic()
+            if self._writer_idle:
+                self._wake.notify()
 
     # ---- waiting -----------------------------------------------------------------------------
 
@@ -601,7 +632,7 @@ class SqliteStore:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
             if self._broken is not None:
-                raise StoreError(f"{self.path}: the store writer thread died: {self._broken!r}")
+                raise StoreError(f"{self.path}: the store {self._broken_where} died: {self._broken!r}")
             target = self._pending_seq if self._dirty else self._pending_seq - 1
             if target <= self._committed_seq:
                 return None
@@ -615,6 +646,7 @@ class SqliteStore:
                 # recently Locked messages (bounded), else ask at the end of this loop turn.
                 if self._recent_lock():
                     self._hold = loop.call_later(self._group_wait, self._end_hold)
+                    self._hold_loop = loop
                 else:
                     self._asking = True
                     loop.call_soon(self._ask_at_turn_end)
@@ -629,13 +661,14 @@ class SqliteStore:
         if self._hold is not None and not self._recent_lock():
             self._hold.cancel()
             self._hold = None
-            self._ask()
+            if not self._asking:
+                self._asking = True
+                self._hold_loop.call_soon(self._ask_at_turn_end)
 
     def _end_hold(self) -> None:
         with self._lock:
             self._hold = None
-            if self._waiters:
-                self._ask()
+        self._commit_here()
 
     def _ask(self) -> None:
         if not self._demand:                # the writer is told once; later waiters join the same commit
@@ -645,8 +678,58 @@ class SqliteStore:
     def _ask_at_turn_end(self) -> None:
         with self._lock:
             self._asking = False
-            if self._waiters:
-                self._ask()
+        self._commit_here()
+
+    def _commit_here(self) -> None:
+        """Commit what the waiters wait for on this (the event loop's) thread; while the writer thread holds the
+        connection (a checkpoint, a commit nobody awaited) it is retried _RETRY_S later (handing it to the writer
+        instead made the writer commit every batch that followed, measured). It is the writer's under FULL and while
+        a failed batch waits for its retry."""
+        batches = None
+        if self._inline and self._db_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    if self._waiters and not (self._closed or self._failed or self._broken is not None):
+                        batches = self._take() or None
+                if batches:
+                    ready, error = self._commit_taken(batches)
+            except BaseException as exc:    # a defect, not a commit error (those are returned): fail, never hang
+                self._db_lock.release()
+                self._die(exc, "commit on the event loop")
+                return
+            self._db_lock.release()
+        elif self._inline:
+            with self._lock:
+                if not self._waiters:
+                    return
+                if not self._closed and self._broken is None:
+                    if not self._asking:
+                        self._asking = True
+                        asyncio.get_running_loop().call_later(_RETRY_S, self._ask_at_turn_end)
+                    return
+        if batches is None:
+            with self._lock:
+                if self._waiters:
+                    self._ask()
+            return
+        self._unchecked += 1
+        if self._unchecked >= _CHECK_EVERY:
+            self._unchecked = 0
+            self._check_wal()
+        if ready:
+            _resolve_all(ready, error, asyncio.get_running_loop())
+
+    def _check_wal(self) -> None:
+        """Hand the writer thread a checkpoint once the WAL holds about SQLite's default autocheckpoint (1,000
+        pages): a checkpoint writes pages into the database and, under NORMAL, fsyncs twice -- never on the loop."""
+        try:
+            grown = os.stat(self._wal_path).st_size >= _CHECKPOINT_BYTES
+        except OSError:
+            grown = True                    # let the writer find out
+        if grown:
+            with self._lock:
+                self._checkpoint_due = True
+                self._wake.notify()
 
     async def durable(self) -> None:
         """Return once every mutation recorded before the call is committed (group commit)."""
@@ -692,75 +775,124 @@ class SqliteStore:
         try:
             self._writer_loop()
         except BaseException as exc:        # a bug here must not leave durable() callers hanging
-            log.critical("%s: the store writer thread died", self.path, exc_info=True)
-            with self._lock:
+            self._die(exc, "writer thread")
+        finally:
+            if self._checkpointer is not None:
+                self._checkpointer.close()
+
+    def _die(self, exc: BaseException, where: str) -> None:
+        """A defect in the commit path (not a commit error): every waiter, and every later call, gets a StoreError
+        naming it; nothing is committed any more (a lost batch must not be passed by newer ones)."""
+        log.critical("%s: the store %s died", self.path, where, exc_info=(type(exc), exc, exc.__traceback__))
+        with self._lock:
+            if self._broken is None:
                 self._broken = exc
-                waiters, self._waiters = self._waiters, []
-            for waiter in waiters:
-                waiter.resolve(StoreError(f"{self.path}: the store writer thread died: {exc!r}"))
+                self._broken_where = where
+            waiters, self._waiters = self._waiters, []
+            self._wake.notify()
+        for waiter in waiters:
+            waiter.resolve(StoreError(f"{self.path}: the store {where} died: {exc!r}"))
 
     def _writer_loop(self) -> None:
         closed = False
         while not closed:
             with self._lock:
-                deadline = None
-                while not self._closed and not self._demand:
+                retry_at = None
+                while not self._closed and not self._demand and not self._checkpoint_due:
                     if not self._dirty and not self._failed:
-                        deadline = None
+                        retry_at = None
+                        self._writer_idle = True
                         self._wake.wait()
+                        self._writer_idle = False
                         continue
                     now = time.monotonic()
-                    if deadline is None:
-                        deadline = now + (self._retry_delay if self._failed else self._interval)
+                    if self._failed:
+                        if retry_at is None:
+                            retry_at = now + self._retry_delay
+                        deadline = retry_at
+                    else:                   # the batch's own age: one the loop thread took is not waited for
+                        deadline = self._dirty_since + self._interval
                     if now >= deadline:
                         break
                     self._wake.wait(deadline - now)
+                if self._broken is not None:
+                    return
                 closed = self._closed       # closing: commit what is left once, then stop
+                now = time.monotonic()      # a wake for a checkpoint alone leaves the batch to the loop thread
+                commit = self._demand or closed or (self._failed and (retry_at is None or now >= retry_at)) or (
+                    self._dirty and now >= self._dirty_since + self._interval)
                 self._demand = False
-                if self._dirty:
-                    self._failed.append((self._pending_seq, self._pending))
-                    self._pending = _Batch()
-                    self._pending_seq += 1
-                    self._dirty = False
-                batches = self._failed
-                self._failed = []
-                if not batches:
-                    continue
-            started = time.perf_counter()
-            error = self._commit(batches)
-            if error is None and self.on_commit is not None:
-                self.on_commit(time.perf_counter() - started)
-            with self._lock:
-                last = batches[-1][0]
-                if error is None:
-                    self._committed_seq = last
-                    self._retry_delay = 0.0
-                    self.commits += 1
-                else:
-                    self._failed = batches + self._failed
-                    self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
-                ready = [w for w in self._waiters if w.target <= last]
-                if ready:
-                    self._waiters = [w for w in self._waiters if w.target > last]
+                checkpoint, self._checkpoint_due = self._checkpoint_due, False
+            ready = batches = None
+            if commit:
+                with self._db_lock:         # taken before the batches: commits keep the order batches were taken
+                    with self._lock:
+                        batches = self._take()
+                    if batches:
+                        ready, error = self._commit_taken(batches)
             if ready:
-                _resolve_all(ready, None if error is None else f"{self.path}: commit failed: {error}")
+                _resolve_all(ready, error)
+            if batches or checkpoint:
+                self._maybe_checkpoint()
+
+    def _take(self) -> list[tuple[int, _Batch]]:
+        """The batches to commit now, oldest first (holding _lock): failed ones, then the pending one."""
+        if self._dirty:
+            self._failed.append((self._pending_seq, self._pending))
+            self._pending = _Batch()
+            self._pending_seq += 1
+            self._dirty = False
+        batches, self._failed = self._failed, []
+        return batches
+
+    def _commit_taken(self, batches: list[tuple[int, _Batch]]) -> tuple[list[_Waiter], str | None]:
+        """Commit taken batches (holding _db_lock); returns the waiters it settles and the failure, if any."""
+        started = time.perf_counter()
+        error = self._commit(batches)
+        if error is None and self.on_commit is not None:
+            self.on_commit(time.perf_counter() - started)
+        with self._lock:
+            last = batches[-1][0]
+            if error is None:
+                self._committed_seq = last
+                self._retry_delay = 0.0
+                self.commits += 1
+            else:
+                self._failed = batches + self._failed
+                self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
+                self._wake.notify()         # the writer retries it after the back-off
+            ready = [w for w in self._waiters if w.target <= last]
+            if ready:
+                self._waiters = [w for w in self._waiters if w.target > last]
+        return ready, None if error is None else f"{self.path}: commit failed: {error}"
+
+    def _maybe_checkpoint(self) -> None:
+        """Checkpoint the WAL once it holds about 1,000 pages, on the writer thread's own connection: commits go on
+        meanwhile (a PASSIVE checkpoint copies what is committed and never blocks a writer)."""
+        try:
+            if os.stat(self._wal_path).st_size < _CHECKPOINT_BYTES:
+                return
+            if self._checkpointer is None:
+                self._checkpointer = sqlite3.connect(self.path, isolation_level=None)
+            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (OSError, sqlite3.Error) as exc:     # the next look tries again
+            log.warning("%s: WAL checkpoint failed: %s", self.path, exc)
 
     def _commit(self, batches: list[tuple[int, _Batch]]) -> BaseException | None:
-        try:
-            with self._db_lock:
-                conn = self._conn
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for _, batch in batches:
-                        self._apply(conn, batch)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        try:
-                            conn.execute("ROLLBACK")
-                        except sqlite3.Error:   # keep the first error; SQLite rolls back on its own
-                            log.warning("%s: ROLLBACK after a failed commit failed", self.path, exc_info=True)
-                    raise
+        try:                                # (the caller holds _db_lock)
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for _, batch in batches:
+                    self._apply(conn, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:   # keep the first error; SQLite rolls back on its own
+                        log.warning("%s: ROLLBACK after a failed commit failed", self.path, exc_info=True)
+                raise
             return None
         except Exception as exc:
             # A full or read-only disk is the environment, not a defect: one line naming it, no traceback.

@@ -466,21 +466,24 @@ def test_directory_not_writable():
         os.rmdir(parent)
 
 
-async def test_a_dead_writer_thread_fails_waiters_instead_of_hanging(data_dir, caplog):
-    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+@pytest.mark.parametrize("synchronous, where", [("NORMAL", "commit on the event loop"), ("FULL", "writer thread")])
+async def test_a_dead_commit_path_fails_waiters_instead_of_hanging(data_dir, caplog, synchronous, where):
+    """A defect in the commit path (not a commit error) fails every waiter and every later call; under NORMAL the
+    event loop's thread commits what durable() waits for, under FULL the writer thread does."""
+    store = SqliteStore(data_dir, commit_interval_ms=60_000, synchronous=synchronous)
 
     def broken_commit(batches):
         raise RuntimeError("simulated bug in the writer")
 
-    store._commit = broken_commit       # a defect inside the writer loop itself, not a commit error
+    store._commit = broken_commit       # a defect inside the commit path itself, not a commit error
     store.put_message(_msg(1))
     with caplog.at_level(logging.CRITICAL, logger="shared_adm.store.sqlite"):
-        with pytest.raises(StoreError, match="writer thread died.*simulated bug"):
+        with pytest.raises(StoreError, match=f"{where} died.*simulated bug"):
             await store.durable()
-    assert any("writer thread died" in record.message for record in caplog.records)
-    with pytest.raises(StoreError, match="writer thread died"):
+    assert any(f"{where} died" in record.message for record in caplog.records)
+    with pytest.raises(StoreError, match=f"{where} died"):
         store.flush()
-    with pytest.raises(StoreError, match="writer thread died"):
+    with pytest.raises(StoreError, match=f"{where} died"):
         store.close()
     SqliteStore(data_dir).close()       # the file and its lock were released
 
