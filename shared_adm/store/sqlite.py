@@ -17,7 +17,7 @@ commits what durable() waits for itself, at the end of the loop turn (every ACK 
 or -- while a message Locked in the last ``group_wait_ms`` is not yet deleted, its ACK on its way -- when
 that ACK came or ``group_wait_ms`` passed; no thread hand-off per commit. The writer thread commits under
 FULL (an fsync per commit), for flush(), what nobody awaits (after ``commit_interval_ms``) and failed
-batches, and checkpoints the WAL (on its own connection; ``wal_autocheckpoint`` is off, so no checkpoint
+batches, and checkpoints the WAL (``wal_autocheckpoint`` is off on the connection, so no checkpoint
 runs inside a commit on the event loop).
 
 Rows (schema 2): a message row holds the compact form its MessagePosition holds (shared_adm/compact.py), so a
@@ -276,7 +276,8 @@ class SqliteStore:
         self._failed: list[tuple[int, _Batch]] = []  # taken batches whose commit failed, oldest first
         self._dirty = False                         # the pending batch holds something
         self._demand = False                        # a waiter wants a commit now
-        self._asking = False                        # a call_soon will raise _demand at the end of this loop turn
+        # the loop on which a call_soon/call_later of _ask_at_turn_end is pending (it commits at the end of the turn)
+        self._asking: asyncio.AbstractEventLoop | None = None
         # (queue, lookup) -> monotonic time its Locked state was recorded, oldest first, until it is deleted or
         # changes state: a recent one's ACK is probably on its way, and a commit held for it carries it too.
         self._locked: dict[tuple[str, int], float] = {}
@@ -287,7 +288,6 @@ class SqliteStore:
         self._inline = synchronous == "NORMAL"
         self._checkpoint_due = False                # the writer checkpoints the WAL when it has grown
         self._writer_idle = False                   # the writer waits with no deadline: a first mutation wakes it
-        self._checkpointer: sqlite3.Connection | None = None    # the writer thread's own, for checkpoints
         self._dirty_since = 0.0                     # monotonic time of the pending batch's first mutation
         self._unchecked = 0                         # commits on the loop thread since the WAL's size was looked at
         self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
@@ -640,7 +640,7 @@ class SqliteStore:
             self._waiters.append(waiter)
             if loop is None:
                 self._ask()
-            elif not self._asking and not self._demand and self._hold is None:
+            elif self._idle_for(loop):
                 # Telling the writer at once commits the first ACK alone and leaves the others on their way to
                 # the next commit (1.3 messages per commit at 4 clients, measured). So: wait for the ACKs of
                 # recently Locked messages (bounded), else ask at the end of this loop turn.
@@ -648,9 +648,17 @@ class SqliteStore:
                     self._hold = loop.call_later(self._group_wait, self._end_hold)
                     self._hold_loop = loop
                 else:
-                    self._asking = True
+                    self._asking = loop
                     loop.call_soon(self._ask_at_turn_end)
             return waiter
+
+    def _idle_for(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """No commit is asked for or scheduled yet (one scheduled on a loop since closed never runs: forgotten)."""
+        if self._asking is not None and self._asking.is_closed():
+            self._asking = None
+        if self._hold is not None and self._hold_loop.is_closed():
+            self._hold = None
+        return self._asking is None and not self._demand and self._hold is None
 
     def _recent_lock(self) -> bool:
         """A message Locked within group_wait_ms is not yet deleted (the newest is the last one recorded)."""
@@ -661,8 +669,8 @@ class SqliteStore:
         if self._hold is not None and not self._recent_lock():
             self._hold.cancel()
             self._hold = None
-            if not self._asking:
-                self._asking = True
+            if self._asking is None:
+                self._asking = self._hold_loop
                 self._hold_loop.call_soon(self._ask_at_turn_end)
 
     def _end_hold(self) -> None:
@@ -677,7 +685,7 @@ class SqliteStore:
 
     def _ask_at_turn_end(self) -> None:
         with self._lock:
-            self._asking = False
+            self._asking = None
         self._commit_here()
 
     def _commit_here(self) -> None:
@@ -703,9 +711,9 @@ class SqliteStore:
                 if not self._waiters:
                     return
                 if not self._closed and self._broken is None:
-                    if not self._asking:
-                        self._asking = True
-                        asyncio.get_running_loop().call_later(_RETRY_S, self._ask_at_turn_end)
+                    if self._asking is None:
+                        self._asking = asyncio.get_running_loop()
+                        self._asking.call_later(_RETRY_S, self._ask_at_turn_end)
                     return
         if batches is None:
             with self._lock:
@@ -776,9 +784,6 @@ class SqliteStore:
             self._writer_loop()
         except BaseException as exc:        # a bug here must not leave durable() callers hanging
             self._die(exc, "writer thread")
-        finally:
-            if self._checkpointer is not None:
-                self._checkpointer.close()
 
     def _die(self, exc: BaseException, where: str) -> None:
         """A defect in the commit path (not a commit error): every waiter, and every later call, gets a StoreError
@@ -830,10 +835,11 @@ class SqliteStore:
                         batches = self._take()
                     if batches:
                         ready, error = self._commit_taken(batches)
+            if batches or checkpoint:
+                with self._db_lock:
+                    self._maybe_checkpoint()
             if ready:
                 _resolve_all(ready, error)
-            if batches or checkpoint:
-                self._maybe_checkpoint()
 
     def _take(self) -> list[tuple[int, _Batch]]:
         """The batches to commit now, oldest first (holding _lock): failed ones, then the pending one."""
@@ -867,14 +873,13 @@ class SqliteStore:
         return ready, None if error is None else f"{self.path}: commit failed: {error}"
 
     def _maybe_checkpoint(self) -> None:
-        """Checkpoint the WAL once it holds about 1,000 pages, on the writer thread's own connection: commits go on
-        meanwhile (a PASSIVE checkpoint copies what is committed and never blocks a writer)."""
+        """Checkpoint the WAL once it holds about 1,000 pages (writer thread, holding _db_lock). No commit may run
+        meanwhile: the next one restarts the WAL from its start only if the checkpoint copied every frame (on a
+        connection of its own, with commits going on, the WAL grew without end, measured)."""
         try:
             if os.stat(self._wal_path).st_size < _CHECKPOINT_BYTES:
                 return
-            if self._checkpointer is None:
-                self._checkpointer = sqlite3.connect(self.path, isolation_level=None)
-            self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
         except (OSError, sqlite3.Error) as exc:     # the next look tries again
             log.warning("%s: WAL checkpoint failed: %s", self.path, exc)
 
