@@ -134,9 +134,10 @@ def main() -> None:
 
     root = args.dir or tempfile.mkdtemp(prefix="bench-store-")
     try:
-        print(f"durable put_message, {args.body_size}-byte bodies, {args.messages} messages per run")
-        print("(1 producer = one commit per message: the baseline group commit is measured against)")
-        print(f"{'synchronous':>11} {'producers':>9} {'msgs/s':>10} {'commits':>8} {'msgs/commit':>11}")
+        if any(args.producers.split(",")):
+            print(f"durable put_message, {args.body_size}-byte bodies, {args.messages} messages per run")
+            print("(1 producer = one commit per message: the baseline group commit is measured against)")
+            print(f"{'synchronous':>11} {'producers':>9} {'msgs/s':>10} {'commits':>8} {'msgs/commit':>11}")
         for synchronous in [s for s in args.synchronous.split(",") if s]:
             for producers in [int(p) for p in args.producers.split(",") if p]:
                 # one producer awaiting each put is exactly one commit per message: the baseline
