@@ -559,8 +559,11 @@ class SqliteStore:
             messages = self._pending.messages
             for key in [key for key in messages if key[0] == identifier]:
                 del messages[key]
-            for key in [key for key in self._locked if key[0] == identifier]:
+            gone = [key for key in self._locked if key[0] == identifier]
+            for key in gone:
                 del self._locked[key]
+            if gone:
+                self._unlocked()
             self._pending.queues[identifier] = _QueueOp(True, None)
             self._nudge()
 
