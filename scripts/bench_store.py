@@ -3,6 +3,7 @@
 
 Not a test. Example:
     .venv/bin/python scripts/bench_store.py --messages 50000 --producers 64 --load-sizes 100000,1000000
+    .venv/bin/python scripts/bench_store.py --acks 1,4,16 --producers '' --load-sizes ''   # the recoverable ACK path
 """
 from __future__ import annotations
 
@@ -62,6 +63,39 @@ def bench_group_commit(root: str, messages: int, producers: int, body_size: int,
     return seconds, commits
 
 
+def bench_acks(root: str, messages: int, consumers: int, body_size: int, interval: float,
+               synchronous: str) -> tuple[float, float, int]:
+    """The recoverable receive + ACK as the queue manager records it: ``consumers`` coroutines, each: Lock a stored
+    message (set_message_state), yield once (the RECEIVE answered, the ACK on its way), delete it, await durable().
+    Returns (seconds, process CPU seconds, commits)."""
+    store = SqliteStore(os.path.join(root, f"ack-{consumers}-{synchronous}"), commit_interval_ms=interval,
+                        synchronous=synchronous)
+    store.put_queue(StoredQueue(QUEUE, {"pathname": "bench\\private$\\q"}))
+    body = b"a" * body_size
+    for lookup in range(1, messages + 1):
+        store.put_message(_message(lookup, body))
+    store.flush()
+    lookups = iter(range(1, messages + 1))
+
+    async def consumer() -> None:
+        for lookup in lookups:
+            store.set_message_state(QUEUE, lookup, "Locked")
+            await asyncio.sleep(0)
+            store.delete_message(QUEUE, lookup)
+            await store.durable()
+
+    async def run() -> None:
+        await asyncio.gather(*(consumer() for _ in range(consumers)))
+
+    commits_before = store.commits
+    start, cpu = time.perf_counter(), time.process_time()
+    asyncio.run(run())
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    commits = store.commits - commits_before
+    store.close()
+    return seconds, cpu, commits
+
+
 def bench_load(root: str, count: int, body_size: int) -> tuple[float, float, int]:
     """Write ``count`` messages (batches of 10k), reopen, time load(). Returns (write s, load s, file bytes)."""
     path = os.path.join(root, f"load-{count}")
@@ -93,14 +127,17 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=10.0, help="SqliteStore commit_interval_ms")
     parser.add_argument("--synchronous", default="NORMAL,FULL", help="comma-separated: NORMAL, FULL")
     parser.add_argument("--load-sizes", default="100000,1000000", help="comma-separated message counts; '' skips")
+    parser.add_argument("--acks", default="", help="comma-separated consumer counts of the Lock + delete + durable()"
+                        " run (the recoverable ACK path); '' skips")
     parser.add_argument("--dir", default=None, help="where to create stores (default: a temp dir, removed)")
     args = parser.parse_args()
 
     root = args.dir or tempfile.mkdtemp(prefix="bench-store-")
     try:
-        print(f"durable put_message, {args.body_size}-byte bodies, {args.messages} messages per run")
-        print("(1 producer = one commit per message: the baseline group commit is measured against)")
-        print(f"{'synchronous':>11} {'producers':>9} {'msgs/s':>10} {'commits':>8} {'msgs/commit':>11}")
+        if any(args.producers.split(",")):
+            print(f"durable put_message, {args.body_size}-byte bodies, {args.messages} messages per run")
+            print("(1 producer = one commit per message: the baseline group commit is measured against)")
+            print(f"{'synchronous':>11} {'producers':>9} {'msgs/s':>10} {'commits':>8} {'msgs/commit':>11}")
         for synchronous in [s for s in args.synchronous.split(",") if s]:
             for producers in [int(p) for p in args.producers.split(",") if p]:
                 # one producer awaiting each put is exactly one commit per message: the baseline
@@ -108,6 +145,18 @@ def main() -> None:
                                                       args.interval_ms, synchronous)
                 print(f"{synchronous:>11} {producers:>9} {args.messages / seconds:>10.0f} {commits:>8} "
                       f"{args.messages / max(commits, 1):>11.1f}", flush=True)
+        acks = [int(c) for c in args.acks.split(",") if c]
+        if acks:
+            print(f"\nLock + delete + durable(), {args.body_size}-byte bodies, {args.messages} messages per run")
+            print(f"{'synchronous':>11} {'consumers':>9} {'msgs/s':>10} {'CPU us/msg':>10} {'commits':>8} "
+                  f"{'msgs/commit':>11}")
+            for synchronous in [s for s in args.synchronous.split(",") if s]:
+                for consumers in acks:
+                    seconds, cpu, commits = bench_acks(root, args.messages, consumers, args.body_size,
+                                                       args.interval_ms, synchronous)
+                    print(f"{synchronous:>11} {consumers:>9} {args.messages / seconds:>10.0f} "
+                          f"{cpu / args.messages * 1e6:>10.1f} {commits:>8} {args.messages / max(commits, 1):>11.1f}",
+                          flush=True)
         sizes = [int(n) for n in args.load_sizes.split(",") if n]
         if sizes:
             print(f"\nload(), {args.body_size}-byte bodies")

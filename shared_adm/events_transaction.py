@@ -4,7 +4,7 @@ from __future__ import annotations
 from shared_adm import status as st
 from shared_adm.compact import recoverable
 from shared_adm.enums import MessageClass, OperationType, PositionState
-from shared_adm.store.base import StoredMessage
+from shared_adm.store.base import PackedStoredMessage
 from shared_adm.transaction import Transaction
 
 
@@ -41,8 +41,8 @@ class TransactionEvents:
                 continue
             if op.operation_type is OperationType.ENQUEUE:
                 if recoverable(position.packed):
-                    self.store.put_message(StoredMessage(queue.store_identifier, position.lookup_identifier,
-                                                         PositionState.AVAILABLE.value, position.message))
+                    self.store.put_message(PackedStoredMessage(queue.store_identifier, position.lookup_identifier,
+                                                               PositionState.AVAILABLE.value, position.packed))
                 self._make_available(queue, position, record=False)
             elif op.operation_type is OperationType.DEQUEUE:
                 self.message_position_deleted(queue, position, op.dequeue_reason or MessageClass.ACK_RECEIVE)

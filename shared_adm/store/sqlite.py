@@ -9,10 +9,16 @@ only at checkpoints; pass ``synchronous="FULL"`` to fsync the WAL on every commi
 group commit, not per message) when that matters.
 
 Group commit: mutations are recorded on the caller's thread into an in-memory pending batch,
-coalesced per key (cheap, no I/O). One writer thread takes the whole batch and commits it in one
-SQLite transaction. ``await durable()`` / ``flush()`` wait for the batch holding every mutation
-recorded before the call; a commit failure is logged and raised to those waiters, and the batch is
-kept and retried (in order, before newer batches) on the next commit.
+coalesced per key (cheap, no I/O), and committed whole in one SQLite transaction. ``await durable()`` /
+``flush()`` wait for the batch holding every mutation recorded before the call; a commit failure is logged
+and raised to those waiters, and the batch is kept and retried (in order, before newer batches) by the
+writer thread after a back-off. Who commits: under NORMAL a commit is write(2)s, so the event loop's thread
+commits what durable() waits for itself, at the end of the loop turn (every ACK of the turn in one commit),
+or -- while a message Locked in the last ``group_wait_ms`` is not yet deleted, its ACK on its way -- when
+that ACK came or ``group_wait_ms`` passed; no thread hand-off per commit. The writer thread commits under
+FULL (an fsync per commit), for flush(), what nobody awaits (after ``commit_interval_ms``) and failed
+batches, and checkpoints the WAL (``wal_autocheckpoint`` is off on the connection, so no checkpoint
+runs inside a commit on the event loop).
 
 Rows (schema 2): a message row holds the compact form its MessagePosition holds (shared_adm/compact.py), so a
 start-up reads it as it is; ``compact.check_stored`` proves each one unpacks to plain data before it is used (the
@@ -52,6 +58,10 @@ _FILE_SUFFIXES = (".sqlite3", ".sqlite", ".db")
 # PositionState (MS-MQDMPR 3.1.1.11) names <-> the small integers stored in messages.state
 _STATE_CODES = {"Available": 0, "Locked": 1, "PurgePending": 2, "Deleted": 3}
 _STATE_NAMES = {code: name for name, code in _STATE_CODES.items()}
+_LOCKED = _STATE_CODES["Locked"]
+_CHECKPOINT_BYTES = 1000 * 4096     # SQLite's default wal_autocheckpoint (pages) at the default page size
+_CHECK_EVERY = 64                   # loop-thread commits between two looks at the WAL's size
+_RETRY_S = 0.001                    # the loop thread found the writer holding the connection: it tries again then
 
 # LookupIdentifier and the sequential id are 64-bit unsigned; SQLite INTEGER is signed. Shifting by
 # 2**63 maps [0, 2**64) onto the signed range and keeps the order, so ORDER BY stays enqueue order.
@@ -203,8 +213,10 @@ class _Waiter:
             self.future.set_exception(error)
 
 
-def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
-    """Settle every waiter of one commit: one call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
+def _resolve_all(waiters: list[_Waiter], error: str | None,
+                 here: asyncio.AbstractEventLoop | None = None) -> None:
+    """Settle every waiter of one commit: those of ``here`` (the loop running this) at once, the others with one
+    call_soon_threadsafe (one wake-up) per event loop, not per waiter."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Waiter]] = {}
     for waiter in waiters:
         if waiter.loop is None:
@@ -212,6 +224,9 @@ def _resolve_all(waiters: list[_Waiter], error: str | None) -> None:
         else:
             by_loop.setdefault(waiter.loop, []).append(waiter)
     for loop, group in by_loop.items():
+        if loop is here:
+            _settle_all(group, error)
+            continue
         try:
             loop.call_soon_threadsafe(_settle_all, group, error)
         except RuntimeError:        # the loop is closed: nobody is awaiting any more
@@ -229,20 +244,26 @@ class SqliteStore:
     ``data_dir_or_file_path``: a directory (created if missing; the database is
     ``<dir>/qm2qm.sqlite3``) or a file path ending in .sqlite3/.sqlite/.db.
     ``commit_interval_ms``: the longest a mutation nobody awaits stays uncommitted; a
-    durable()/flush() starts a commit at once.
+    durable()/flush() starts a commit at the end of the caller's loop turn (flush(): at once), or, while a
+    message Locked in the last ``group_wait_ms`` is not yet deleted (its ACK is on its way), when the last
+    such is or ``group_wait_ms`` after the first waiter, whichever is first.
     ``synchronous``: "NORMAL" (durable against kill -9) or "FULL" (also against power loss).
     Raises StoreError naming the file when it cannot be opened, is not a qm2qm store, is corrupt,
     has a newer schema, or is already open in another process.
     """
 
     def __init__(self, data_dir_or_file_path: str | os.PathLike, *, commit_interval_ms: float = 10.0,
-                 synchronous: str = "NORMAL") -> None:
+                 synchronous: str = "NORMAL", group_wait_ms: float = 1.0) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         if not commit_interval_ms >= 0:
             raise ValueError(f"commit_interval_ms must be >= 0, not {commit_interval_ms!r}")
         self.path = _resolve_path(data_dir_or_file_path)
+        self._wal_path = self.path.with_name(self.path.name + "-wal")
+        if not group_wait_ms >= 0:
+            raise ValueError(f"group_wait_ms must be >= 0, not {group_wait_ms!r}")
         self._interval = commit_interval_ms / 1000.0
+        self._group_wait = group_wait_ms / 1000.0
         self._lock_file = None
         self._conn: sqlite3.Connection | None = None
         self._open(synchronous)
@@ -255,10 +276,25 @@ class SqliteStore:
         self._failed: list[tuple[int, _Batch]] = []  # taken batches whose commit failed, oldest first
         self._dirty = False                         # the pending batch holds something
         self._demand = False                        # a waiter wants a commit now
+        # the loop on which a call_soon/call_later of _ask_at_turn_end is pending (it commits at the end of the turn)
+        self._asking: asyncio.AbstractEventLoop | None = None
+        # (queue, lookup) -> monotonic time its Locked state was recorded, oldest first, until it is deleted or
+        # changes state: a recent one's ACK is probably on its way, and a commit held for it carries it too.
+        self._locked: dict[tuple[str, int], float] = {}
+        self._hold: asyncio.TimerHandle | None = None  # waiters held for those ACKs until this fires
+        self._hold_loop: asyncio.AbstractEventLoop | None = None
+        # NORMAL: a commit is write(2)s into the WAL, no fsync, so the loop thread commits an awaited batch itself
+        # (no writer wake-up, GIL hand-off or call_soon_threadsafe per commit); FULL fsyncs: the writer thread.
+        self._inline = synchronous == "NORMAL"
+        self._checkpoint_due = False                # the writer checkpoints the WAL when it has grown
+        self._writer_idle = False                   # the writer waits with no deadline: a first mutation wakes it
+        self._dirty_since = 0.0                     # monotonic time of the pending batch's first mutation
+        self._unchecked = 0                         # commits on the loop thread since the WAL's size was looked at
         self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
         self._waiters: list[_Waiter] = []
         self._closed = False
-        self._broken: BaseException | None = None  # the writer thread died of this
+        self._broken: BaseException | None = None  # the commit path died of this (_die)
+        self._broken_where = ""
         self.commits = 0                            # transactions committed (for benchmarks and tests)
         self.on_commit = None                       # callable(seconds) after each commit, on the writer thread
         self._writer = threading.Thread(target=self._run_writer, name=f"SqliteStore writer {self.path}",
@@ -291,6 +327,9 @@ class SqliteStore:
             if mode.lower() != "wal":
                 raise self._fail(f"cannot switch to WAL journal mode (got {mode!r})")
             conn.execute(f"PRAGMA synchronous={synchronous}")
+            # Checkpoints (a write of the WAL's pages into the database and, under NORMAL, two fsyncs) are the
+            # writer thread's, never inside a commit the event loop's thread makes (_maybe_checkpoint).
+            conn.execute("PRAGMA wal_autocheckpoint=0")
             conn.execute("PRAGMA cache_size=-65536")        # 64 MiB: load() and large batches
             conn.execute("BEGIN IMMEDIATE")                  # proves the file and directory are writable
             try:
@@ -520,6 +559,11 @@ class SqliteStore:
             messages = self._pending.messages
             for key in [key for key in messages if key[0] == identifier]:
                 del messages[key]
+            gone = [key for key in self._locked if key[0] == identifier]
+            for key in gone:
+                del self._locked[key]
+            if gone:
+                self._unlocked()
             self._pending.queues[identifier] = _QueueOp(True, None)
             self._nudge()
 
@@ -536,6 +580,8 @@ class SqliteStore:
         with self._lock:
             self._check_open()
             self._pending.messages[(stored.queue_identifier, lookup)] = ["put", state, compact, attributes, body]
+            if self._locked.pop((stored.queue_identifier, lookup), None) is not None:
+                self._unlocked()
             self._nudge()
 
     def set_message_state(self, queue_identifier: str, lookup_identifier: int, state: str) -> None:
@@ -552,6 +598,11 @@ class SqliteStore:
                 pass                    # like MemoryStore: a state change of a deleted message is a no-op
             else:
                 op[1] = code
+            if code == _LOCKED:
+                self._locked.pop(key, None)
+                self._locked[key] = time.monotonic()
+            elif self._locked.pop(key, None) is not None:
+                self._unlocked()
             self._nudge()
 
     def delete_message(self, queue_identifier: str, lookup_identifier: int) -> None:
@@ -563,14 +614,19 @@ class SqliteStore:
             # A put earlier in this batch is dropped: the DELETE then finds no row (no page written)
             # unless an older commit stored one, which it must remove.
             self._pending.messages[key] = ["delete"]
+            if self._locked.pop(key, None) is not None:
+                self._unlocked()
             self._nudge()
 
     def _nudge(self) -> None:
-        # Wake the writer only on the first mutation of a batch, to start its commit_interval_ms
-        # clock; a waiter (durable/flush) wakes it at once through _demand.
+        # Wake the writer only on the first mutation of a batch and only when it sleeps with no deadline, to start
+        # its commit_interval_ms clock (woken once per loop-thread commit otherwise: a futex wake and a GIL hand-off
+        # each); a waiter (durable/flush) wakes it at once through _demand.
         if not self._dirty:
             self._dirty = True
-            self._wake.notify()
+            self._dirty_since = time.monotonic()
+            if self._writer_idle:
+                self._wake.notify()
 
     # ---- waiting -----------------------------------------------------------------------------
 
@@ -579,16 +635,112 @@ class SqliteStore:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
             if self._broken is not None:
-                raise StoreError(f"{self.path}: the store writer thread died: {self._broken!r}")
+                raise StoreError(f"{self.path}: the store {self._broken_where} died: {self._broken!r}")
             target = self._pending_seq if self._dirty else self._pending_seq - 1
             if target <= self._committed_seq:
                 return None
             waiter = _Waiter(target, loop)
             self._waiters.append(waiter)
-            if not self._demand:            # the writer is told once; later waiters join the same commit
-                self._demand = True
-                self._wake.notify()
+            if loop is None:
+                self._ask()
+            elif self._idle_for(loop):
+                # Telling the writer at once commits the first ACK alone and leaves the others on their way to
+                # the next commit (1.3 messages per commit at 4 clients, measured). So: wait for the ACKs of
+                # recently Locked messages (bounded), else ask at the end of this loop turn.
+                if self._recent_lock():
+                    self._hold = loop.call_later(self._group_wait, self._end_hold)
+                    self._hold_loop = loop
+                else:
+                    self._asking = loop
+                    loop.call_soon(self._ask_at_turn_end)
             return waiter
+
+    def _idle_for(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """No commit is asked for or scheduled yet (one scheduled on a loop since closed never runs: forgotten)."""
+        if self._asking is not None and self._asking.is_closed():
+            self._asking = None
+        if self._hold is not None and self._hold_loop.is_closed():
+            self._hold = None
+        return self._asking is None and not self._demand and self._hold is None
+
+    def _recent_lock(self) -> bool:
+        """A message Locked within group_wait_ms is not yet deleted (the newest is the last one recorded)."""
+        return bool(self._locked) and time.monotonic() - next(reversed(self._locked.values())) < self._group_wait
+
+    def _unlocked(self) -> None:
+        # A Locked message was deleted or changed state: if it was the last recent one, the held waiters go now.
+        if self._hold is not None and not self._recent_lock():
+            self._hold.cancel()
+            self._hold = None
+            if self._asking is None:
+                self._asking = self._hold_loop
+                self._hold_loop.call_soon(self._ask_at_turn_end)
+
+    def _end_hold(self) -> None:
+        with self._lock:
+            self._hold = None
+        self._commit_here()
+
+    def _ask(self) -> None:
+        if not self._demand:                # the writer is told once; later waiters join the same commit
+            self._demand = True
+            self._wake.notify()
+
+    def _ask_at_turn_end(self) -> None:
+        with self._lock:
+            self._asking = None
+        self._commit_here()
+
+    def _commit_here(self) -> None:
+        """Commit what the waiters wait for on this (the event loop's) thread; while the writer thread holds the
+        connection (a checkpoint, a commit nobody awaited) it is retried _RETRY_S later (handing it to the writer
+        instead made the writer commit every batch that followed, measured). It is the writer's under FULL and while
+        a failed batch waits for its retry."""
+        batches = None
+        if self._inline and self._db_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    if self._waiters and not (self._closed or self._failed or self._broken is not None):
+                        batches = self._take() or None
+                if batches:
+                    ready, error = self._commit_taken(batches)
+            except BaseException as exc:    # a defect, not a commit error (those are returned): fail, never hang
+                self._db_lock.release()
+                self._die(exc, "commit on the event loop")
+                return
+            self._db_lock.release()
+        elif self._inline:
+            with self._lock:
+                if not self._waiters:
+                    return
+                if not self._closed and self._broken is None:
+                    if self._asking is None:
+                        self._asking = asyncio.get_running_loop()
+                        self._asking.call_later(_RETRY_S, self._ask_at_turn_end)
+                    return
+        if batches is None:
+            with self._lock:
+                if self._waiters:
+                    self._ask()
+            return
+        self._unchecked += 1
+        if self._unchecked >= _CHECK_EVERY:
+            self._unchecked = 0
+            self._check_wal()
+        if ready:
+            _resolve_all(ready, error, asyncio.get_running_loop())
+
+    def _check_wal(self) -> None:
+        """Hand the writer thread a checkpoint once the WAL holds about SQLite's default autocheckpoint (1,000
+        pages): a checkpoint writes pages into the database and, under NORMAL, fsyncs twice -- never on the loop."""
+        try:
+            grown = os.stat(self._wal_path).st_size >= _CHECKPOINT_BYTES
+        except OSError:
+            grown = True                    # let the writer find out
+        if grown:
+            with self._lock:
+                self._checkpoint_due = True
+                self._wake.notify()
 
     async def durable(self) -> None:
         """Return once every mutation recorded before the call is committed (group commit)."""
@@ -634,75 +786,121 @@ class SqliteStore:
         try:
             self._writer_loop()
         except BaseException as exc:        # a bug here must not leave durable() callers hanging
-            log.critical("%s: the store writer thread died", self.path, exc_info=True)
-            with self._lock:
+            self._die(exc, "writer thread")
+
+    def _die(self, exc: BaseException, where: str) -> None:
+        """A defect in the commit path (not a commit error): every waiter, and every later call, gets a StoreError
+        naming it; nothing is committed any more (a lost batch must not be passed by newer ones)."""
+        log.critical("%s: the store %s died", self.path, where, exc_info=(type(exc), exc, exc.__traceback__))
+        with self._lock:
+            if self._broken is None:
                 self._broken = exc
-                waiters, self._waiters = self._waiters, []
-            for waiter in waiters:
-                waiter.resolve(StoreError(f"{self.path}: the store writer thread died: {exc!r}"))
+                self._broken_where = where
+            waiters, self._waiters = self._waiters, []
+            self._wake.notify()
+        for waiter in waiters:
+            waiter.resolve(StoreError(f"{self.path}: the store {where} died: {exc!r}"))
 
     def _writer_loop(self) -> None:
         closed = False
         while not closed:
             with self._lock:
-                deadline = None
-                while not self._closed and not self._demand:
+                retry_at = None
+                while not self._closed and not self._demand and not self._checkpoint_due:
                     if not self._dirty and not self._failed:
-                        deadline = None
+                        retry_at = None
+                        self._writer_idle = True
                         self._wake.wait()
+                        self._writer_idle = False
                         continue
                     now = time.monotonic()
-                    if deadline is None:
-                        deadline = now + (self._retry_delay if self._failed else self._interval)
+                    if self._failed:
+                        if retry_at is None:
+                            retry_at = now + self._retry_delay
+                        deadline = retry_at
+                    else:                   # the batch's own age: one the loop thread took is not waited for
+                        deadline = self._dirty_since + self._interval
                     if now >= deadline:
                         break
                     self._wake.wait(deadline - now)
+                if self._broken is not None:
+                    return
                 closed = self._closed       # closing: commit what is left once, then stop
+                now = time.monotonic()      # a wake for a checkpoint alone leaves the batch to the loop thread
+                commit = self._demand or closed or (self._failed and (retry_at is None or now >= retry_at)) or (
+                    self._dirty and now >= self._dirty_since + self._interval)
                 self._demand = False
-                if self._dirty:
-                    self._failed.append((self._pending_seq, self._pending))
-                    self._pending = _Batch()
-                    self._pending_seq += 1
-                    self._dirty = False
-                batches = self._failed
-                self._failed = []
-                if not batches:
-                    continue
-            started = time.perf_counter()
-            error = self._commit(batches)
-            if error is None and self.on_commit is not None:
-                self.on_commit(time.perf_counter() - started)
-            with self._lock:
-                last = batches[-1][0]
-                if error is None:
-                    self._committed_seq = last
-                    self._retry_delay = 0.0
-                    self.commits += 1
-                else:
-                    self._failed = batches + self._failed
-                    self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
-                ready = [w for w in self._waiters if w.target <= last]
-                if ready:
-                    self._waiters = [w for w in self._waiters if w.target > last]
+                checkpoint, self._checkpoint_due = self._checkpoint_due, False
+            ready = batches = None
+            if commit:
+                with self._db_lock:         # taken before the batches: commits keep the order batches were taken
+                    with self._lock:
+                        batches = self._take()
+                    if batches:
+                        ready, error = self._commit_taken(batches)
+            if batches or checkpoint:
+                with self._db_lock:
+                    self._maybe_checkpoint()
             if ready:
-                _resolve_all(ready, None if error is None else f"{self.path}: commit failed: {error}")
+                _resolve_all(ready, error)
+
+    def _take(self) -> list[tuple[int, _Batch]]:
+        """The batches to commit now, oldest first (holding _lock): failed ones, then the pending one."""
+        if self._dirty:
+            self._failed.append((self._pending_seq, self._pending))
+            self._pending = _Batch()
+            self._pending_seq += 1
+            self._dirty = False
+        batches, self._failed = self._failed, []
+        return batches
+
+    def _commit_taken(self, batches: list[tuple[int, _Batch]]) -> tuple[list[_Waiter], str | None]:
+        """Commit taken batches (holding _db_lock); returns the waiters it settles and the failure, if any."""
+        started = time.perf_counter()
+        error = self._commit(batches)
+        if error is None and self.on_commit is not None:
+            self.on_commit(time.perf_counter() - started)
+        with self._lock:
+            last = batches[-1][0]
+            if error is None:
+                self._committed_seq = last
+                self._retry_delay = 0.0
+                self.commits += 1
+            else:
+                self._failed = batches + self._failed
+                self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
+                self._wake.notify()         # the writer retries it after the back-off
+            ready = [w for w in self._waiters if w.target <= last]
+            if ready:
+                self._waiters = [w for w in self._waiters if w.target > last]
+        return ready, None if error is None else f"{self.path}: commit failed: {error}"
+
+    def _maybe_checkpoint(self) -> None:
+        """Checkpoint the WAL once it holds about 1,000 pages (writer thread, holding _db_lock). No commit may run
+        meanwhile: the next one restarts the WAL from its start only if the checkpoint copied every frame (on a
+        connection of its own, with commits going on, the WAL grew without end, measured)."""
+        try:
+            if os.stat(self._wal_path).st_size < _CHECKPOINT_BYTES:
+                return
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except (OSError, sqlite3.Error) as exc:     # the next look tries again
+            log.warning("%s: WAL checkpoint failed: %s", self.path, exc)
 
     def _commit(self, batches: list[tuple[int, _Batch]]) -> BaseException | None:
-        try:
-            with self._db_lock:
-                conn = self._conn
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    for _, batch in batches:
-                        self._apply(conn, batch)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        try:
-                            conn.execute("ROLLBACK")
-                        except sqlite3.Error:   # keep the first error; SQLite rolls back on its own
-                            log.warning("%s: ROLLBACK after a failed commit failed", self.path, exc_info=True)
-                    raise
+        try:                                # (the caller holds _db_lock)
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for _, batch in batches:
+                    self._apply(conn, batch)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:   # keep the first error; SQLite rolls back on its own
+                        log.warning("%s: ROLLBACK after a failed commit failed", self.path, exc_info=True)
+                raise
             return None
         except Exception as exc:
             # A full or read-only disk is the environment, not a defect: one line naming it, no traceback.

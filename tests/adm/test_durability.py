@@ -10,7 +10,7 @@ from shared_adm.compact import pack, unpack
 from shared_adm.enums import MessageSeekAction
 from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
-from shared_adm.store.base import StoredMessage
+from shared_adm.store.base import PackedStoredMessage, StoredMessage
 
 from .conftest import DENY_NONE, QNAME, RECEIVE, bodies, put
 
@@ -92,6 +92,21 @@ def test_transactional_enqueue_is_stored_only_at_commit(qm, queue, store):
     qm.enqueue_message(queue, Message(body=b"y", delivery_guarantee=REC), tx)
     qm.transaction_abort(b"u")
     assert [m.message.body for m in store.load().messages] == [b"x"]
+
+
+def test_transaction_commit_stores_the_compact_form_the_position_holds(qm, queue, store, monkeypatch):
+    """Commit (3.1.4.4) of a recoverable Enqueue hands the store the position's compact form as it is: no Message
+    rebuilt and packed again."""
+    puts = []
+    monkeypatch.setattr(store, "put_message", lambda stored: puts.append(stored))
+    qm.create_transaction(b"t")
+    qm.enqueue_message(queue, Message(body=b"x", label="l", delivery_guarantee=REC), qm.transaction_collection[b"t"])
+    (position,) = queue.message_position_list
+    qm.transaction_commit(b"t")
+    (stored,) = puts
+    assert isinstance(stored, PackedStoredMessage) and stored.packed is position.packed
+    assert (stored.lookup_identifier, stored.state, stored.message.body) == (position.lookup_identifier, "Available",
+                                                                            b"x")
 
 
 def test_stored_message_of_unknown_queue_is_dropped(store):

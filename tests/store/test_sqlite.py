@@ -6,6 +6,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import time
 import uuid
 
@@ -466,21 +467,24 @@ def test_directory_not_writable():
         os.rmdir(parent)
 
 
-async def test_a_dead_writer_thread_fails_waiters_instead_of_hanging(data_dir, caplog):
-    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+@pytest.mark.parametrize("synchronous, where", [("NORMAL", "commit on the event loop"), ("FULL", "writer thread")])
+async def test_a_dead_commit_path_fails_waiters_instead_of_hanging(data_dir, caplog, synchronous, where):
+    """A defect in the commit path (not a commit error) fails every waiter and every later call; under NORMAL the
+    event loop's thread commits what durable() waits for, under FULL the writer thread does."""
+    store = SqliteStore(data_dir, commit_interval_ms=60_000, synchronous=synchronous)
 
     def broken_commit(batches):
         raise RuntimeError("simulated bug in the writer")
 
-    store._commit = broken_commit       # a defect inside the writer loop itself, not a commit error
+    store._commit = broken_commit       # a defect inside the commit path itself, not a commit error
     store.put_message(_msg(1))
     with caplog.at_level(logging.CRITICAL, logger="shared_adm.store.sqlite"):
-        with pytest.raises(StoreError, match="writer thread died.*simulated bug"):
+        with pytest.raises(StoreError, match=f"{where} died.*simulated bug"):
             await store.durable()
-    assert any("writer thread died" in record.message for record in caplog.records)
-    with pytest.raises(StoreError, match="writer thread died"):
+    assert any(f"{where} died" in record.message for record in caplog.records)
+    with pytest.raises(StoreError, match=f"{where} died"):
         store.flush()
-    with pytest.raises(StoreError, match="writer thread died"):
+    with pytest.raises(StoreError, match=f"{where} died"):
         store.close()
     SqliteStore(data_dir).close()       # the file and its lock were released
 
@@ -566,4 +570,101 @@ async def test_a_file_that_turned_unreadable_is_logged_without_a_traceback(data_
     assert "malformed" in record.getMessage() and not record.exc_info
     monkeypatch.undo()
     await store.durable()
+    store.close()
+
+
+# ---- group commit: who commits what durable() waits for, and when --------------------------------
+
+def _locked_store(data_dir, count, **options):
+    """A store holding ``count`` committed messages, each then Locked (received, its ACK not yet in)."""
+    store = SqliteStore(data_dir, commit_interval_ms=60_000, **options)
+    for lookup in range(1, count + 1):
+        store.put_message(_msg(lookup))
+    store.flush()
+    for lookup in range(1, count + 1):
+        store.set_message_state(Q, lookup, "Locked")
+    return store
+
+
+async def test_an_ack_waits_for_the_acks_of_recently_locked_messages_and_shares_their_commit(data_dir):
+    store = _locked_store(data_dir, 3)
+    before = store.commits
+    store.delete_message(Q, 1)
+    first = asyncio.ensure_future(store.durable())
+    for lookup in (2, 3):                       # the other ACKs come loop turns later
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not first.done()
+        store.delete_message(Q, lookup)
+    await asyncio.gather(first, store.durable())
+    assert store.commits == before + 1
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
+    store.close()
+
+
+async def test_the_wait_for_other_acks_is_bounded_by_group_wait_ms(data_dir):
+    store = _locked_store(data_dir, 2, group_wait_ms=5)
+    store.delete_message(Q, 1)                  # message 2 stays Locked: its ACK never comes
+    await asyncio.wait_for(store.durable(), 30)
+    assert _rows(store.path, "SELECT lookup_identifier + 9223372036854775807 + 1, state FROM messages") == [(2, 1)]
+    store.close()
+
+
+async def test_an_ack_with_no_other_recent_lock_commits_at_the_end_of_the_loop_turn(data_dir):
+    store = _locked_store(data_dir, 1, group_wait_ms=60_000)
+    store.delete_message(Q, 1)
+    await asyncio.wait_for(store.durable(), 30)     # not held: nothing else is Locked
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
+    store.close()
+
+
+async def test_a_nack_of_the_last_recent_lock_releases_the_held_commit(data_dir):
+    store = _locked_store(data_dir, 2, group_wait_ms=60_000)
+    store.delete_message(Q, 1)
+    waiting = asyncio.ensure_future(store.durable())
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not waiting.done()                   # held for message 2's ACK
+    store.set_message_state(Q, 2, "Available")  # NACKed instead
+    await asyncio.wait_for(waiting, 30)
+    store.close()
+
+
+@pytest.mark.parametrize("synchronous, on_loop_thread", [("NORMAL", True), ("FULL", False)])
+async def test_under_normal_the_event_loops_thread_commits_what_durable_waits_for(data_dir, synchronous,
+                                                                                 on_loop_thread):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000, synchronous=synchronous)
+    threads = []
+    store.on_commit = lambda seconds: threads.append(threading.get_ident())
+    store.put_message(_msg(1))
+    await store.durable()
+    assert threads and (threads[-1] == threading.get_ident()) is on_loop_thread
+    store.close()
+
+
+async def test_the_wal_is_checkpointed_off_the_event_loop_and_stays_bounded(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # the store's: no checkpoint in a commit
+    body = b"w" * 60_000
+    wal = store.path.with_name(store.path.name + "-wal")
+    for lookup in range(1, 401):                # about 24 MB through commits on this thread
+        store.put_message(_msg(lookup, body=body))
+        await store.durable()
+        store.delete_message(Q, lookup)
+    deadline = time.monotonic() + 30
+    while os.path.getsize(wal) > 16 * 2**20 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)               # the writer thread's PASSIVE checkpoint lets the WAL restart
+    assert os.path.getsize(wal) <= 16 * 2**20
+    store.close()
+
+
+async def test_a_commit_asked_on_a_loop_since_closed_does_not_strand_later_waiters(data_dir):
+    store = SqliteStore(data_dir, commit_interval_ms=60_000)
+    store.put_message(_msg(1))
+    dead = asyncio.new_event_loop()
+    store._register(dead)                       # its end-of-turn commit was scheduled on ``dead`` ...
+    dead.close()                                # ... which never runs it
+    store.put_message(_msg(2))
+    await asyncio.wait_for(store.durable(), 30)
+    assert _rows(store.path, "SELECT count(*) FROM messages") == [(2,)]
     store.close()
