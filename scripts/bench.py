@@ -467,12 +467,12 @@ class EchoProtocol(asyncio.Protocol):
         self.transport.write(data)
 
 
-def run_echo_server(port_queue, stop_event, loop: str) -> None:
-    """The baseline server process, on the event loop ``loop`` (asyncio or uvloop)."""
+def run_protocol_server(protocol: type[asyncio.Protocol], port_queue, stop_event, loop: str) -> None:
+    """A baseline server process (EchoProtocol, FloorProtocol) on 127.0.0.1, on the event loop ``loop``."""
     from qm2qm.eventloop import run
 
     async def main():
-        server = await asyncio.get_running_loop().create_server(EchoProtocol, "127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(protocol, "127.0.0.1", 0)
         port_queue.put(server.sockets[0].getsockname()[1])
         while not stop_event.is_set():
             await asyncio.sleep(0.05)
@@ -520,30 +520,18 @@ class FloorProtocol(asyncio.Protocol):
 NDR20_SYNTAX = uuid.UUID(NDR20[0]).bytes_le + struct.pack("<I", NDR20[1])
 
 
-def run_floor_server(port_queue, stop_event, loop: str) -> None:
-    """The floor server process (FloorProtocol) on the event loop ``loop``."""
-    from qm2qm.eventloop import run
-
-    async def main():
-        server = await asyncio.get_running_loop().create_server(FloorProtocol, "127.0.0.1", 0)
-        port_queue.put(server.sockets[0].getsockname()[1])
-        while not stop_event.is_set():
-            await asyncio.sleep(0.05)
-        server.close()
-    run(main(), loop)
-
-
 def measure_echo(clients: int, duration: float, processes: int, loop: str) -> dict:
     """Echo calls/s with the qm2qm load generator, and the echo server's CPU µs per call."""
-    return measure_in_process(run_echo_server, [ConnSpec([ECHO_REQUEST], bind=False)] * clients, duration,
+    return measure_in_process(EchoProtocol, [ConnSpec([ECHO_REQUEST], bind=False)] * clients, duration,
                               processes, loop)
 
 
-def measure_in_process(target, specs: list[ConnSpec], duration: float, processes: int, loop: str) -> dict:
-    """Run ``target(port_queue, stop_event, loop)`` as the server process and drive ``specs`` against it."""
+def measure_in_process(protocol: type[asyncio.Protocol], specs: list[ConnSpec], duration: float, processes: int,
+                       loop: str) -> dict:
+    """Serve ``protocol`` in a process of its own (run_protocol_server) and drive ``specs`` against it."""
     ctx = mp.get_context("spawn")
     port_queue, stop_event = ctx.Queue(), ctx.Event()
-    server = ctx.Process(target=target, args=(port_queue, stop_event, loop))
+    server = ctx.Process(target=run_protocol_server, args=(protocol, port_queue, stop_event, loop))
     server.start()
     try:
         port = port_queue.get(timeout=60)
@@ -681,7 +669,7 @@ def _ballast(ctx: Context, server: Server) -> None:
 def bench_floor(ctx: Context) -> list[dict]:
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
     request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_CURRENT))     # what peek-memo sends
-    return [ctx.row(c, measure_in_process(run_floor_server, [ConnSpec([request], handles=[1])] * c,
+    return [ctx.row(c, measure_in_process(FloorProtocol, [ConnSpec([request], handles=[1])] * c,
                                           ctx.args.duration, ctx.args.processes, ctx.loop)) for c in ctx.clients]
 
 
