@@ -105,8 +105,6 @@ class FixedCodec:
             values.append(value)
         return self.layout.pack(*values)
 
-
-
     def _fits_each(self, values: tuple) -> bool:
         """Whether the loop of encode() would pass these values unchanged: 20-byte handles, DWORDs in range."""
         contexts = self._contexts

@@ -28,7 +28,6 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
-_RESPONSE_PACK = P.RESPONSE_HEADER.pack
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
 _SUPPORTED_BTFN = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
@@ -785,14 +784,6 @@ class Connection:
         if security is not None and (call.signed or security.protects_pdus):
             self._pdus += append_protected_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag,
                                                     security)
-            return
-        total = len(stub)
-        if total <= self._max_xmit_frag - P.RESPONSE_HEADER_SIZE - 15:     # one fragment at any chunk rounding
-            self._out += _RESPONSE_PACK(P.RPC_VERS, P.RPC_VERS_MINOR, F.PTYPE_RESPONSE, _FIRST_LAST,
-                                        P.DREP_LE_ASCII_IEEE, P.RESPONSE_HEADER_SIZE + total, 0, call_id, total,
-                                        call.context_id & 0xFF, 0, 0)
-            self._out += stub
-            self._pdus += 1
             return
         self._pdus += P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
 

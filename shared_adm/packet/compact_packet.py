@@ -73,7 +73,7 @@ def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool, bytes] | None:
     except (PacketError, TypeError, ValueError, AttributeError):
         return None
     found = (user.flags & _QUEUE_BITS, user.queue_manager_address.bytes_le, packed[USER_HEADER.size:],
-             user.aq != 0, _bytes_le(source))
+             user.aq != 0, template.source_machine_identifier.bytes_le)
     if len(_QUEUES) >= _QUEUES_MAX:
         _QUEUES.clear()
     _QUEUES[key] = found
@@ -97,10 +97,6 @@ def _take(shape: tuple) -> operator.itemgetter | bool:
         _TAKE.clear()
     _TAKE[shape] = take
     return take
-
-
-def _bytes_le(raw: bytes) -> bytes:
-    return raw[3::-1] + raw[5:3:-1] + raw[7:5:-1] + raw[8:]
 
 
 def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, int] | None:
