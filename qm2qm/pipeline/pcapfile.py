@@ -136,16 +136,14 @@ def _read_pcap(fh: BinaryIO, magic: bytes, start: int | None = None, stop: int |
     for buf, begin, end, offset, sec, frac in records.records(start):
         if stop is not None and offset > stop:
             return
-        if keep is not None:
-            key = raw_flow_key(buf, begin, end) if linktype == LINKTYPE_ETHERNET else None
-            if key is None:
-                frame = Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[begin:end], offset)
-                if flow_key(frame) in keep:
-                    yield frame
+        key = None
+        if keep is not None and linktype == LINKTYPE_ETHERNET:
+            key = raw_flow_key(buf, begin, end)         # read in the buffer: no Frame for another part's frames
+            if key is not None and key not in keep:
                 continue
-            if key not in keep:
-                continue
-        yield Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[begin:end], offset)
+        frame = Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[begin:end], offset)
+        if keep is None or key is not None or flow_key(frame) in keep:
+            yield frame
 
 
 def _refill(fh: BinaryIO, buf: bytes, pos: int, base: int, need: int) -> tuple[bytes, int, int]:
