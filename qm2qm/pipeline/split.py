@@ -115,18 +115,13 @@ def _scan_pcap(scan: _Scan, fh: Any, magic: bytes) -> None:
     records = PcapRecords(fh, magic)
     linktype, per_second = records.linktype, records.per_second
     ethernet = linktype == LINKTYPE_ETHERNET
-    spans, current, connection, segment = scan.spans, scan.current, scan.connection, scan.segment
+    span, current, connection, segment = scan.span, scan.current, scan.connection, scan.segment
     for buf, d, end, offset, sec, frac in records.records():
         key = raw_flow_key(buf, d, end) if ethernet else None
         if key is None:
             scan.frame(Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[d:end], offset))
             continue
-        span = spans.get(key)
-        if span is None:
-            spans[key] = [offset, offset, end - d]
-        else:
-            span[1] = offset
-            span[2] += end - d
+        span(key, offset, end - d)
         flags = buf[d + 47]
         conn = current.get(key)
         if conn is not None and conn.saw_data and conn.first_call is not None and not flags & (SYN | FIN | RST):
