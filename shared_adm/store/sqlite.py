@@ -184,8 +184,8 @@ def _message_row(stored: StoredMessage) -> tuple[bytes | None, str | None, bytes
 
 
 class _Waiter:
-    """One durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
-    __slots__ = ("target", "loop", "future", "event", "error")
+    """One durable()/when_durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
+    __slots__ = ("target", "loop", "future", "event", "error", "then")
 
     def __init__(self, target: int, loop: asyncio.AbstractEventLoop | None) -> None:
         self.target = target
@@ -193,6 +193,7 @@ class _Waiter:
         self.future = loop.create_future() if loop is not None else None
         self.event = threading.Event() if loop is None else None
         self.error: BaseException | None = None
+        self.then = None            # when_durable(): the future's result is then(None) or then(StoreError)
 
     def resolve(self, error: BaseException | None) -> None:
         if self.loop is None:
@@ -206,6 +207,14 @@ class _Waiter:
 
     def _settle(self, error: BaseException | None) -> None:
         if self.future.done():      # cancelled by its awaiter
+            return
+        if self.then is not None:
+            try:
+                result = self.then(error)
+            except BaseException as exc:        # the future's awaiter gets it; the other waiters are settled
+                self.future.set_exception(exc)
+            else:
+                self.future.set_result(result)
             return
         if error is None:
             self.future.set_result(None)
@@ -630,7 +639,7 @@ class SqliteStore:
 
     # ---- waiting -----------------------------------------------------------------------------
 
-    def _register(self, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
+    def _register(self, loop: asyncio.AbstractEventLoop | None, then=None) -> _Waiter | None:
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
@@ -640,6 +649,7 @@ class SqliteStore:
             if target <= self._committed_seq:
                 return None
             waiter = _Waiter(target, loop)
+            waiter.then = then
             self._waiters.append(waiter)
             if loop is None:
                 self._ask()
@@ -748,6 +758,13 @@ class SqliteStore:
         if waiter is None:
             return
         await waiter.future
+
+    def when_durable(self, then):
+        """durable() without a coroutine: None when nothing recorded is uncommitted, else a Future of the running loop
+        that the commit resolves to ``then(None)``, or to ``then(StoreError)`` when it fails. Raises StoreError when the
+        store is closed or its commit path died."""
+        waiter = self._register(asyncio.get_running_loop(), then)
+        return None if waiter is None else waiter.future
 
     def flush(self) -> None:
         """Blocking durable(): commit every recorded mutation before returning."""
