@@ -40,7 +40,8 @@ def answer_once_durable(qm: Any, encode: Callable[[int | None], bytes], what: st
     if when_durable is None:
         return answer_when_durable(qm.durable(), encode, what)
     try:
-        future = when_durable(lambda error: encode(None if error is None else not_durable_status(what, error)))
+        future = when_durable(lambda error: encode(None if error is None else not_durable_status(what, error)),
+                              getattr(qm.scheduler, "loop", None))     # the queue manager's loop: no getpid(2)
     except StoreError as exc:
         return encode(not_durable_status(what, exc))
     return encode(None) if future is None else future

@@ -380,7 +380,7 @@ class RpcConnection(asyncio.Protocol):
         if self.calls.get(call_id) is call:
             del self.calls[call_id]
             if not self.calls:
-                self._last_progress = asyncio.get_running_loop().time()
+                self._last_progress = self.server._loop.time()
         reason = call.reason
         if future.cancelled():
             if reason in (_CANCEL, _SHUTDOWN) and not self._lost:

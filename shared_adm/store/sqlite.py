@@ -658,11 +658,11 @@ class SqliteStore:
                 # the next commit (1.3 messages per commit at 4 clients, measured). So: wait for the ACKs of
                 # recently Locked messages (bounded), else ask at the end of this loop turn.
                 if self._recent_lock():
-                    self._hold = loop.call_later(self._group_wait, self._end_hold)
+                    self._hold = loop.call_later(self._group_wait, self._end_hold, loop)
                     self._hold_loop = loop
                 else:
                     self._asking = loop
-                    loop.call_soon(self._ask_at_turn_end)
+                    loop.call_soon(self._ask_at_turn_end, loop)
             return waiter
 
     def _idle_for(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -684,24 +684,24 @@ class SqliteStore:
             self._hold = None
             if self._asking is None:
                 self._asking = self._hold_loop
-                self._hold_loop.call_soon(self._ask_at_turn_end)
+                self._hold_loop.call_soon(self._ask_at_turn_end, self._hold_loop)
 
-    def _end_hold(self) -> None:
+    def _end_hold(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._hold = None
-        self._commit_here()
+        self._commit_here(loop)
 
     def _ask(self) -> None:
         if not self._demand:                # the writer is told once; later waiters join the same commit
             self._demand = True
             self._wake.notify()
 
-    def _ask_at_turn_end(self) -> None:
+    def _ask_at_turn_end(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._asking = None
-        self._commit_here()
+        self._commit_here(loop)
 
-    def _commit_here(self) -> None:
+    def _commit_here(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit what the waiters wait for on this (the event loop's) thread; while the writer thread holds the
         connection (a checkpoint, a commit nobody awaited) it is retried _RETRY_S later (handing it to the writer
         instead made the writer commit every batch that followed, measured). It is the writer's under FULL and while
@@ -725,8 +725,8 @@ class SqliteStore:
                     return
                 if not self._closed and self._broken is None:
                     if self._asking is None:
-                        self._asking = asyncio.get_running_loop()
-                        self._asking.call_later(_RETRY_S, self._ask_at_turn_end)
+                        self._asking = loop
+                        loop.call_later(_RETRY_S, self._ask_at_turn_end, loop)
                     return
         if batches is None:
             with self._lock:
@@ -738,7 +738,7 @@ class SqliteStore:
             self._unchecked = 0
             self._check_wal()
         if ready:
-            _resolve_all(ready, error, asyncio.get_running_loop())
+            _resolve_all(ready, error, loop)
 
     def _check_wal(self) -> None:
         """Hand the writer thread a checkpoint once the WAL holds about SQLite's default autocheckpoint (1,000
@@ -759,11 +759,12 @@ class SqliteStore:
             return
         await waiter.future
 
-    def when_durable(self, then):
+    def when_durable(self, then, loop: asyncio.AbstractEventLoop | None = None):
         """durable() without a coroutine: None when nothing recorded is uncommitted, else a Future of the running loop
         that the commit resolves to ``then(None)``, or to ``then(StoreError)`` when it fails. Raises StoreError when the
-        store is closed or its commit path died."""
-        waiter = self._register(asyncio.get_running_loop(), then)
+        store is closed or its commit path died. ``loop``: the running loop, when the caller knows it (asking asyncio
+        costs a getpid(2) per call)."""
+        waiter = self._register(loop or asyncio.get_running_loop(), then)
         return None if waiter is None else waiter.future
 
     def flush(self) -> None:
