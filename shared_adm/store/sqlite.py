@@ -614,6 +614,16 @@ class SqliteStore:
                 self._unlocked()
             self._nudge()
 
+    def note_locked(self, queue_identifier: str, lookup_identifier: int) -> None:
+        """A stored message became Locked (MS-MQDMPR 3.1.1.11) and its row is left as it is: Initialization makes every
+        Locked position Available (3.1.3), so the row's Available state is what a restart would make of Locked. Only
+        the group commit notes it (its ACK is probably on its way: _recent_lock)."""
+        key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
+        with self._lock:
+            self._check_open()
+            self._locked.pop(key, None)
+            self._locked[key] = time.monotonic()
+
     def delete_message(self, queue_identifier: str, lookup_identifier: int) -> None:
         """Record the deletion of a stored MessagePosition (3.1.1.11)."""
         _check_identifier(queue_identifier)
