@@ -39,9 +39,11 @@ def answer_once_durable(qm: Any, encode: Callable[[int | None], bytes], what: st
     when_durable = getattr(qm.store, "when_durable", None)
     if when_durable is None:
         return answer_when_durable(qm.durable(), encode, what)
+    loop = getattr(qm.scheduler, "loop", None)         # the queue manager's loop: no getpid(2) in get_running_loop
+    if loop is not None and not loop.is_running():
+        loop = None
     try:
-        future = when_durable(lambda error: encode(None if error is None else not_durable_status(what, error)),
-                              getattr(qm.scheduler, "loop", None))     # the queue manager's loop: no getpid(2)
+        future = when_durable(lambda error: encode(None if error is None else not_durable_status(what, error)), loop)
     except StoreError as exc:
         return encode(not_durable_status(what, exc))
     return encode(None) if future is None else future
