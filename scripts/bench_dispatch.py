@@ -3,7 +3,9 @@
 RpcConnection over a fake transport. ``--scenario`` picks the call: peek-memo (MQ_ACTION_PEEK_CURRENT of one
 100-byte message: the packet memo always hits), peek-next (a cursor walking PEEK_NEXT through distinct 100-byte
 messages: every call serializes a packet) or receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
-RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call).
+RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call) or
+receive-ack-recoverable (the same with recoverable messages: each ACK waits for the group commit of its delete).
+``--loop uvloop`` runs it on uvloop.
 
 Prints the least process CPU µs per call (time.process_time: preemption by other processes does not count)
 over ``--rounds`` batches of ``--calls`` calls, with the RpcServer observer (qm2qm.metrics.RpcMetrics) set and
@@ -73,16 +75,18 @@ class FakeTransport:
     resume_reading = pause_reading
 
 
-SCENARIOS = ("peek-memo", "peek-next", "receive-ack")
+SCENARIOS = ("peek-memo", "peek-next", "receive-ack", "receive-ack-recoverable")
 PROFILER = None         # --profile: a cProfile.Profile enabled over the measured batches only
 
 
-async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str = "peek-memo") -> dict[str, float]:
+async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str = "peek-memo",
+                  clients: int = 1) -> dict[str, float]:
     from qm2qm.admin import Backend
     from qm2qm.app import App
     from qm2qm.config import load_config
     from qm2qm.rpc.server import RpcConnection
     from shared_adm.message import Message
+    from shared_adm.message import DeliveryGuarantee
 
     import tempfile
     # the SQLite store of `qm2qm serve` (the volatile :memory: store makes every ACK wait a loop turn)
@@ -97,14 +101,19 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         backend = Backend(app.qm, app.service)
         queue = backend.create_queue({"pathname": ".\\private$\\peek"})
         observers = 2 if getattr(app.rpc, "observer", None) is not None else 1
-        count = 1 if scenario == "peek-memo" else calls * rounds * observers + 1
+        count = 1 if scenario == "peek-memo" else calls * rounds * observers + 1 + clients
+        receiving = scenario.startswith("receive-ack")
+        delivery = DeliveryGuarantee.RECOVERABLE if scenario == "receive-ack-recoverable" else DeliveryGuarantee.EXPRESS
         for i in range(count):      # distinct messages: each its own identifier, hence its own packet
-            message = Message(body=bytes(1024) if scenario == "receive-ack" else bytes(range(100)), label=f"m{i}")
+            message = Message(body=bytes(1024) if receiving else bytes(range(100)), label=f"m{i}",
+                              delivery_guarantee=delivery)
             backend.prepare(queue, message)
             backend.enqueue(queue, message)
-        access = "receive" if scenario == "receive-ack" else "peek"
+        access = "receive" if receiving else "peek"
         handle = backend.open_for_remote_read(queue, access, "deny-none").handle
         cursor = backend.open_cursor(backend.find_descriptor(handle)) if scenario == "peek-next" else 0
+        if clients > 1:
+            return await run_clients(app, handle, calls, rounds, clients)
         transport = FakeTransport()
         conn = RpcConnection(app.rpc)
         conn.connection_made(transport)
@@ -125,7 +134,7 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
     if scenario == "peek-next":
         conn.data_received(bench.request_pdu(9, bench._peek_stub(handle, MQ_ACTION_PEEK_CURRENT, cursor), call_id=3))
         stub = bench._peek_stub(handle, MQ_ACTION_PEEK_NEXT, cursor)
-    elif scenario == "receive-ack":
+    elif scenario.startswith("receive-ack"):
         stub = bench.start_receive2_stub(handle, MQ_ACTION_RECEIVE)
     else:
         stub = bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT)
@@ -144,12 +153,12 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         for name, observer in (order if round_number % 2 else order[::-1]):
             if "observer on" in observers:
                 app.rpc.observer = observer
-            batch = [] if scenario == "receive-ack" else [bench.request_pdu(9, stub, call_id=call_id + i)
+            batch = [] if scenario.startswith("receive-ack") else [bench.request_pdu(9, stub, call_id=call_id + i)
                                                           for i in range(calls)]
             if PROFILER is not None:
                 PROFILER.enable()
             started = time.process_time()
-            if scenario == "receive-ack":
+            if scenario.startswith("receive-ack"):
                 await receive_ack(conn, transport, stub, call_id, calls)
             else:
                 for pdu in batch:
@@ -169,6 +178,83 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)
         assert observed == calls * rounds + setup, (observed, calls * rounds)
     return {name: value * 1e6 for name, value in best.items()}
+
+
+class ClientTransport(FakeTransport):
+    """A closed-loop receive + ACK client: each response's next request arrives on a later loop iteration (as
+    bytes from a socket would), so several clients' ACKs meet in one group commit."""
+
+    def __init__(self, loop, conn_holder: list, stub: bytes, budget: list) -> None:
+        super().__init__()
+        self.loop, self.holder, self.stub, self.budget = loop, conn_holder, stub, budget
+        self.call_id = 10
+        self.acking = False
+        self.done = loop.create_future()
+
+    def write(self, data: bytes) -> None:
+        before = self.responses
+        super().write(data)
+        if self.responses > before and self.budget[0] is not None:
+            self.loop.call_soon(self.next)
+
+    def next(self) -> None:
+        if self.budget[0] <= 0:
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        self.budget[0] -= 1
+        self.call_id += 1
+        if self.acking:
+            pdu = bench.request_pdu(1, bench.end_receive_stub(self.last_stub[:20]), call_id=self.call_id)
+        else:
+            pdu = bench.request_pdu(9, self.stub, call_id=self.call_id)
+        self.acking = not self.acking
+        self.holder[0].data_received(pdu)
+
+
+async def run_clients(app, handle: int, calls: int, rounds: int, clients: int) -> dict[str, float]:
+    """``clients`` connections, each RECEIVE then RR_ACK in a closed loop: the least CPU per call over rounds."""
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    from qm2qm.rpc.server import RpcConnection
+    loop = asyncio.get_running_loop()
+    stub = bench.start_receive2_stub(handle, MQ_ACTION_RECEIVE)
+    budget = [None]
+    transports = []
+    for _ in range(clients):
+        holder = [None]
+        transport = ClientTransport(loop, holder, stub, budget)
+        conn = RpcConnection(app.rpc)
+        holder[0] = conn
+        conn.connection_made(transport)
+        conn.data_received(bench.bind_pdu())
+        conn.data_received(bench.request_pdu(2, bench.open_queue_stub(handle), call_id=2))
+        transports.append(transport)
+    best = float("inf")
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            budget[0] = calls - calls % 2
+            for transport in transports:
+                transport.done = loop.create_future()
+                transport.acking = False
+            if PROFILER is not None:
+                PROFILER.enable()
+            started = time.process_time()
+            for transport in transports:
+                transport.next()
+            await asyncio.gather(*(t.done for t in transports))
+            best = min(best, (time.process_time() - started) / calls)
+            if PROFILER is not None:
+                PROFILER.disable()
+            budget[0] = None
+            await asyncio.sleep(0.01)   # the last ACKs' answers
+            gc.collect()
+    finally:
+        gc.enable()
+        for transport in transports:
+            transport.holder[0].connection_lost(None)
+    assert sum(t.faults for t in transports) == 0, "faults during the benchmark"
+    return {f"{clients} clients": best * 1e6}
 
 
 async def receive_ack(conn, transport, stub: bytes, call_id: int, calls: int) -> None:
@@ -194,6 +280,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--metrics", choices=["on", "off"], help="the serve option (omit for a tree without it)")
     parser.add_argument("--scenario", choices=SCENARIOS, default="peek-memo")
+    parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
+    parser.add_argument("--clients", type=int, default=1, help="receive-ack*: closed-loop connections")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the whole run into FILE and print its top")
     args = parser.parse_args()
     if args.calls % 2:
@@ -201,13 +289,17 @@ def main() -> None:
     metrics = None if args.metrics is None else args.metrics == "on"
     import qm2qm
     print(f"tree {os.path.dirname(os.path.dirname(os.path.abspath(qm2qm.__file__)))} {args.scenario}:", end="  ")
-    run = measure(args.calls, args.rounds, metrics, args.scenario)
+    run = measure(args.calls, args.rounds, metrics, args.scenario, args.clients)
     if args.profile:
         import cProfile
         import pstats
         global PROFILER
         PROFILER = cProfile.Profile()
-    result = asyncio.run(run)
+    if args.loop == "uvloop":
+        import uvloop
+        result = uvloop.run(run)
+    else:
+        result = asyncio.run(run)
     if args.profile:
         PROFILER.dump_stats(args.profile)
         pstats.Stats(args.profile).sort_stats("tottime").print_stats(40)

@@ -66,7 +66,7 @@ def bench_group_commit(root: str, messages: int, producers: int, body_size: int,
 def bench_acks(root: str, messages: int, consumers: int, body_size: int, interval: float,
                synchronous: str) -> tuple[float, float, int]:
     """The recoverable receive + ACK as the queue manager records it: ``consumers`` coroutines, each: Lock a stored
-    message (set_message_state), yield once (the RECEIVE answered, the ACK on its way), delete it, await durable().
+    message (note_locked, or set_message_state in a tree without it), yield once (the RECEIVE answered, the ACK on its way), delete it, await durable().
     Returns (seconds, process CPU seconds, commits)."""
     store = SqliteStore(os.path.join(root, f"ack-{consumers}-{synchronous}"), commit_interval_ms=interval,
                         synchronous=synchronous)
@@ -77,9 +77,14 @@ def bench_acks(root: str, messages: int, consumers: int, body_size: int, interva
     store.flush()
     lookups = iter(range(1, messages + 1))
 
+    lock = getattr(store, "note_locked", None)     # what the queue manager calls (a Locked state is not written)
+
     async def consumer() -> None:
         for lookup in lookups:
-            store.set_message_state(QUEUE, lookup, "Locked")
+            if lock is not None:
+                lock(QUEUE, lookup)
+            else:
+                store.set_message_state(QUEUE, lookup, "Locked")
             await asyncio.sleep(0)
             store.delete_message(QUEUE, lookup)
             await store.durable()

@@ -75,6 +75,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                  identifier: uuid.UUID | None = None, computer_name: str = "qm2qm",
                  queue_manager_quota_kb: int = DEFAULT_QUEUE_MANAGER_QUOTA_KB) -> None:
         self.store: Store = store if store is not None else MemoryStore()
+        # A Locked state is not written where the store can skip it: Initialization makes it Available (3.1.3)
+        self._note_locked = getattr(self.store, "note_locked", None)
         self.scheduler: Scheduler = scheduler if scheduler is not None else AsyncioScheduler()
         self.identifier = identifier
         self.computer_name = computer_name
@@ -523,7 +525,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         elif not was_available and state is PositionState.AVAILABLE:
             self._add_bytes(queue, position, +1)
         if record and recoverable(position.packed):
-            self.store.set_message_state(queue.store_identifier, position.lookup_identifier, state.value)
+            if state is PositionState.LOCKED and self._note_locked is not None:
+                self._note_locked(queue.store_identifier, position.lookup_identifier)
+            else:
+                self.store.set_message_state(queue.store_identifier, position.lookup_identifier, state.value)
 
     def _add_bytes(self, queue: Queue, position: MessagePosition, sign: int) -> None:
         """TotalBytes counts Available messages only, so Lock/NACK cycles cannot inflate it (#13)."""

@@ -1,5 +1,5 @@
-"""Answering a call that acknowledged a change once the change is durable (qm.durable(), group commit): inline
-when it already is, as a coroutine otherwise — exactly as the task running the handler would have. A commit the
+"""Answering a call that acknowledged a change once the change is durable (group commit): inline when it already
+is, else as a Future the commit completes (answer_once_durable) or a coroutine (answer_when_durable). A commit the
 store cannot make (disk full, read-only file system: StoreError) is answered MQ_ERROR_INSUFFICIENT_RESOURCES,
 never MQ_OK and never a server fault; the change is written once the store recovers (docs/mqqp-choices.md)."""
 from __future__ import annotations
@@ -30,6 +30,23 @@ async def await_durable(durable: Coroutine | None, what: str) -> int | None:
     except StoreError as exc:
         return not_durable_status(what, exc)
     return None
+
+
+def answer_once_durable(qm: Any, encode: Callable[[int | None], bytes], what: str = "the ACK") -> bytes | Any:
+    """``encode(None)`` now when nothing recorded awaits its commit; else a Future of the answer that the store's
+    commit completes (the runtime answers it from a done-callback: no task). A store without ``when_durable``
+    (tests' gated stores) takes answer_when_durable(qm.durable(), ...)."""
+    when_durable = getattr(qm.store, "when_durable", None)
+    if when_durable is None:
+        return answer_when_durable(qm.durable(), encode, what)
+    loop = getattr(qm.scheduler, "loop", None)         # the queue manager's loop: no getpid(2) in get_running_loop
+    if loop is not None and not loop.is_running():
+        loop = None
+    try:
+        future = when_durable(lambda error: encode(None if error is None else not_durable_status(what, error)), loop)
+    except StoreError as exc:
+        return encode(not_durable_status(what, exc))
+    return encode(None) if future is None else future
 
 
 def answer_when_durable(durable: Coroutine | None, encode: Callable[[int | None], bytes],

@@ -2,8 +2,9 @@
 
 One ``RpcConnection`` (an asyncio.Protocol) per TCP connection feeds bytes to the sans-IO
 ``qm2qm.rpc.connection.Connection`` and acts on its events: binds join association groups
-(MS-RPCE 3.3.1.5.7), requests run their operation's handler (inline when it is a plain function, as a task
-when it returns an awaitable), co_cancel / orphaned cancel that task (C706 12.6.4.6, 12.6.4.8), and a closing
+(MS-RPCE 3.3.1.5.7), requests run their operation's handler (inline when it is a plain function, from a done-callback when it returns
+an asyncio.Future, as a task when it returns another awaitable), co_cancel / orphaned cancel that task or Future
+(C706 12.6.4.6, 12.6.4.8), and a closing
 connection runs down its group's context handles when it was the group's last (C706 5.1.6).
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import inspect
 import itertools
 import logging
 import uuid
+from functools import partial
 from time import perf_counter
 from typing import Any, Iterable
 
@@ -52,7 +54,8 @@ def registry_key(interface: Interface) -> tuple[uuid.UUID, int, int]:
 
 
 class _Call:
-    """An operation running as a task, and why it was cancelled (None while not cancelled)."""
+    """An operation running as a task (or the Future its handler returned), and why it was cancelled (None while
+    not cancelled)."""
     __slots__ = ("task", "reason", "started")
 
     def __init__(self) -> None:
@@ -307,6 +310,8 @@ class RpcConnection(asyncio.Protocol):
             return
         if type(result) is bytes:
             self._respond(call_id, result)
+        elif isinstance(result, asyncio.Future) and not isinstance(result, asyncio.Task):
+            self._await_answer(call_id, op.name, result)
         elif inspect.isawaitable(result):
             call = _Call()
             self.calls[call_id] = call
@@ -360,6 +365,40 @@ class RpcConnection(asyncio.Protocol):
         if call.reason not in (_ORPHAN, _LOST) and not self._lost:
             self._answer(call_id, name, result)
             self._flush()
+
+    def _await_answer(self, call_id: int, name: str, future: asyncio.Future) -> None:
+        # A Future's handler has done all its work: no task, and nothing that must start before later calls
+        # (calls_to_start); co_cancel, orphaned, a lost connection and shutdown cancel the Future itself.
+        call = _Call()
+        call.task = future
+        call.started = True
+        self.calls[call_id] = call
+        future.add_done_callback(partial(self._answered, call_id, call, name))
+
+    def _answered(self, call_id: int, call: _Call, name: str, future: asyncio.Future) -> None:
+        """A Future's outcome answered as _run answers its awaitable's (C706 12.6.4.6, 12.6.4.8)."""
+        if self.calls.get(call_id) is call:
+            del self.calls[call_id]
+            if not self.calls:
+                self._last_progress = self.server._loop.time()
+        reason = call.reason
+        if future.cancelled():
+            if reason in (_CANCEL, _SHUTDOWN) and not self._lost:
+                self._fault(call_id, NCA_S_FAULT_CANCEL)
+                self._flush()
+            return
+        if reason in (_ORPHAN, _LOST) or self._lost:
+            future.exception()                  # retrieved: no "never retrieved" warning
+            return
+        exc = future.exception()
+        if exc is None:
+            self._answer(call_id, name, future.result())
+        elif isinstance(exc, RpcFault):
+            self._fault(call_id, self._fault_status(exc, call_id))
+        else:
+            self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=exc)
+            self._fault(call_id, NCA_S_FAULT_UNSPEC)
+        self._flush()
 
     def _answer(self, call_id: int, name: str, result: Any) -> None:
         if isinstance(result, (bytes, bytearray, memoryview)):

@@ -184,8 +184,8 @@ def _message_row(stored: StoredMessage) -> tuple[bytes | None, str | None, bytes
 
 
 class _Waiter:
-    """One durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
-    __slots__ = ("target", "loop", "future", "event", "error")
+    """One durable()/when_durable()/flush() caller waiting for the batch numbered ``target`` to commit."""
+    __slots__ = ("target", "loop", "future", "event", "error", "then")
 
     def __init__(self, target: int, loop: asyncio.AbstractEventLoop | None) -> None:
         self.target = target
@@ -193,6 +193,7 @@ class _Waiter:
         self.future = loop.create_future() if loop is not None else None
         self.event = threading.Event() if loop is None else None
         self.error: BaseException | None = None
+        self.then = None            # when_durable(): the future's result is then(None) or then(StoreError)
 
     def resolve(self, error: BaseException | None) -> None:
         if self.loop is None:
@@ -206,6 +207,14 @@ class _Waiter:
 
     def _settle(self, error: BaseException | None) -> None:
         if self.future.done():      # cancelled by its awaiter
+            return
+        if self.then is not None:
+            try:
+                result = self.then(error)
+            except BaseException as exc:        # the future's awaiter gets it; the other waiters are settled
+                self.future.set_exception(exc)
+            else:
+                self.future.set_result(result)
             return
         if error is None:
             self.future.set_result(None)
@@ -605,6 +614,16 @@ class SqliteStore:
                 self._unlocked()
             self._nudge()
 
+    def note_locked(self, queue_identifier: str, lookup_identifier: int) -> None:
+        """A stored message became Locked (MS-MQDMPR 3.1.1.11) and its row is left as it is: Initialization makes every
+        Locked position Available (3.1.3), so the row's Available state is what a restart would make of Locked. Only
+        the group commit notes it (its ACK is probably on its way: _recent_lock)."""
+        key = (queue_identifier, _u64(lookup_identifier, "lookup identifier"))
+        with self._lock:
+            self._check_open()
+            self._locked.pop(key, None)
+            self._locked[key] = time.monotonic()
+
     def delete_message(self, queue_identifier: str, lookup_identifier: int) -> None:
         """Record the deletion of a stored MessagePosition (3.1.1.11)."""
         _check_identifier(queue_identifier)
@@ -630,7 +649,7 @@ class SqliteStore:
 
     # ---- waiting -----------------------------------------------------------------------------
 
-    def _register(self, loop: asyncio.AbstractEventLoop | None) -> _Waiter | None:
+    def _register(self, loop: asyncio.AbstractEventLoop | None, then=None) -> _Waiter | None:
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
@@ -640,6 +659,7 @@ class SqliteStore:
             if target <= self._committed_seq:
                 return None
             waiter = _Waiter(target, loop)
+            waiter.then = then
             self._waiters.append(waiter)
             if loop is None:
                 self._ask()
@@ -648,11 +668,11 @@ class SqliteStore:
                 # the next commit (1.3 messages per commit at 4 clients, measured). So: wait for the ACKs of
                 # recently Locked messages (bounded), else ask at the end of this loop turn.
                 if self._recent_lock():
-                    self._hold = loop.call_later(self._group_wait, self._end_hold)
+                    self._hold = loop.call_later(self._group_wait, self._end_hold, loop)
                     self._hold_loop = loop
                 else:
                     self._asking = loop
-                    loop.call_soon(self._ask_at_turn_end)
+                    loop.call_soon(self._ask_at_turn_end, loop)
             return waiter
 
     def _idle_for(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -674,24 +694,24 @@ class SqliteStore:
             self._hold = None
             if self._asking is None:
                 self._asking = self._hold_loop
-                self._hold_loop.call_soon(self._ask_at_turn_end)
+                self._hold_loop.call_soon(self._ask_at_turn_end, self._hold_loop)
 
-    def _end_hold(self) -> None:
+    def _end_hold(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._hold = None
-        self._commit_here()
+        self._commit_here(loop)
 
     def _ask(self) -> None:
         if not self._demand:                # the writer is told once; later waiters join the same commit
             self._demand = True
             self._wake.notify()
 
-    def _ask_at_turn_end(self) -> None:
+    def _ask_at_turn_end(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             self._asking = None
-        self._commit_here()
+        self._commit_here(loop)
 
-    def _commit_here(self) -> None:
+    def _commit_here(self, loop: asyncio.AbstractEventLoop) -> None:
         """Commit what the waiters wait for on this (the event loop's) thread; while the writer thread holds the
         connection (a checkpoint, a commit nobody awaited) it is retried _RETRY_S later (handing it to the writer
         instead made the writer commit every batch that followed, measured). It is the writer's under FULL and while
@@ -715,8 +735,8 @@ class SqliteStore:
                     return
                 if not self._closed and self._broken is None:
                     if self._asking is None:
-                        self._asking = asyncio.get_running_loop()
-                        self._asking.call_later(_RETRY_S, self._ask_at_turn_end)
+                        self._asking = loop
+                        loop.call_later(_RETRY_S, self._ask_at_turn_end, loop)
                     return
         if batches is None:
             with self._lock:
@@ -728,7 +748,7 @@ class SqliteStore:
             self._unchecked = 0
             self._check_wal()
         if ready:
-            _resolve_all(ready, error, asyncio.get_running_loop())
+            _resolve_all(ready, error, loop)
 
     def _check_wal(self) -> None:
         """Hand the writer thread a checkpoint once the WAL holds about SQLite's default autocheckpoint (1,000
@@ -748,6 +768,14 @@ class SqliteStore:
         if waiter is None:
             return
         await waiter.future
+
+    def when_durable(self, then, loop: asyncio.AbstractEventLoop | None = None):
+        """durable() without a coroutine: None when nothing recorded is uncommitted, else a Future of the running loop
+        that the commit resolves to ``then(None)``, or to ``then(StoreError)`` when it fails. Raises StoreError when the
+        store is closed or its commit path died. ``loop``: the running loop, when the caller knows it (asking asyncio
+        costs a getpid(2) per call)."""
+        waiter = self._register(loop or asyncio.get_running_loop(), then)
+        return None if waiter is None else waiter.future
 
     def flush(self) -> None:
         """Blocking durable(): commit every recorded mutation before returning."""

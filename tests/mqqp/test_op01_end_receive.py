@@ -113,3 +113,80 @@ async def test_end_receive_ack_that_cannot_be_made_durable_is_not_answered_mq_ok
     assert (status, out) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE)
     store.full = False
     assert (await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE, timeout=0)).status == st.MQ_ERROR_IO_TIMEOUT
+
+
+# -- an ACK on SqliteStore: answered from the commit's Future (no task) ----------------------------------------
+
+async def _recoverable_received(make_env, tmp_path):
+    from shared_adm.message import DeliveryGuarantee, Message
+    from shared_adm.store.sqlite import SqliteStore
+    from tests.mqqp.conftest import FORMAT_NAME
+    store = SqliteStore(tmp_path)
+    env = await make_env(store)
+    c, d, session = await env.session()
+    message = Message(body=b"kept", destination_queue_format_name=FORMAT_NAME,
+                      delivery_guarantee=DeliveryGuarantee.RECOVERABLE)
+    assert env.qm.enqueue_message(env.queue, message) == 0
+    await env.qm.durable()
+    r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
+    assert r.status == st.MQ_OK
+    return store, env, c, d, message, r.context
+
+
+def _stored_rows(store) -> int:
+    import sqlite3
+    with sqlite3.connect(store.path) as conn:
+        return conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+
+
+async def test_end_receive_ack_on_sqlite_is_answered_once_its_delete_is_committed(make_env, tmp_path):
+    store, env, c, d, message, context = await _recoverable_received(make_env, tmp_path)
+    commits = []
+    store.on_commit = lambda seconds: commits.append(_stored_rows(store))
+    assert await c.call(c.end_receive, context, RR_ACK) == (st.MQ_OK, NULL_HANDLE)
+    assert commits and _stored_rows(store) == 0 and env.positions() == {}
+    assert not env.server.calls_to_start and all(not rc.calls for rc in env.server.connections.values())
+
+
+async def test_end_receive_ack_on_sqlite_whose_commit_fails_is_insufficient_resources(make_env, tmp_path,
+                                                                                      monkeypatch):
+    store, env, c, d, message, context = await _recoverable_received(make_env, tmp_path)
+    import sqlite3
+    original = store._apply
+
+    def full(conn, batch):
+        raise sqlite3.OperationalError("database or disk is full")
+    monkeypatch.setattr(store, "_apply", full)
+    assert await c.call(c.end_receive, context, RR_ACK) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE)
+    monkeypatch.setattr(store, "_apply", original)
+    await env.qm.durable()                  # the retried batch: the ACKed message is not stored any more
+    assert _stored_rows(store) == 0 and env.positions() == {}
+
+
+async def test_end_receive_ack_on_sqlite_whose_connection_is_lost_before_the_commit_still_deletes(make_env,
+                                                                                                   tmp_path):
+    store, env, c, d, message, context = await _recoverable_received(make_env, tmp_path)
+    gate = []
+    store._inline = False                   # the writer thread commits, after the gate: the ACK waits meanwhile
+    original = store._commit_taken
+
+    def gated(batches):
+        import time
+        deadline = time.monotonic() + 30
+        while not gate and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return original(batches)
+    store._commit_taken = gated
+    c.dce.get_rpc_transport().get_socket().settimeout(5)
+    ack = asyncio.ensure_future(c.call(c.end_receive, context, RR_ACK))
+    await env.wait_until(lambda: any(rc.calls for rc in env.server.connections.values()))
+    [future] = [call.task for rc in env.server.connections.values() for call in rc.calls.values()]
+    c.disconnect()
+    await env.wait_until(lambda: future.cancelled())
+    gate.append(True)
+    await env.qm.durable()
+    assert _stored_rows(store) == 0 and env.positions() == {}
+    try:
+        await ack
+    except Exception:
+        pass

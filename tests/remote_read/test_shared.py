@@ -8,8 +8,8 @@ import pytest
 
 from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 from qm2qm.remote_read.core import ReadCore
-from qm2qm.remote_read.durable import answer_when_durable, await_durable
-from shared_adm.store.base import StoreError
+from qm2qm.remote_read.durable import answer_once_durable, answer_when_durable, await_durable
+from shared_adm.store.base import MemoryStore, StoreError
 from qm2qm.remote_read.entries import ReadEntry, ReadEntryTable
 from qm2qm.remote_read.locks import cancel, release, release_descriptor
 from qm2qm.remote_read.packets import take_packet
@@ -152,6 +152,29 @@ async def test_answer_when_durable_answers_insufficient_resources_when_the_commi
     assert await later == st.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert await await_durable(fails_later(), "x") == st.MQ_ERROR_INSUFFICIENT_RESOURCES
     assert await await_durable(None, "x") is None
+
+
+async def test_answer_once_durable_is_inline_with_nothing_pending_else_the_stores_future(tmp_path):
+    from shared_adm.clock import AsyncioScheduler
+    from shared_adm.store.sqlite import SqliteStore
+    qm = QueueManager(store=SqliteStore(tmp_path), scheduler=AsyncioScheduler())
+    qm.initialize()
+    qm.store.flush()
+    assert answer_once_durable(qm, lambda failed: (b"now", failed)) == (b"now", None)
+    qm.store.set_sequential_id(7)
+    later = answer_once_durable(qm, lambda failed: (b"later", failed))
+    assert isinstance(later, asyncio.Future) and await later == (b"later", None)
+    qm.store.close()
+    assert answer_once_durable(qm, lambda failed: failed) == st.MQ_ERROR_INSUFFICIENT_RESOURCES   # closed
+
+
+async def test_answer_once_durable_takes_the_coroutine_path_for_a_store_without_when_durable():
+    class Gated(MemoryStore):
+        async def durable(self) -> None:
+            await asyncio.sleep(0.001)
+    qm = QueueManager(store=Gated(), scheduler=ManualScheduler())
+    later = answer_once_durable(qm, lambda failed: b"later")
+    assert asyncio.iscoroutine(later) and await later == b"later"
 
 
 def test_a_packet_the_compact_path_cannot_make_comes_from_the_general_path_byte_for_byte(core, monkeypatch):

@@ -174,7 +174,7 @@ async def until(predicate, *, step: float = 0.002, limit: int = 5000) -> None:
     raise AssertionError("condition never became true")
 
 
-SERVER_TEST_MODULES = {"test_server", "test_server_limits", "test_rundown", "test_impacket_client"}
+SERVER_TEST_MODULES = {"test_server", "test_server_future", "test_server_limits", "test_rundown", "test_impacket_client"}
 
 
 @pytest.fixture(autouse=True)

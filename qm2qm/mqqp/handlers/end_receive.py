@@ -7,7 +7,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
-from qm2qm.remote_read.durable import answer_when_durable, await_durable
+from qm2qm.remote_read.durable import answer_once_durable, await_durable
 from qm2qm.remote_read.locks import release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -15,23 +15,21 @@ from shared_adm import status as st
 
 async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes]:
     """The processing rules of 3.1.4.2; returns (rStatus, pphContext out). An ACK is durable before the answer."""
-    status, context, durable = _end_receive(service, ctx, context, ack)
-    failed = await await_durable(durable, "RemoteQMEndReceive: the ACK")
+    status, context, wait = _end_receive(service, ctx, context, ack)
+    failed = await await_durable(service.qm.durable() if wait else None, "RemoteQMEndReceive: the ACK")
     return (status if failed is None else failed), context
 
 
-def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes, Any]:
-    """3.1.4.2 up to the answer: (rStatus, pphContext out, the qm.durable() coroutine an ACK must await)."""
+def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes, bool]:
+    """3.1.4.2 up to the answer: (rStatus, pphContext out, whether the answer waits for the ACK's commit)."""
     entry = ctx.lookup_handle(context, service.remoteread_handle_type)
     if entry is None:
-        return st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE, None
+        return st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE, False
     if ack not in (RR_NACK, RR_ACK):
-        return st.MQ_ERROR_INVALID_PARAMETER, context, None
+        return st.MQ_ERROR_INVALID_PARAMETER, context, False
     status = release(service, entry, delete=ack == RR_ACK)
     context = ctx.close_handle(context)
-    if ack == RR_ACK and status == st.MQ_OK:
-        return status, context, service.qm.durable()
-    return status, context, None
+    return status, context, ack == RR_ACK and status == st.MQ_OK
 
 
 def run_down_remote_read(service: Service, entry) -> None:
@@ -41,12 +39,14 @@ def run_down_remote_read(service: Service, entry) -> None:
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
     """Opnum 1 on the wire: decode, apply 3.1.4.2, encode — inline when the runtime allows it (ctx.answer_now)
-    and the ACK is durable at once; otherwise as a coroutine (a task) that waits for it."""
+    and the ACK is durable at once, else a Future the commit answers; a coroutine (a task) otherwise."""
     if not getattr(ctx, "answer_now", False):
         return _serve(service, ctx, stub)
     request = codec.decode_request(1, stub, ctx.ndr64)
-    status, context, durable = _end_receive(service, ctx, request.pphContext, request.dwAck)
-    return answer_when_durable(durable, lambda failed: _encode(ctx, status if failed is None else failed, context),
+    status, context, wait = _end_receive(service, ctx, request.pphContext, request.dwAck)
+    if not wait:
+        return _encode(ctx, status, context)
+    return answer_once_durable(service.qm, lambda failed: _encode(ctx, status if failed is None else failed, context),
                                "RemoteQMEndReceive: the ACK")
 
 

@@ -2,17 +2,16 @@
 made in a transaction — the message is left to the transaction's outcome (MS-MQDMPR 3.1.7.1.12)."""
 from __future__ import annotations
 
-from qm2qm.mqrr.codec import decode, encode, signed
-from qm2qm.mqrr.handlers.end_receive import end_receive
+from typing import Any
+
+from qm2qm.mqrr.codec import decode
+from qm2qm.mqrr.handlers.end_receive import answer, end
 from qm2qm.mqrr.service import Service
-from qm2qm.remote_read.durable import answer_when_durable
 from qm2qm.rpc.interface import CallContext
 
 
-def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
+def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
     """Opnum 15 on the wire: decode, apply 3.1.4.15, encode."""
     r = decode(15, stub, ctx.ndr64)
-    status, durable = end_receive(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
-    return answer_when_durable(durable, lambda failed: encode(15, ctx.ndr64,
-                                                              ErrorCode=signed(status if failed is None else failed)),
-                               "R_EndReceive: the ACK")
+    status, wait = end(service, ctx, r["phContext"], r["dwAck"], r["dwRequestId"])
+    return answer(service, ctx, 15, status, wait)
