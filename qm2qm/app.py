@@ -26,7 +26,7 @@ class StartupError(RuntimeError):
     """The server cannot start: the message is one line naming the file or address at fault."""
 
 
-def _open_store(data_dir: str):
+def _open_store(data_dir: str, options: dict[str, Any] | None = None):
     from shared_adm.store.base import MemoryStore, StoreError
     from shared_adm.store.sqlite import SqliteStore
 
@@ -40,7 +40,7 @@ def _open_store(data_dir: str):
     except OSError as exc:
         raise StartupError(f"cannot create data directory '{path}': {exc.strerror or exc}") from None
     try:
-        return SqliteStore(path)
+        return SqliteStore(path, **(options or {}))
     except StoreError as exc:
         raise StartupError(str(exc)) from None
     except OSError as exc:
@@ -108,7 +108,7 @@ class App:
         from qm2qm.rpc.server import RpcServer
 
         self.auth = self._auth_policy()
-        self.store = _open_store(self.config.data_dir)
+        self.store = _open_store(self.config.data_dir, self.config.store_options)
         if self.config.metrics:
             from qm2qm.metrics import RpcMetrics
             self.metrics = RpcMetrics()

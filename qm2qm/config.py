@@ -34,6 +34,12 @@ DEFAULT_HOST = "127.0.0.1"
 ADMIN_HOST = "127.0.0.1"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
+# The SQLite store's durability and group commit (shared_adm/store/sqlite.py): "normal" survives kill -9, "full" also
+# power loss (an fsync per commit); an ACK's commit waits at most group_wait_ms for the ACKs of other recently Locked
+# messages; a change nobody awaits is committed within commit_interval_ms.
+STORE_SYNCHRONOUS = ("normal", "full")
+DEFAULT_STORE_GROUP_WAIT_MS = 1.0
+DEFAULT_STORE_COMMIT_INTERVAL_MS = 10.0
 AUTH_MODES = ("none", "optional", "required")        # qm2qm.rpc.auth.policy.AUTH_MODES
 # The event loop `qm2qm serve` runs on; "auto" = uvloop when it is installed, else asyncio's own.
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
@@ -79,7 +85,16 @@ class ServerConfig:
     allow_anonymous_ntlm: bool = False
     keytab: str | None = None               # Kerberos keytab (needs python-gssapi)
     loop: str = "auto"
+    store_synchronous: str = "normal"
+    store_group_wait_ms: float = DEFAULT_STORE_GROUP_WAIT_MS
+    store_commit_interval_ms: float = DEFAULT_STORE_COMMIT_INTERVAL_MS
     explicit: frozenset[str] = field(default=frozenset(), compare=False)
+
+    @property
+    def store_options(self) -> dict[str, Any]:
+        """The SqliteStore keyword arguments these settings make."""
+        return {"synchronous": self.store_synchronous.upper(), "group_wait_ms": self.store_group_wait_ms,
+                "commit_interval_ms": self.store_commit_interval_ms}
 
     @property
     def epm_port_is_default(self) -> bool:
@@ -139,6 +154,12 @@ def _check_choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
     return value
+
+
+def _check_ms(key: str, value: Any, most: int) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= most:
+        raise ConfigError(f"{key}: expected milliseconds 0..{most}, got {value!r}")
+    return float(value)
 
 
 def _check_value(key: str, value: Any) -> Any:
@@ -219,6 +240,12 @@ def _check_value(key: str, value: Any) -> Any:
         return value
     if key == "log_level":
         return _check_choice(key, value, LOG_LEVELS)
+    if key == "store_synchronous":
+        return _check_choice(key, value, STORE_SYNCHRONOUS)
+    if key == "store_group_wait_ms":
+        return _check_ms(key, value, 1000)
+    if key == "store_commit_interval_ms":
+        return _check_ms(key, value, 60_000)
     raise ConfigError(f"unknown configuration key {key!r} (known: {', '.join(KEYS)})")
 
 
@@ -262,4 +289,7 @@ def load_config(config_file: str | Path | None = None, overrides: Mapping[str, A
         values.update(read_toml(config_file))
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     values.update(normalize(given, source="command line"))
+    tuned = sorted(k for k in values if k.startswith("store_"))
+    if tuned and values.get("data_dir") == ":memory:":
+        raise ConfigError(f"{tuned[0]}: tunes the SQLite store, but data_dir ':memory:' is the volatile store")
     return replace(ServerConfig(), **values, explicit=frozenset(values))

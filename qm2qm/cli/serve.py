@@ -50,9 +50,16 @@ from shared_adm.store.base import StoreError
 @click.option("--keytab", type=click.Path(dir_okay=False), help="Kerberos keytab of the service principal (needs pip install 'qm2qm[kerberos]'; docs/authentication.md).")
 @click.option("--loop", "event_loop", type=click.Choice(["auto", "asyncio", "uvloop"]),
               help="Event loop [auto: uvloop when installed, else asyncio].")
+@click.option("--store-synchronous", type=click.Choice(["normal", "full"]),
+              help="Store durability [normal: survives kill -9; full: also power loss, an fsync per commit].")
+@click.option("--store-group-wait-ms", type=float,
+              help="Longest an ACK's commit waits for other recently Locked messages' ACKs to share it [1].")
+@click.option("--store-commit-interval-ms", type=float,
+              help="Longest a change nobody waits for stays uncommitted [10].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
           max_connections, idle_timeout, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
-          users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop) -> None:
+          users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop, store_synchronous,
+          store_group_wait_ms, store_commit_interval_ms) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
     from qm2qm.app import StartupError, serve as run
     from qm2qm.eventloop import EventLoopError, clear_gc, run as run_on_loop, settle_gc
@@ -68,7 +75,9 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "metrics": metrics, "users": users_file, "auth": auth_mode,
                                            "min_auth_level": min_auth_level,
                                            "allow_anonymous_ntlm": allow_anonymous_ntlm, "keytab": keytab,
-                                           "loop": event_loop})
+                                           "loop": event_loop, "store_synchronous": store_synchronous,
+                                           "store_group_wait_ms": store_group_wait_ms,
+                                           "store_commit_interval_ms": store_commit_interval_ms})
     except ConfigError as exc:
         _fail(str(exc), 2)
     from qm2qm.logfmt import configure

@@ -273,6 +273,8 @@ class SqliteStore:
             raise ValueError(f"group_wait_ms must be >= 0, not {group_wait_ms!r}")
         self._interval = commit_interval_ms / 1000.0
         self._group_wait = group_wait_ms / 1000.0
+        self.options = {"synchronous": synchronous, "group_wait_ms": group_wait_ms,
+                        "commit_interval_ms": commit_interval_ms}       # as opened (serve --store-*)
         self._lock_file = None
         self._conn: sqlite3.Connection | None = None
         self._open(synchronous)
