@@ -131,6 +131,19 @@ def ingest_batches(calls_dir: str, bundles: list[str], batches: Iterator[pa.Reco
         for bundle in batch.column(0).to_pylist():
             for index, path, part in json.loads(bundles[bundle]):
                 yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+    _forget_zip_package_finders()
+
+
+def _forget_zip_package_finders() -> None:
+    """Drop the cached zipimporters of packages inside zips (pyspark.zip, the shipped code), keeping those of
+    sys.path entries. PySpark calls importlib.invalidate_caches() at the start of every task, and each zipimporter
+    re-reads its whole archive's directory there: 20 of them (pyspark.zip/pyspark/sql, …) cost 0.074 s CPU a task,
+    0.022 s without the package ones. A dropped finder is rebuilt on the next import below it, from zipimport's
+    directory cache."""
+    import zipimport
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter) and path not in sys.path:
+            del sys.path_importer_cache[path]
 
 
 # Above this many input bytes per core, bundles stay at about this size so that a slow executor does not hold up
