@@ -122,14 +122,28 @@ def _ingest_part(path: str, spec: dict) -> Any:
     return result
 
 
-def ingest_batches(calls_dir: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function (bound to the calls directory): each input row is one bundle (bundle_tasks), a JSON
-    list of [index, path, part] tasks (a file, or one part of a split capture); yields each task's small records
-    (RECORD_SCHEMA)."""
+def ingest_batches(calls_dir: str, bundles: list[str], batches: Iterator[pa.RecordBatch]
+                   ) -> Iterator[pa.RecordBatch]:
+    """mapInArrow function (bound to the calls directory and the bundles, bundle_tasks): each input row is the
+    index of one bundle, a JSON list of [index, path, part] tasks (a file, or one part of a split capture); yields
+    each task's small records (RECORD_SCHEMA)."""
     for batch in batches:
-        for bundle in batch.column("tasks").to_pylist():
-            for index, path, part in json.loads(bundle):
+        for bundle in batch.column(0).to_pylist():
+            for index, path, part in json.loads(bundles[bundle]):
                 yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+    _forget_zip_package_finders()
+
+
+def _forget_zip_package_finders() -> None:
+    """Drop the cached zipimporters of packages inside zips (pyspark.zip, the shipped code), keeping those of
+    sys.path entries. PySpark calls importlib.invalidate_caches() at the start of every task, and each zipimporter
+    re-reads its whole archive's directory there: 20 of them (pyspark.zip/pyspark/sql, …) cost 0.074 s CPU a task,
+    0.022 s without the package ones. A dropped finder is rebuilt on the next import below it, from zipimport's
+    directory cache."""
+    import zipimport
+    for path, finder in list(sys.path_importer_cache.items()):
+        if isinstance(finder, zipimport.zipimporter) and path not in sys.path:
+            del sys.path_importer_cache[path]
 
 
 # Above this many input bytes per core, bundles stay at about this size so that a slow executor does not hold up
@@ -225,7 +239,6 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     import shutil
 
     import pyarrow.parquet as pq
-    from pyspark.sql.types import StringType, StructField, StructType
 
     paths = expand_inputs(inputs)
     out = Path(out_dir)
@@ -236,15 +249,12 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     for name in ("calls", "sessions", "problems"):
         shutil.rmtree(out / name, ignore_errors=True)
     calls_dir.mkdir(parents=True)
-    bundles = [[json.dumps([[i, *tasks[i][:2]] for i in bundle])]
+    bundles = [json.dumps([[i, *tasks[i][:2]] for i in bundle])
                for bundle in bundle_tasks(tasks, parallelism, BUNDLE_BYTES)]
-    input_schema = StructType([StructField("tasks", StringType())])
-    if len(bundles) <= parallelism:
-        # a local relation: one row a partition, and no Python worker to turn an RDD into rows
-        frame = spark.createDataFrame(bundles, input_schema)
-    else:                       # one bundle a partition (parallelize slices a list evenly; repartition does not)
-        frame = spark.createDataFrame(spark.sparkContext.parallelize(bundles, len(bundles)), input_schema)
-    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve())),
+    # One bundle index a partition, from the JVM's own range: createDataFrame of a Python list is a Python RDD
+    # re-pickled by a second Python worker in every task (py-spy; BENCHMARKS.md, fourth pass).
+    frame = spark.range(len(bundles), numPartitions=max(1, len(bundles)))
+    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve()), bundles),
                                _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
     if not tasks:                                   # still a readable (empty) calls table
         pq.write_table(schema.table([], schema.CALL_SCHEMA), calls_dir / "part-00000.parquet")

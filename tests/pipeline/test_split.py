@@ -258,3 +258,48 @@ def test_a_split_capture_whose_prediction_failed_is_renumbered_by_the_job(spark,
     assert (summary["split_files"], summary["renumbered_files"]) == (1, 1)
     assert _numbering(pq.read_table(tmp_path / "a" / "calls").to_pylist()) == _numbering(expected.calls)
     assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
+
+
+def test_more_bundles_than_cores_each_run_once_from_the_range_input(spark, tmp_path, monkeypatch):
+    """Bundles beyond the parallelism (BUNDLE_BYTES reached): one partition of spark.range per bundle, each task's
+    calls written once, the rows of ingest_file file by file; an empty input still writes an empty calls table."""
+    import pyarrow.parquet as pq
+    paths = []
+    for i in range(3):
+        paths.append(tmp_path / f"c{i}.pcap")
+        _capture(paths[-1], pcapng=bool(i % 2))
+    monkeypatch.setattr(spark_jobs, "BUNDLE_BYTES", 1)
+    summary = spark_jobs.ingest(spark, [str(p) for p in paths], tmp_path / "a", split_min_bytes=1 << 40)
+    assert (summary["tasks"], summary["spark_tasks"]) == (3, 3)
+    calls = pq.read_table(tmp_path / "a" / "calls").to_pylist()
+    expected = [c for p in paths for c in ingest_file(p).calls]
+    assert sorted(_numbering(calls)) == sorted(_numbering(expected)) and len(calls) == len(expected)
+    empty = spark_jobs.ingest(spark, [], tmp_path / "b")
+    assert (empty["tasks"], empty["spark_tasks"]) == (0, 0)
+    assert pq.read_table(tmp_path / "b" / "calls").num_rows == 0
+
+
+def test_forgetting_zip_package_finders_keeps_imports_working(tmp_path, monkeypatch):
+    """spark_jobs._forget_zip_package_finders drops the finders of packages inside a zip, keeps the zip's own
+    (a sys.path entry), and a later import below a dropped one still works."""
+    import importlib
+    import sys
+    import zipfile
+    archive = tmp_path / "code.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("zpkg/__init__.py", "")
+        zf.writestr("zpkg/sub/__init__.py", "")
+        zf.writestr("zpkg/sub/a.py", "A = 1\n")
+        zf.writestr("zpkg/sub/b.py", "B = 2\n")
+    monkeypatch.syspath_prepend(str(archive))
+    monkeypatch.setattr(sys, "path_importer_cache", dict(sys.path_importer_cache))
+    for name in ("zpkg", "zpkg.sub", "zpkg.sub.a", "zpkg.sub.b"):
+        monkeypatch.delitem(sys.modules, name, raising=False)         # undone after the test: imported ones go
+    assert importlib.import_module("zpkg.sub.a").A == 1
+    inner = [p for p in sys.path_importer_cache if p.startswith(str(archive) + "/")]
+    assert inner
+    spark_jobs._forget_zip_package_finders()
+    assert not [p for p in sys.path_importer_cache if p.startswith(str(archive) + "/")]
+    assert str(archive) in sys.path_importer_cache
+    importlib.invalidate_caches()
+    assert importlib.import_module("zpkg.sub.b").B == 2
