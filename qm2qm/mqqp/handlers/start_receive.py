@@ -70,7 +70,14 @@ def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery
     refused, descriptor, cursor = _check(service, desc)
     if refused is not None:
         return refused
-    return run_read_now(service, *_begin(service, ctx, desc, descriptor, cursor, 0))
+    action = desc.ulAction
+    if action == MQ_ACTION_RECEIVE:
+        return run_read_now(service, *_begin(service, ctx, desc, descriptor, cursor, 0))
+    # A peek: run_read_now without its RemoteReadEntry and closures (only a receive's delivery holds the entry).
+    result = read_event(service.qm, descriptor, action, 0, cursor, desc.dwRequestID)
+    if desc.ulTimeout != 0 and result.status != st.MQ_OK:
+        return None
+    return deliver(service, ctx, None, result, receive=False)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
