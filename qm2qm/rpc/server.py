@@ -165,6 +165,8 @@ class RpcConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self.finished = loop.create_future()
         self._clock = (server._loop or loop).time
+        if getattr(self._clock, "__func__", None) is asyncio.BaseEventLoop.time:
+            self._clock = time.monotonic    # what asyncio's own loop.time() returns, without its Python frame
         self.conn = server._new_connection()
         server.connections[self.id] = self
         self._last_progress = loop.time()
