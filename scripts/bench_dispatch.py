@@ -2,7 +2,8 @@
 """Server CPU per call of the RPC dispatch path, without sockets: RemoteQMStartReceive2 calls fed as PDUs to an
 RpcConnection over a fake transport. ``--scenario`` picks the call: peek-memo (MQ_ACTION_PEEK_CURRENT of one
 100-byte message: the packet memo always hits), peek-next (a cursor walking PEEK_NEXT through distinct 100-byte
-messages: every call serializes a packet) or receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
+messages: every call serializes a packet), lookup (RemoteQMStartReceiveByLookupId, MQ_LOOKUP_PEEK_CURRENT of one
+100-byte message: opnum 10, the memo hits), receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
 RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call) or
 receive-ack-recoverable (the same with recoverable messages: each ACK waits for the group commit of its delete).
 ``--loop uvloop`` runs it on uvloop.
@@ -75,7 +76,7 @@ class FakeTransport:
     resume_reading = pause_reading
 
 
-SCENARIOS = ("peek-memo", "peek-next", "receive-ack", "receive-ack-recoverable")
+SCENARIOS = ("peek-memo", "peek-next", "lookup", "receive-ack", "receive-ack-recoverable")
 PROFILER = None         # --profile: a cProfile.Profile enabled over the measured batches only
 
 
@@ -101,7 +102,7 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         backend = Backend(app.qm, app.service)
         queue = backend.create_queue({"pathname": ".\\private$\\peek"})
         observers = 2 if getattr(app.rpc, "observer", None) is not None else 1
-        count = 1 if scenario == "peek-memo" else calls * rounds * observers + 1 + clients
+        count = 1 if scenario in ("peek-memo", "lookup") else calls * rounds * observers + 1 + clients
         receiving = scenario.startswith("receive-ack")
         delivery = DeliveryGuarantee.RECOVERABLE if scenario == "receive-ack-recoverable" else DeliveryGuarantee.EXPRESS
         for i in range(count):      # distinct messages: each its own identifier, hence its own packet
@@ -117,7 +118,8 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         transport = FakeTransport()
         conn = RpcConnection(app.rpc)
         conn.connection_made(transport)
-        return await run_batches(app, conn, transport, handle, calls, rounds, scenario, cursor)
+        return await run_batches(app, conn, transport, handle, calls, rounds, scenario, cursor,
+                                 lookup_id=message.lookup_identifier)
     finally:
         if conn is not None:
             conn.connection_lost(None)
@@ -126,9 +128,11 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
 
 
 async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int, scenario: str = "peek-memo",
-                      cursor: int = 0) -> dict[str, float]:
+                      cursor: int = 0, lookup_id: int = 0) -> dict[str, float]:
     """Bind, open the session, then call in interleaved batches with the observer off and on."""
-    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+    from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
+                                      MQ_LOOKUP_PEEK_CURRENT)
+    opnum = 10 if scenario == "lookup" else 9
     conn.data_received(bench.bind_pdu())
     conn.data_received(bench.request_pdu(2, bench.open_queue_stub(handle), call_id=2))
     if scenario == "peek-next":
@@ -136,6 +140,8 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         stub = bench._peek_stub(handle, MQ_ACTION_PEEK_NEXT, cursor)
     elif scenario.startswith("receive-ack"):
         stub = bench.start_receive2_stub(handle, MQ_ACTION_RECEIVE)
+    elif scenario == "lookup":
+        stub = bench._lookup_stub(handle, lookup_id, MQ_LOOKUP_PEEK_CURRENT)
     else:
         stub = bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT)
     while transport.responses < 1 + (scenario == "peek-next"):
@@ -153,7 +159,7 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         for name, observer in (order if round_number % 2 else order[::-1]):
             if "observer on" in observers:
                 app.rpc.observer = observer
-            batch = [] if scenario.startswith("receive-ack") else [bench.request_pdu(9, stub, call_id=call_id + i)
+            batch = [] if scenario.startswith("receive-ack") else [bench.request_pdu(opnum, stub, call_id=call_id + i)
                                                           for i in range(calls)]
             if PROFILER is not None:
                 PROFILER.enable()
@@ -173,6 +179,7 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         gc.collect()
     gc.enable()
     assert transport.faults == 0, "faults during the benchmark"
+    assert bench.hresult(transport.last_stub) == 0, f"the last call answered 0x{bench.hresult(transport.last_stub):08x}"
     if getattr(app, "metrics", None) is not None:
         observed = sum(op.latency.total for op in app.metrics.operations())
         setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)

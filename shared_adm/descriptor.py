@@ -18,6 +18,10 @@ from shared_adm.compact import unpack
 from shared_adm.message import Message
 
 
+# checked on every read: tuples of the members themselves (an Enum's hash is a Python call; `in` tries identity first)
+_RECEIVE_TYPES = (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS)
+_PEEK_TYPES = _RECEIVE_TYPES + (QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS)
+
 class ReadResult:
     """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked;
     ``packed`` is the compact form the message was read from (shared_adm/compact.py), when there is one.
@@ -170,13 +174,12 @@ class OpenQueueDescriptor:
     @property
     def can_receive(self) -> bool:
         """AccessType allows receive and purge (3.1.1.17 ReceiveAccess / ReceiveAdminAccess)."""
-        return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS)
+        return self.access_type in _RECEIVE_TYPES
 
     @property
     def can_peek(self) -> bool:
         """AccessType allows peek (3.1.1.17)."""
-        return self.access_type in (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS,
-                                    QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS)
+        return self.access_type in _PEEK_TYPES
 
 
 __all__ = ["ReadResult", "PendingRead", "WaitingMessageReadOperation", "OpenQueueDescriptor", "PositionState"]

@@ -15,6 +15,9 @@ from shared_adm.queue import END_KEY, MessagePosition, Queue
 from shared_adm.seek import HEAD, seek_available_message_position, seek_available_message_position_with_id
 from shared_adm.transaction import TransactionalOperation
 
+# looked at on every read: module names (an Enum class attribute costs more per access)
+_OK = st.MQ_OK
+_SUCCEEDED, _WAITING = CursorResult.SUCCEEDED, CursorResult.WAITING
 _CURSOR_STATUS = {
     CursorResult.ALREADY_RECEIVED: st.MQ_ERROR_MESSAGE_ALREADY_RECEIVED,
     CursorResult.NOT_FOUND: st.MQ_ERROR_IO_TIMEOUT,                     # #6
@@ -33,9 +36,9 @@ class ReadEvents:
             return st.MQ_ERROR_QUEUE_NOT_AVAILABLE
         if not (descriptor.can_receive if receive else descriptor.can_peek):
             return st.MQ_ERROR_ACCESS_DENIED                                  # #19
-        if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool)
-                                    or not 0 <= timeout <= INFINITE):
-            return st.MQ_ERROR_INVALID_PARAMETER
+        if timeout is not None and not (type(timeout) is int and 0 <= timeout <= INFINITE) \
+                and (not isinstance(timeout, int) or isinstance(timeout, bool) or not 0 <= timeout <= INFINITE):
+            return st.MQ_ERROR_INVALID_PARAMETER          # (a plain int in range is decided by the first test)
         if cursor is not None and (not isinstance(cursor, Cursor) or cursor.open_queue_descriptor_reference
                                    is not descriptor or self._cursors.get(cursor.handle) is not cursor):
             return st.MQ_ERROR_INVALID_HANDLE
@@ -64,9 +67,9 @@ class ReadEvents:
             if cursor.waiting:
                 return ReadResult(st.MQ_ERROR_ILLEGAL_CURSOR_ACTION)
             result, position = cursor.get_next_message_for_dequeue(no_wait=timeout == 0)
-            if result is CursorResult.SUCCEEDED:
+            if result is _SUCCEEDED:
                 return dispose(position)
-            if result is not CursorResult.WAITING:
+            if result is not _WAITING:
                 return ReadResult(_CURSOR_STATUS[result])
         else:
             position = seek_available_message_position(HEAD, queue, False)
@@ -182,14 +185,14 @@ class ReadEvents:
             if cursor.waiting:
                 return ReadResult(st.MQ_ERROR_ILLEGAL_CURSOR_ACTION)
             result, position = cursor.get_message_for_peek()
-            if result is CursorResult.SUCCEEDED:
-                return ReadResult(st.MQ_OK, packed=position.packed)
-            if result is not CursorResult.WAITING:
+            if result is _SUCCEEDED:
+                return ReadResult(_OK, None, None, False, position.packed)
+            if result is not _WAITING:
                 return ReadResult(_CURSOR_STATUS[result])
         else:
             position = seek_available_message_position(HEAD, queue, True)
             if position.lookup_identifier != END_KEY:
-                return ReadResult(st.MQ_OK, packed=position.packed)
+                return ReadResult(_OK, None, None, False, position.packed)
         return self.wait_for_new_message(descriptor, timeout, False, tag, cursor, self._peek_completion(cursor))
 
     def peek_next_message(self, descriptor: OpenQueueDescriptor, timeout: int = INFINITE,
@@ -204,9 +207,9 @@ class ReadEvents:
             return ReadResult(st.MQ_ERROR_ILLEGAL_CURSOR_ACTION)
         timeout = INFINITE if timeout is None else timeout
         result, position = cursor.get_next_message_for_peek()
-        if result is CursorResult.SUCCEEDED:
-            return ReadResult(st.MQ_OK, packed=position.packed)
-        if result is not CursorResult.WAITING:
+        if result is _SUCCEEDED:
+            return ReadResult(_OK, None, None, False, position.packed)
+        if result is not _WAITING:
             return ReadResult(_CURSOR_STATUS[result])
         return self.wait_for_new_message(descriptor, timeout, False, tag, cursor, self._peek_completion(cursor))
 
@@ -217,7 +220,7 @@ class ReadEvents:
                 return None
             if cursor is not None:
                 cursor.message_available(position)
-            return ReadResult(st.MQ_OK, packed=position.packed)
+            return ReadResult(_OK, None, None, False, position.packed)
         return complete
 
     # ------------------------------------------------------------------ 3.1.7.3.1 and its timer

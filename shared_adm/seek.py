@@ -6,13 +6,15 @@ from shared_adm.compact import allow_peek_when_locked
 from shared_adm.enums import MessageSeekAction, PositionState, SeekDirection
 from shared_adm.queue import END_KEY, START_KEY, MessagePosition, Queue
 
+_FORWARD = SeekDirection.FORWARD             # module names: an Enum class attribute costs more per access
+_AVAILABLE, _LOCKED = PositionState.AVAILABLE, PositionState.LOCKED
 HEAD = "Head"   # iInitialPosition := Head — the search includes Head itself (DEFECTS.md #1)
 
 
 def _visible(position: MessagePosition, peek: bool) -> bool:
-    if position.state is PositionState.AVAILABLE:
+    if position.state is _AVAILABLE:
         return True
-    return peek and position.state is PositionState.LOCKED and allow_peek_when_locked(position.packed)
+    return peek and position.state is _LOCKED and allow_peek_when_locked(position.packed)
 
 
 def seek_available_message_position(initial: "MessagePosition | str", queue: Queue, peek: bool,
@@ -20,10 +22,10 @@ def seek_available_message_position(initial: "MessagePosition | str", queue: Que
     """3.1.7.3.2: the next Available (or peek-visible Locked) position from ``initial``; End (Start backward) if none."""
     lst = queue.message_position_list
     if initial == HEAD:
-        key = START_KEY if direction is SeekDirection.FORWARD else END_KEY
+        key = START_KEY if direction is _FORWARD else END_KEY
     else:
         key = initial.lookup_identifier
-    if direction is SeekDirection.FORWARD:
+    if direction is _FORWARD:
         if peek and lst.peek_locked:
             for position in lst.irange_after_values(key):
                 if _visible(position, True):

@@ -20,7 +20,7 @@ from qm2qm.rpc.events import (
 )
 from qm2qm.rpc.auth.security import AuthError, SecurityContext, SecurityProvider
 from qm2qm.rpc.auth.verifier import append_protected_response, unprotect_fragment
-from qm2qm.rpc.interface import NDR64, Interface
+from qm2qm.rpc.interface import ANONYMOUS, NDR64, RPC_C_AUTHN_LEVEL_NONE, Interface
 from qm2qm.rpc.limits import DEFAULT_LIMITS, MAX_BIND_FRAG, OLD_CALL_WINDOW, Limits
 
 Event = Union[BindRequest, CallRequest, CancelRequest, CallOrphaned, ConnectionTerminated]
@@ -29,6 +29,7 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
+_new_tuple = tuple.__new__      # CallRequest(...) without the named tuple's Python-level __new__ (same tuple)
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
 _SUPPORTED_BTFN = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
 _AWAIT_BIND, _BOUND, _CLOSED = 0, 1, 2
@@ -676,9 +677,9 @@ class Connection:
         if call_id > self._current_call_id:
             self._current_call_id = call_id
         calls[call_id] = _Call(context_id, False)
-        events.append(CallRequest(call_id, context_id, opnum, None, bytes(buf[pos + P.REQUEST_HEADER_SIZE:
-                                                                              pos + frag_length]),
-                                  context.interface, context.ndr64))
+        events.append(_new_tuple(CallRequest, (call_id, context_id, opnum, None,
+                                               bytes(buf[pos + P.REQUEST_HEADER_SIZE:pos + frag_length]),
+                                               context.interface, context.ndr64, ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE)))
 
     def _check_sequence(self, flags: int, call_id: int, context_id: int = 0) -> bool:
         """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the

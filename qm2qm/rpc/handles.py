@@ -16,13 +16,15 @@ HANDLE_SIZE = 20
 _log = logging.getLogger("qm2qm.rpc")
 
 _POOL_SIZE = 4096                       # random bytes fetched at once: 256 handle keys per getrandom call
-_V4_CLEAR = ((1 << 128) - 1) ^ (0xF000 << 64) ^ (0xC000 << 48)
-_V4_SET = (0x4000 << 64) | (0x8000 << 48)     # version 4, variant RFC 4122: what uuid.uuid4() gives
+# version 4, variant RFC 4122 (what uuid.uuid4() gives): octet 6's high nibble 4, octet 8's two high bits 10
+_VERSION_4 = bytes((b & 0x0F) | 0x40 for b in range(256))
+_VARIANT = bytes((b & 0x3F) | 0x80 for b in range(256))
 
 
 class _RandomKeys:
     """Random (version 4) UUIDs as 16 bytes, cut from a pool of os.urandom bytes: uuid.uuid4() costs a
-    getrandom call and a UUID object per handle. The pool is dropped in a forked child (no shared keys)."""
+    getrandom call and a UUID object per handle. The version and variant bits of a whole pool are set at once
+    (two translated strides), so a key is one slice. The pool is dropped in a forked child (no shared keys)."""
     __slots__ = ("_pool", "_pos")
 
     def __init__(self) -> None:
@@ -35,9 +37,12 @@ class _RandomKeys:
     def next(self) -> bytes:
         pos = self._pos
         if pos >= _POOL_SIZE:
-            self._pool, pos = os.urandom(_POOL_SIZE), 0
+            pool = bytearray(os.urandom(_POOL_SIZE))
+            pool[6::16] = pool[6::16].translate(_VERSION_4)
+            pool[8::16] = pool[8::16].translate(_VARIANT)
+            self._pool, pos = bytes(pool), 0
         self._pos = pos + 16
-        return (int.from_bytes(self._pool[pos:pos + 16], "big") & _V4_CLEAR | _V4_SET).to_bytes(16, "big")
+        return self._pool[pos:pos + 16]
 
 
 _random_keys = _RandomKeys()

@@ -13,8 +13,10 @@ import asyncio
 import inspect
 import itertools
 import logging
+import time
 import uuid
 from functools import partial
+from operator import attrgetter
 from time import perf_counter
 from typing import Any, Iterable
 
@@ -80,22 +82,24 @@ def _discard(awaitable) -> None:
 
 class CallState:
     """The CallContext of one request (qm2qm/rpc/interface.py): ids, syntax and the group's handle table."""
-    __slots__ = ("call_id", "opnum", "ndr64", "connection_id", "association_group_id", "interface",
-                 "answer_now", "principal", "auth_level", "_connection", "_group")
+    __slots__ = ("request", "ndr64", "answer_now", "_connection", "_group")
+
+    # one made per call: what handlers read on every call is a slot, the rest is read from the request on demand
+    call_id = property(attrgetter("request.call_id"))
+    opnum = property(attrgetter("request.opnum"))
+    interface = property(attrgetter("request.interface"))
+    principal = property(attrgetter("request.principal"))   # from the call's security context (ANONYMOUS if none)
+    auth_level = property(attrgetter("request.auth_level"))
+    connection_id = property(attrgetter("_connection.id"))
+    association_group_id = property(attrgetter("_group.id"))
 
     def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest,
                  answer_now: bool = False) -> None:
         # answer_now: no earlier call of this server is still waiting for its task's first step, so a handler
         # may complete this call inline and still act in arrival order (qm2qm/mqqp read fast path).
         self.answer_now = answer_now
-        self.call_id = request.call_id
-        self.opnum = request.opnum
+        self.request = request
         self.ndr64 = request.ndr64
-        self.interface = request.interface
-        self.connection_id = connection.id
-        self.association_group_id = group.id
-        self.principal = request.principal          # from the call's security context (ANONYMOUS if none)
-        self.auth_level = request.auth_level
         self._connection = connection
         self._group = group
 
@@ -143,6 +147,7 @@ class RpcConnection(asyncio.Protocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._header = bytearray()          # partial 16-byte PDU header
         self._body_left = 0                 # bytes still missing from the current PDU
+        self._clock = time.monotonic        # the server loop's time(), once connected
         self.call_starts: dict[int, tuple[Interface, int, float]] = {}  # call_id -> (interface, opnum, arrival)
 
     # -- asyncio.Protocol --
@@ -162,6 +167,9 @@ class RpcConnection(asyncio.Protocol):
             return
         loop = asyncio.get_running_loop()
         self.finished = loop.create_future()
+        self._clock = (server._loop or loop).time
+        if getattr(self._clock, "__func__", None) is asyncio.BaseEventLoop.time:
+            self._clock = time.monotonic    # what asyncio's own loop.time() returns, without its Python frame
         self.conn = server._new_connection()
         server.connections[self.id] = self
         self._last_progress = loop.time()
@@ -176,10 +184,14 @@ class RpcConnection(asyncio.Protocol):
         conn = self.conn
         if conn is None or self._lost:
             return
-        self._track_framing(data)
+        n = len(data)
+        if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n:
+            self._last_progress = self._clock()         # _track_framing's common case: one whole PDU
+            self.server.statistics.pkts_in += 1
+        else:
+            self._track_framing(data)
         try:
-            events = conn.receive_data(data)
-            for event in events:
+            for event in conn.receive_data(data):
                 kind = type(event)
                 if kind is CallRequest:
                     self._on_call(event)
@@ -273,9 +285,7 @@ class RpcConnection(asyncio.Protocol):
         server = self.server
         server.statistics.calls_in += 1
         conn = self.conn
-        call_id = request.call_id
-        interface = request.interface
-        opnum = request.opnum
+        call_id, _, opnum, _, stub, interface, _, principal, auth_level = request
         start = (interface, opnum, perf_counter())
         op = interface.operations.get(opnum)
         if op is None:
@@ -289,17 +299,17 @@ class RpcConnection(asyncio.Protocol):
             conn.send_fault(call_id, NCA_S_PROTO_ERROR, did_not_execute=True)
             return
         if interface.unauthenticated_opnums is not None and opnum not in interface.unauthenticated_opnums \
-                and not server.auth.call_allowed(request.principal.authenticated, request.auth_level):
+                and not server.auth.call_allowed(principal.authenticated, auth_level):
             # MS-MQQP 5 / MS-RPCE 3.3.1.5.2: refused before the handler runs
             self.log(logging.INFO, "%s (opnum %d) refused to %s at level %d (auth %s, min level %d)", op.name,
-                     opnum, request.principal.name, request.auth_level, server.auth.mode,
+                     opnum, principal.name, auth_level, server.auth.mode,
                      server.auth.min_level, call_id=call_id)
             conn.send_fault(call_id, interface.access_denied_status)
             return
         self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
-            result = op.handler(CallState(self, self.group, request, answer_now), request.stub)
+            result = op.handler(CallState(self, self.group, request, answer_now), stub)
         except RpcFault as fault:
             self._fault(call_id, self._fault_status(fault, call_id))
             return

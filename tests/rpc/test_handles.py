@@ -1,6 +1,7 @@
 """Context-handle table (MS-RPCE 3.3.1.4.1; C706 5.1.6 rundown)."""
 import asyncio
 import logging
+import uuid
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -25,6 +26,19 @@ def test_new_handle_wire_form_is_zero_attributes_and_a_uuid4():
     assert len(wire) == 20 and wire[:4] == b"\0\0\0\0" and wire != NULL_HANDLE
     assert (wire[4 + 6] >> 4) == 4          # version nibble of a random (v4) UUID
     assert table.new(TYPE_A, "y") != wire
+
+
+def test_keys_across_pool_refills_are_distinct_rfc4122_version_4_uuids():
+    table = HandleTable()
+    keys = [table.new(TYPE_A, i)[4:] for i in range(3 * 256 + 7)]        # three refills of the 4 KiB pool
+    assert len(set(keys)) == len(keys)
+    for key in keys:
+        u = uuid.UUID(bytes=key)
+        assert u.version == 4 and u.variant == uuid.RFC_4122
+    # every other bit stays random: each of the 122 random bits is seen both set and clear
+    ones = [sum((int.from_bytes(k, "big") >> bit) & 1 for k in keys) for bit in range(128)]
+    fixed = {bit for bit in range(128) if ones[bit] in (0, len(keys))}
+    assert fixed == {79, 78, 77, 76, 63, 62}
 
 
 def test_lookup_returns_the_object_and_none_for_null():

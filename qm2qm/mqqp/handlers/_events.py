@@ -5,12 +5,14 @@ from typing import Any
 
 from shared_adm.enums import RemoteReadState
 
+_NOT_REMOTE = RemoteReadState.NONE
+
 
 def find_open_queue_descriptor(qm: Any, handle: int) -> Any | None:
     """The OpenQueueDescriptor with Handle = handle in any Queue.OpenQueueDescriptorCollection (3.1.1.16),
     if it was opened for a remote read (RemoteReadState not None; docs/mqqp-choices.md)."""
     descriptor = qm.descriptor_by_handle(handle)
-    if descriptor is None or descriptor.remote_read_state is RemoteReadState.NONE:
+    if descriptor is None or descriptor.remote_read_state is _NOT_REMOTE:
         return None
     return descriptor
 

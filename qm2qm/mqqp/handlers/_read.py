@@ -37,10 +37,11 @@ class Delivery:
     lookup_identifier: int = 0
 
 
-def deliver(service: Service, ctx: CallContext, entry: ReadEntry, result: ReadResult,
+def deliver(service: Service, ctx: CallContext, entry: ReadEntry | None, result: ReadResult,
             *, receive: bool) -> Delivery:
     """The packet of a read (MS-MQDMPR 3.1.7.1.30, 3.1.7.1.32) and, for a receive, its
-    PCTX_REMOTEREAD_HANDLE_TYPE; any failure returns a Locked message to the queue."""
+    PCTX_REMOTEREAD_HANDLE_TYPE (``entry``: the receive's, None for a peek); any failure returns a Locked message
+    to the queue."""
     if result.status != st.MQ_OK:
         return Delivery(result.status)
     status, packet = take_packet(service, entry, result, receive=receive)

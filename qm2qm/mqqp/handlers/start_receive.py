@@ -11,7 +11,7 @@ from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import READ_ACTIONS as ACTIONS
 from qm2qm.remote_read.cursors import find_cursor
-from qm2qm.remote_read.reads import answerable_now, read_event, run_read, run_read_now
+from qm2qm.remote_read.reads import answerable_now, read_event, run_read
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -70,7 +70,16 @@ def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery
     refused, descriptor, cursor = _check(service, desc)
     if refused is not None:
         return refused
-    return run_read_now(service, *_begin(service, ctx, desc, descriptor, cursor, 0))
+    # run_read_now(*_begin(...)) without its closures; only a receive's delivery holds a RemoteReadEntry
+    action = desc.ulAction
+    result = read_event(service.qm, descriptor, action, 0, cursor, desc.dwRequestID)
+    if desc.ulTimeout != 0 and result.status != st.MQ_OK:
+        return None
+    if action != MQ_ACTION_RECEIVE:
+        return deliver(service, ctx, None, result, receive=False)
+    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
+                            timeout=desc.ulTimeout, action=action, descriptor=descriptor)
+    return deliver(service, ctx, entry, result, receive=True)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:

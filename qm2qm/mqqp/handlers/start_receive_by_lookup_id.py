@@ -45,12 +45,15 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
     descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue)
     if descriptor is None:
         return Delivery(st.MQ_ERROR_INVALID_HANDLE)
+    seek = lookup_operation(seek, lookup_id)
+    if peek:        # run_read_now with timeout 0 (checked above): no RemoteReadEntry, no closures
+        return deliver(service, ctx, None, lookup_event(qm, descriptor, lookup_id, True, seek), receive=False)
     entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
                             timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
     return run_read_now(
         service, entry,
-        lambda: lookup_event(qm, descriptor, lookup_id, peek, lookup_operation(seek, lookup_id)),
-        lambda result: deliver(service, ctx, entry, result, receive=not peek))
+        lambda: lookup_event(qm, descriptor, lookup_id, False, seek),
+        lambda result: deliver(service, ctx, entry, result, receive=True))
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
