@@ -1,59 +1,19 @@
-"""SqliteStore.note_locked: a Locked state is not written (Initialization makes it Available, MS-MQDMPR 3.1.3), yet
-the group commit still holds an ACK's commit for the ACKs of recently Locked messages."""
-import asyncio
-
+"""SqliteStore.note_locked: a Locked state is not written (Initialization makes it Available, MS-MQDMPR 3.1.3); the
+group commit's hold for the ACKs of recently noted locks is tested with the written ones (test_sqlite, LOCKED_WAYS)."""
 from shared_adm.clock import ManualScheduler
 from shared_adm.enums import PositionState, QueueAccessType, QueueShareMode
 from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import SqliteStore
-from tests.store.test_sqlite import Q, _msg, _rows
-
-
-def _noted_store(data_dir, count, **options):
-    store = SqliteStore(data_dir, commit_interval_ms=60_000, **options)
-    for lookup in range(1, count + 1):
-        store.put_message(_msg(lookup))
-    store.flush()
-    for lookup in range(1, count + 1):
-        store.note_locked(Q, lookup)
-    return store
+from tests.store.test_sqlite import _locked_store
 
 
 async def test_a_noted_lock_writes_nothing(data_dir):
-    store = _noted_store(data_dir, 2)
+    store = _locked_store(data_dir, 2, noted=True)
     before = store.commits
     assert store.when_durable(lambda error: error) is None     # nothing recorded: nothing to commit
     assert store.commits == before
     assert [m.state for m in store.load().messages] == ["Available", "Available"]
-    store.close()
-
-
-async def test_an_ack_waits_for_the_acks_of_recently_noted_locks_and_shares_their_commit(data_dir):
-    store = _noted_store(data_dir, 3)
-    before = store.commits
-    store.delete_message(Q, 1)
-    first = asyncio.ensure_future(store.durable())
-    for lookup in (2, 3):
-        for _ in range(3):
-            await asyncio.sleep(0)
-        assert not first.done()
-        store.delete_message(Q, lookup)
-    await asyncio.gather(first, store.durable())
-    assert store.commits == before + 1
-    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
-    store.close()
-
-
-async def test_a_nack_of_a_noted_lock_releases_the_held_commit(data_dir):
-    store = _noted_store(data_dir, 2, group_wait_ms=60_000)
-    store.delete_message(Q, 1)
-    waiting = asyncio.ensure_future(store.durable())
-    for _ in range(3):
-        await asyncio.sleep(0)
-    assert not waiting.done()
-    store.set_message_state(Q, 2, "Available")
-    await asyncio.wait_for(waiting, 30)
     store.close()
 
 

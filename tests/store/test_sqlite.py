@@ -575,19 +575,27 @@ async def test_a_file_that_turned_unreadable_is_logged_without_a_traceback(data_
 
 # ---- group commit: who commits what durable() waits for, and when --------------------------------
 
-def _locked_store(data_dir, count, **options):
-    """A store holding ``count`` committed messages, each then Locked (received, its ACK not yet in)."""
+def _locked_store(data_dir, count, noted=False, **options):
+    """A store holding ``count`` committed messages, each then Locked (received, its ACK not yet in): the state
+    written, or only noted (note_locked, as the queue manager does: Initialization makes Locked Available)."""
     store = SqliteStore(data_dir, commit_interval_ms=60_000, **options)
     for lookup in range(1, count + 1):
         store.put_message(_msg(lookup))
     store.flush()
     for lookup in range(1, count + 1):
-        store.set_message_state(Q, lookup, "Locked")
+        if noted:
+            store.note_locked(Q, lookup)
+        else:
+            store.set_message_state(Q, lookup, "Locked")
     return store
 
 
-async def test_an_ack_waits_for_the_acks_of_recently_locked_messages_and_shares_their_commit(data_dir):
-    store = _locked_store(data_dir, 3)
+LOCKED_WAYS = pytest.mark.parametrize("noted", [False, True], ids=["state-written", "noted"])
+
+
+@LOCKED_WAYS
+async def test_an_ack_waits_for_the_acks_of_recently_locked_messages_and_shares_their_commit(data_dir, noted):
+    store = _locked_store(data_dir, 3, noted)
     before = store.commits
     store.delete_message(Q, 1)
     first = asyncio.ensure_future(store.durable())
@@ -610,16 +618,18 @@ async def test_the_wait_for_other_acks_is_bounded_by_group_wait_ms(data_dir):
     store.close()
 
 
-async def test_an_ack_with_no_other_recent_lock_commits_at_the_end_of_the_loop_turn(data_dir):
-    store = _locked_store(data_dir, 1, group_wait_ms=60_000)
+@LOCKED_WAYS
+async def test_an_ack_with_no_other_recent_lock_commits_at_the_end_of_the_loop_turn(data_dir, noted):
+    store = _locked_store(data_dir, 1, noted, group_wait_ms=60_000)
     store.delete_message(Q, 1)
     await asyncio.wait_for(store.durable(), 30)     # not held: nothing else is Locked
     assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
     store.close()
 
 
-async def test_a_nack_of_the_last_recent_lock_releases_the_held_commit(data_dir):
-    store = _locked_store(data_dir, 2, group_wait_ms=60_000)
+@LOCKED_WAYS
+async def test_a_nack_of_the_last_recent_lock_releases_the_held_commit(data_dir, noted):
+    store = _locked_store(data_dir, 2, noted, group_wait_ms=60_000)
     store.delete_message(Q, 1)
     waiting = asyncio.ensure_future(store.durable())
     for _ in range(3):
