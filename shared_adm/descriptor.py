@@ -22,6 +22,7 @@ from shared_adm.message import Message
 _RECEIVE_TYPES = (QueueAccessType.RECEIVE_ACCESS, QueueAccessType.RECEIVE_ADMIN_ACCESS)
 _PEEK_TYPES = _RECEIVE_TYPES + (QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS)
 
+
 class ReadResult:
     """rStatus and rMessage of a read event; ``position`` is the MessagePosition a two-phase read Locked;
     ``packed`` is the compact form the message was read from (shared_adm/compact.py), when there is one.
