@@ -59,6 +59,7 @@ import multiprocessing as mp
 import os
 import re
 import selectors
+import shlex
 import signal
 import socket
 import statistics
@@ -562,7 +563,7 @@ class Context:
         if self.args.profile:
             os.makedirs(self.args.profile, exist_ok=True)
             path = os.path.join(self.args.profile, f"{self.scenario}-{self.loop}-{len(self._servers)}.prof")
-        server = Server(path, *extra, loop=self.loop)
+        server = Server(path, *extra, *shlex.split(self.args.serve_args), loop=self.loop)
         self._servers.append((server, path))
         return server
 
@@ -1147,6 +1148,8 @@ def main() -> None:
     parser.add_argument("--receivers", type=int, default=5000)
     parser.add_argument("--wake-per-connection", type=int, default=50,
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
+    parser.add_argument("--serve-args", default="", metavar="ARGS",
+                        help="more `qm2qm serve` options for the servers of every scenario but sequence, e.g. '--store-group-wait-ms 0'")
     parser.add_argument("--json", metavar="FILE", help="write every figure (and the machine, load, command) here")
     parser.add_argument("--profile", metavar="DIR", help="cProfile each server into DIR and print its top functions")
     parser.add_argument("--py-spy", metavar="DIR", help="sample the server with py-spy over each load window")
