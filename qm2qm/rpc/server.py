@@ -186,7 +186,7 @@ class RpcConnection(asyncio.Protocol):
             return
         n = len(data)
         if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n:
-            self._last_progress = self._clock()         # _track_framing's common case: one whole PDU
+            self._last_progress = self._clock()         # the common case: one whole PDU
             self.server.statistics.pkts_in += 1
         else:
             self._track_framing(data)
@@ -344,37 +344,21 @@ class RpcConnection(asyncio.Protocol):
     async def _run(self, call_id: int, call: _Call, name: str, awaitable) -> None:
         call.started = True
         self.server.calls_to_start.discard(call)
+        result = error = None
         try:
             if call.reason is not None:         # cancelled before this task first ran
                 _discard(awaitable)
                 raise asyncio.CancelledError
             result = await awaitable
-        except asyncio.CancelledError:
-            if call.reason in (_CANCEL, _SHUTDOWN) and not self._lost:
-                self._fault(call_id, NCA_S_FAULT_CANCEL)
-                self._flush()
+        except asyncio.CancelledError as exc:
             if call.reason is None:
                 raise                       # not our cancellation: let it propagate
-            return
-        except RpcFault as fault:
-            if call.reason not in (_ORPHAN, _LOST) and not self._lost:
-                self._fault(call_id, self._fault_status(fault, call_id))
-                self._flush()
-            return
-        except Exception:
-            self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=True)
-            if call.reason not in (_ORPHAN, _LOST) and not self._lost:
-                self._fault(call_id, NCA_S_FAULT_UNSPEC)
-                self._flush()
-            return
+            error = exc
+        except Exception as exc:
+            error = exc
         finally:
-            if self.calls.get(call_id) is call:
-                del self.calls[call_id]
-                if not self.calls:
-                    self._last_progress = asyncio.get_running_loop().time()
-        if call.reason not in (_ORPHAN, _LOST) and not self._lost:
-            self._answer(call_id, name, result)
-            self._flush()
+            self._forget(call_id, call)
+        self._conclude(call_id, call.reason, name, result, error)
 
     def _await_answer(self, call_id: int, name: str, future: asyncio.Future) -> None:
         # A Future's handler has done all its work: no task, and nothing that must start before later calls
@@ -386,27 +370,39 @@ class RpcConnection(asyncio.Protocol):
         future.add_done_callback(partial(self._answered, call_id, call, name))
 
     def _answered(self, call_id: int, call: _Call, name: str, future: asyncio.Future) -> None:
-        """A Future's outcome answered as _run answers its awaitable's (C706 12.6.4.6, 12.6.4.8)."""
+        """A Future's outcome, answered as _run answers its awaitable's."""
+        self._forget(call_id, call)
+        if future.cancelled():
+            self._conclude(call_id, call.reason, name, None, asyncio.CancelledError())
+            return
+        error = future.exception()
+        self._conclude(call_id, call.reason, name, future.result() if error is None else None, error)
+
+    def _forget(self, call_id: int, call: _Call) -> None:
+        """A call that ran apart from its request is over: it is no longer in flight."""
         if self.calls.get(call_id) is call:
             del self.calls[call_id]
             if not self.calls:
-                self._last_progress = self.server._loop.time()
-        reason = call.reason
-        if future.cancelled():
+                self._last_progress = self._clock()
+
+    def _conclude(self, call_id: int, reason: str | None, name: str, result: Any,
+                  error: BaseException | None) -> None:
+        """Answer a call that ran apart (a task, or the Future its handler returned) with its result or error: the
+        cancel fault for co_cancel and shutdown, nothing once orphaned or lost (C706 12.6.4.6, 12.6.4.8)."""
+        if isinstance(error, asyncio.CancelledError):
             if reason in (_CANCEL, _SHUTDOWN) and not self._lost:
                 self._fault(call_id, NCA_S_FAULT_CANCEL)
                 self._flush()
             return
+        if error is not None and not isinstance(error, RpcFault):
+            self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=error)
         if reason in (_ORPHAN, _LOST) or self._lost:
-            future.exception()                  # retrieved: no "never retrieved" warning
             return
-        exc = future.exception()
-        if exc is None:
-            self._answer(call_id, name, future.result())
-        elif isinstance(exc, RpcFault):
-            self._fault(call_id, self._fault_status(exc, call_id))
+        if error is None:
+            self._answer(call_id, name, result)
+        elif isinstance(error, RpcFault):
+            self._fault(call_id, self._fault_status(error, call_id))
         else:
-            self.log(logging.ERROR, "%s raised", name, call_id=call_id, exc_info=exc)
             self._fault(call_id, NCA_S_FAULT_UNSPEC)
         self._flush()
 
@@ -458,12 +454,9 @@ class RpcConnection(asyncio.Protocol):
             transport.close()
 
     def _track_framing(self, data: bytes) -> None:
-        """Note when a complete PDU arrived (the idle timeout counts from the last one)."""
+        """Note when a complete PDU arrived (the idle timeout counts from the last one); data_received takes the
+        common case, one whole PDU, itself."""
         n = len(data)
-        if not self._header and not self._body_left and n >= 16 and data[8] | (data[9] << 8) == n:
-            self._last_progress = self.server._loop.time()      # the common case: one whole PDU
-            self.server.statistics.pkts_in += 1
-            return
         pos = 0
         header = self._header
         completed = False
@@ -487,7 +480,7 @@ class RpcConnection(asyncio.Protocol):
                         completed = True
                         stats.pkts_in += 1
         if completed:
-            self._last_progress = self.server._loop.time()
+            self._last_progress = self._clock()
 
     def _check_idle(self) -> None:
         if self._lost:
