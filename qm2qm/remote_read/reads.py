@@ -77,6 +77,10 @@ def run_read_now(core: ReadCore, entry: ReadEntry, read: Callable[[], Any],
     The entry is among the reads in progress only while this runs; nothing else runs meanwhile (one thread, no
     await: entries.py) and neither ``read`` nor ``finish`` looks at that table, so it is not added and removed."""
     result = read()
-    if entry.timeout != 0 and result.status != st.MQ_OK:
-        return None
-    return finish(result)
+    return None if would_wait(entry.timeout, result) else finish(result)
+
+
+def would_wait(timeout: int, result: ReadResult) -> bool:
+    """Whether a read tried at once with timeout 0 (answerable_now) found no message although its caller's own
+    timeout is not 0: it is not answered then, and the read is run again as one that waits (run_read)."""
+    return timeout != 0 and result.status != st.MQ_OK

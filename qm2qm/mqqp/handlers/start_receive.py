@@ -11,7 +11,7 @@ from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import READ_ACTIONS as ACTIONS
 from qm2qm.remote_read.cursors import find_cursor
-from qm2qm.remote_read.reads import answerable_now, read_event, run_read
+from qm2qm.remote_read.reads import answerable_now, read_event, run_read, would_wait
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -73,7 +73,7 @@ def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery
     # run_read_now(*_begin(...)) without its closures; only a receive's delivery holds a RemoteReadEntry
     action = desc.ulAction
     result = read_event(service.qm, descriptor, action, 0, cursor, desc.dwRequestID)
-    if desc.ulTimeout != 0 and result.status != st.MQ_OK:
+    if would_wait(desc.ulTimeout, result):
         return None
     if action != MQ_ACTION_RECEIVE:
         return deliver(service, ctx, None, result, receive=False)
