@@ -191,13 +191,18 @@ def _limit_pages(store, pages):
         store._conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
-async def test_commit_failure_reaches_every_waiter_and_is_retried(data_dir, caplog):
+async def _store_whose_next_commit_fails(data_dir):
+    """A store with message 1 committed, no room left, and message 2 (200 KB) recorded: its commit fails FULL."""
     store = SqliteStore(data_dir, commit_interval_ms=60_000)
     store.put_message(_msg(1))
     await store.durable()
-    pages = _rows(store.path, "PRAGMA page_count")[0][0]
-    _limit_pages(store, pages)
+    _limit_pages(store, _rows(store.path, "PRAGMA page_count")[0][0])
     store.put_message(_msg(2, body=b"y" * 200_000))
+    return store
+
+
+async def test_commit_failure_reaches_every_waiter_and_is_retried(data_dir, caplog):
+    store = await _store_whose_next_commit_fails(data_dir)
     with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
         results = await asyncio.gather(store.durable(), store.durable(), return_exceptions=True)
     assert all(isinstance(r, StoreError) and "commit failed" in str(r) and "full" in str(r) for r in results)
@@ -215,11 +220,7 @@ async def test_commit_failure_reaches_every_waiter_and_is_retried(data_dir, capl
 
 
 async def test_a_full_disk_is_logged_as_one_line_naming_it_without_a_traceback(data_dir, caplog):
-    store = SqliteStore(data_dir, commit_interval_ms=60_000)
-    store.put_message(_msg(1))
-    await store.durable()
-    _limit_pages(store, _rows(store.path, "PRAGMA page_count")[0][0])
-    store.put_message(_msg(2, body=b"y" * 200_000))
+    store = await _store_whose_next_commit_fails(data_dir)
     with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
         with pytest.raises(StoreError):
             await store.durable()

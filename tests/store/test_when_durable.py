@@ -2,8 +2,10 @@
 import asyncio
 import logging
 
+import pytest
+
 from shared_adm.store import SqliteStore, StoreError
-from tests.store.test_sqlite import Q, _limit_pages, _msg, _rows
+from tests.store.test_sqlite import Q, _limit_pages, _msg, _rows, _store_whose_next_commit_fails
 
 
 async def test_nothing_pending_is_none(data_dir):
@@ -28,11 +30,7 @@ async def test_resolves_to_then_of_none_once_the_change_is_committed(data_dir):
 
 
 async def test_a_failed_commit_resolves_to_then_of_the_store_error(data_dir, caplog):
-    store = SqliteStore(data_dir, commit_interval_ms=60_000)
-    store.put_message(_msg(1))
-    await store.durable()
-    _limit_pages(store, _rows(store.path, "PRAGMA page_count")[0][0])
-    store.put_message(_msg(2, body=b"y" * 200_000))
+    store = await _store_whose_next_commit_fails(data_dir)
     with caplog.at_level(logging.ERROR, logger="shared_adm.store.sqlite"):
         error = await store.when_durable(lambda error: error)
     assert isinstance(error, StoreError) and "full" in str(error)
@@ -66,9 +64,5 @@ async def test_a_cancelled_future_is_left_alone_and_the_change_still_commits(dat
 async def test_a_closed_store_raises(data_dir):
     store = SqliteStore(data_dir)
     store.close()
-    try:
+    with pytest.raises(StoreError, match="closed"):
         store.when_durable(lambda error: error)
-    except StoreError as exc:
-        assert "closed" in str(exc)
-    else:
-        raise AssertionError("no StoreError")
