@@ -293,6 +293,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.calls % 2:
         parser.error("--calls must be even (receive-ack is two calls per message)")
+    if args.clients > 1 and not args.scenario.startswith("receive-ack"):
+        parser.error(f"--clients {args.clients} drives receive-ack and receive-ack-recoverable only, "
+                     f"not {args.scenario}")
     metrics = None if args.metrics is None else args.metrics == "on"
     import qm2qm
     print(f"tree {os.path.dirname(os.path.dirname(os.path.abspath(qm2qm.__file__)))} {args.scenario}:", end="  ")
