@@ -12,6 +12,8 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
   floor           not qm2qm: the least any Python DCE/RPC server does per call (frame the PDU, read its header,
                   answer a peek-sized response; no NDR, no handler, no queue manager) -- the ceiling of the
                   ratio for a server written in Python on one process
+  floor-peek      not qm2qm: the floor plus the least a peek adds (one struct to read the REMOTEREADDESC2, a
+                  dict, a distinct packet per call, one struct to write the answer): the ceiling for a peek
   peek-memo       PEEK_CURRENT of one 100-byte message again and again (the packet memo always hits: the
                   best case, kept for comparison with the first round)
   peek-next       a cursor per client walking PEEK_NEXT through distinct messages (100,000 in all: each client
@@ -59,6 +61,7 @@ import multiprocessing as mp
 import os
 import re
 import selectors
+import shutil
 import shlex
 import signal
 import socket
@@ -345,8 +348,10 @@ def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
         time.sleep(0.001)
     cpu0 = cpu_split(server_pid) if server_pid else (0.0, 0.0)
     spy = _start_py_spy(server_pid, duration)
+    perf = _start_perf_stat(server_pid, duration)
     outs = [results.get(timeout=duration + 300) for _ in procs]
     _report_py_spy(spy)
+    _report_perf_stat(perf)
     cpu1 = cpu_split(server_pid) if server_pid else (float("nan"), float("nan"))
     user, system = cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]
     cpu = user + system
@@ -429,6 +434,30 @@ def _start_py_spy(pid: int | None, duration: float):
                              "--rate", "500", "--format", "raw", "--output", path, "--nonblocking"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return proc, path
+
+
+PERF_STAT_EVENTS = os.environ.get("QM2QM_BENCH_PERF_STAT")   # set by --perf-stat EVENTS
+
+
+def _start_perf_stat(pid: int | None, duration: float):
+    """`perf stat` of the server over the load window (--perf-stat EVENTS): the process, or None."""
+    if not PERF_STAT_EVENTS or not pid:
+        return None
+    return subprocess.Popen(["perf", "stat", "-x", ",", "-e", PERF_STAT_EVENTS, "-p", str(pid), "--",
+                             "sleep", str(max(1.0, duration - 0.5))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _report_perf_stat(proc) -> None:
+    """Print each counter of the server's load window."""
+    if proc is None:
+        return
+    _, err = proc.communicate()
+    print("  --- perf stat of the server over the load window")
+    for line in err.splitlines():
+        fields = line.split(",")
+        if len(fields) > 2 and fields[0].strip():
+            print(f"      {fields[2]:<28} {fields[0]:>16}")
 
 
 def _report_py_spy(spy, top: int = 30) -> None:
@@ -519,6 +548,60 @@ class FloorProtocol(asyncio.Protocol):
 
 
 NDR20_SYNTAX = uuid.UUID(NDR20[0]).bytes_le + struct.pack("<I", NDR20[1])
+
+
+# RemoteQMStartReceive2 in NDR (qm2qm/mqqp/codec_lane.py's layouts): the request's REMOTEREADDESC2 with a NULL
+# lpBuffer, the response's context handle, REMOTEREADDESC2, REMOTEREADDESC and lpBuffer's conformance
+_PEEK_REQUEST = struct.Struct("<I4xQ9IH2xI")
+_PEEK_RESPONSE = struct.Struct("<20s4xI4xQ9IH2xI3I")
+_PAD = (b"", b"\0\0\0", b"\0\0", b"\0")
+
+
+class PeekFloorProtocol(FloorProtocol):
+    """The least a Python server does for a peek (MS-MQQP 3.1.4.10) beyond the floor: unpack the REMOTEREADDESC2
+    with one struct, find the handle's queue in a dict, take the packet at its cursor (a distinct ~270-byte
+    packet per call: PEEK_NEXT through 100,000 of them) and pack the [out] descriptor with one struct. No checks, no
+    queue manager, no state beyond an index: its ratio to echo bounds any peek served by Python code."""
+    packets: list[bytes] = []
+
+    def connection_made(self, transport):
+        super().connection_made(transport)
+        if not PeekFloorProtocol.packets:
+            PeekFloorProtocol.packets = [i.to_bytes(4, "little") * 67 for i in range(100_000)]
+        self.cursors: dict[int, int] = {}
+
+    def data_received(self, data):
+        buf = self.pending + data if self.pending else data
+        out = []
+        while len(buf) >= 16:
+            _, _, ptype, _, _, frag_len, _, call_id = _HEADER.unpack_from(buf)
+            if len(buf) < frag_len:
+                break
+            if ptype == 0 and buf[22] == 9:                         # RemoteQMStartReceive2
+                (ref, seq, queue, cursor, action, timeout, _, dw_queue, request_id, _, _,
+                 ack, _) = _PEEK_REQUEST.unpack_from(buf, 24)
+                packets = self.packets
+                at = self.cursors.get(queue, 0)
+                self.cursors[queue] = at + 1
+                packet = packets[at % len(packets)]
+                n = len(packet)
+                stub = b"".join((_PEEK_RESPONSE.pack(bytes(20), ref, at, queue, cursor, action, timeout, n, dw_queue,
+                                                     request_id, 1, at, ack, 0x20004, n, 0, n),
+                                 packet, _PAD[n & 3], b"\0\0\0\0"))
+                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 24 + len(stub), 0, call_id)
+                           + struct.pack("<IHBB", len(stub), 0, 0, 0) + stub)
+                buf = buf[frag_len:]
+                continue
+            if ptype == 0:
+                _, context_id, _ = struct.unpack_from("<IHH", buf, 16)
+                body = struct.pack("<IHBB", len(FLOOR_RESPONSE_STUB), context_id, 0, 0) + FLOOR_RESPONSE_STUB
+                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
+            elif ptype == 11:
+                body = struct.pack("<HHIH5sxB3xHH20s", 5840, 5840, 0x1234, 5, b"2105\0", 1, 0, 0, NDR20_SYNTAX)
+                out.append(_HEADER.pack(5, 0, 12, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
+            buf = buf[frag_len:]
+        self.pending = bytes(buf)
+        self.transport.write(b"".join(out))
 
 
 def measure_echo(clients: int, duration: float, processes: int, loop: str) -> dict:
@@ -671,6 +754,14 @@ def bench_floor(ctx: Context) -> list[dict]:
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
     request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_CURRENT))     # what peek-memo sends
     return [ctx.row(c, measure_in_process(FloorProtocol, [ConnSpec([request], handles=[1])] * c,
+                                          ctx.args.duration, ctx.args.processes, ctx.loop)) for c in ctx.clients]
+
+
+@scenario("floor-peek", "the Python floor of a peek: floor + one struct each way, a dict, a distinct packet per call")
+def bench_floor_peek(ctx: Context) -> list[dict]:
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_NEXT
+    request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_NEXT, 1))     # what peek-next sends
+    return [ctx.row(c, measure_in_process(PeekFloorProtocol, [ConnSpec([request], handles=[1])] * c,
                                           ctx.args.duration, ctx.args.processes, ctx.loop)) for c in ctx.clients]
 
 
@@ -1153,9 +1244,15 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="write every figure (and the machine, load, command) here")
     parser.add_argument("--profile", metavar="DIR", help="cProfile each server into DIR and print its top functions")
     parser.add_argument("--py-spy", metavar="DIR", help="sample the server with py-spy over each load window")
+    parser.add_argument("--perf-stat", metavar="EVENTS",
+                        help="count perf events of the server (and echo) over each load window, e.g. "
+                             "'task-clock,instructions,cycles,cache-misses'")
     args = parser.parse_args()
-    global PY_SPY_DIR
+    global PY_SPY_DIR, PERF_STAT_EVENTS
     PY_SPY_DIR = args.py_spy
+    PERF_STAT_EVENTS = args.perf_stat
+    if PERF_STAT_EVENTS and not shutil.which("perf"):
+        parser.error("--perf-stat needs Linux perf on PATH (Debian: apt install linux-perf)")
     if PY_SPY_DIR and not os.path.exists(_py_spy_exe()):
         parser.error(f"--py-spy needs py-spy beside this Python ({_py_spy_exe()}): "
                      f"{sys.executable} -m pip install py-spy")

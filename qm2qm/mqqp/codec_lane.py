@@ -127,3 +127,33 @@ def encode_response_2x(obj: Any, ndr64: bool) -> bytes | None:
         return b"".join((head, buf, _TAIL[n & 3], _U32.pack(status)))
     except struct.error:
         return None
+
+
+def unpack_request_2x(opnum: int, stub: Any, ndr64: bool) -> tuple | None:
+    """The values of a RemoteQMStartReceive2 (9) / ByLookupId (10) request laid out as decode_request_9 / _10 read
+    it — ([LookupId,] SequentialId, hRemoteQueue, hCursor, ulAction, ulTimeout, dwQueue, dwRequestID, Reserved,
+    dwArriveTime, eAckNack) — or None for any other shape (a NULL descriptor, a buffer, an eAckNack out of range)."""
+    layout = (_REQ_9 if opnum == 9 else _REQ_10)[ndr64]
+    if len(stub) != layout.size:
+        return None
+    values = layout.unpack_from(stub)
+    first = 0 if opnum == 9 else 1
+    (ref, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, dwSize, dwQueue, dwRequestID, Reserved, dwArriveTime,
+     eAckNack, buffer_ref) = values[first:]
+    if not ref or buffer_ref or dwSize or not 0 <= eAckNack <= 2:
+        return None
+    return values[:first] + (seq, hRemoteQueue, hCursor, ulAction, ulTimeout, dwQueue, dwRequestID, Reserved,
+                             dwArriveTime, eAckNack)
+
+
+def pack_response_2x(ndr64: bool, handle: bytes, seq: int, hRemoteQueue: int, hCursor: int, ulAction: int,
+                     ulTimeout: int, dwQueue: int, dwRequestID: int, Reserved: int, dwArriveTime: int, eAckNack: int,
+                     buf: bytes | None, status: int) -> bytes:
+    """encode_response_2x of the response these values make (raises struct.error for a value out of range)."""
+    if buf is None:
+        return _RESP_2X_EMPTY[ndr64].pack(handle, _REF1, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, 0, dwQueue,
+                                          dwRequestID, Reserved, dwArriveTime, eAckNack, 0, status)
+    n = len(buf)
+    head = _RESP_2X[ndr64].pack(handle, _REF1, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, n, dwQueue,
+                                dwRequestID, Reserved, dwArriveTime, eAckNack, _REF2, n, 0, n)
+    return b"".join((head, buf, _TAIL[n & 3], _U32.pack(status)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from qm2qm.mqqp import inline
 from qm2qm.mqqp.constants import OPNUM_NAMES, QM2QM_NAME, QM2QM_UUID, QM2QM_VERSION
 from qm2qm.mqqp.handlers import (cancel_receive, close_cursor, close_queue, end_receive, get_qmqm_server_port,
                                  get_version, open_queue, purge_queue, start_receive, start_receive2,
@@ -41,6 +42,7 @@ def service_interface(service: Service) -> Interface:
                   for opnum, module in HANDLER_MODULES.items()}
     return Interface(uuid=QM2QM_UUID, version=QM2QM_VERSION, name=QM2QM_NAME, operations=operations,
                      handle_types=(service.rrsession_handle_type, service.remoteread_handle_type),
+                     lanes={9: partial(inline.peek2, service), 10: partial(inline.lookup_peek, service)},
                      unauthenticated_opnums=frozenset({7}), access_denied_status=0xC00E0025)  # MS-MQQP 5; 7: GetQMQMServerPort
 
 

@@ -314,10 +314,11 @@ def _traced(op: Operation, tracer: Tracer, iface: tuple[str, str, str]) -> Opera
 
 
 def wrap_interface(interface: Interface, tracer: Tracer) -> Interface:
-    """A copy of ``interface`` whose every Operation handler records its calls in ``tracer``."""
+    """A copy of ``interface`` whose every Operation handler records its calls in ``tracer`` (without lanes, which
+    would answer calls around the handlers)."""
     iface = (str(interface.uuid), f"{interface.version[0]}.{interface.version[1]}", interface.name)
     operations = {opnum: _traced(op, tracer, iface) for opnum, op in interface.operations.items()}
-    return dataclasses.replace(interface, operations=operations)
+    return dataclasses.replace(interface, operations=operations, lanes={})
 
 
 # ------------------------------------------------------------------------------------------------ reading

@@ -662,24 +662,44 @@ class Connection:
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
                                        bytearray(stub), 1, security, stub_given)
 
+    def receive_plain_request(self, data: bytes) -> CallRequest | None:
+        """receive_data for a read that is exactly one whole request PDU of the common kind (_plain_call) on a
+        connection holding no partial PDU: its CallRequest, or None — having consumed nothing — for anything else,
+        which the caller then feeds to receive_data."""
+        if self._state != _BOUND or self._buf or self._auth or self._auth_invalid or len(data) < P.HEADER_SIZE:
+            return None
+        vers, minor, ptype, flags, drep0, drep1, frag_length, auth_length, call_id = _HEADER_UNPACK(data, 0)
+        if ptype or vers != 5 or minor or drep0 != 0x10 or drep1 or auth_length or flags != _FIRST_LAST \
+                or frag_length != len(data) or frag_length > self._max_recv_frag \
+                or frag_length < P.REQUEST_HEADER_SIZE:
+            return None
+        return self._plain_call(data, 0, frag_length, call_id)
+
     def _on_plain_request(self, buf: bytearray, pos: int, frag_length: int, call_id: int,
                           events: list[Event]) -> None:
+        """The common request (_plain_call), else _on_request."""
+        request = self._plain_call(buf, pos, frag_length, call_id)
+        if request is None:
+            self._on_request(buf, pos, _FIRST_LAST, frag_length, call_id, events)
+        else:
+            events.append(request)
+
+    def _plain_call(self, buf: bytes | bytearray, pos: int, frag_length: int, call_id: int) -> CallRequest | None:
         """The common request, checked and dispatched as _on_request would: a whole call in one fragment (flags
         PFC_FIRST_FRAG | PFC_LAST_FRAG only) on a connection without security contexts, no call being reassembled,
-        a new call_id, a known p_cont_id and opnum, room for one more call. Anything else takes _on_request."""
+        a new call_id, a known p_cont_id and opnum, room for one more call. None (nothing changed) otherwise."""
         alloc_hint, context_id, opnum = _REQUEST_UNPACK(buf, pos + 16)
         context = self._contexts.get(context_id)
         calls = self._calls
         if context is None or opnum not in context.interface.operations or call_id in calls \
                 or self._reassembly is not None or len(calls) >= self._limits.max_calls_in_flight:
-            self._on_request(buf, pos, _FIRST_LAST, frag_length, call_id, events)
-            return
+            return None
         if call_id > self._current_call_id:
             self._current_call_id = call_id
         calls[call_id] = _Call(context_id, False)
-        events.append(_new_tuple(CallRequest, (call_id, context_id, opnum, None,
-                                               bytes(buf[pos + P.REQUEST_HEADER_SIZE:pos + frag_length]),
-                                               context.interface, context.ndr64, ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE)))
+        return _new_tuple(CallRequest, (call_id, context_id, opnum, None,
+                                        bytes(buf[pos + P.REQUEST_HEADER_SIZE:pos + frag_length]),
+                                        context.interface, context.ndr64, ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE))
 
     def _check_sequence(self, flags: int, call_id: int, context_id: int = 0) -> bool:
         """Fragment-sequence errors, found before any security check (Samba raw_protocol *_multi_auth_*: the

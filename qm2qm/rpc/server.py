@@ -185,13 +185,16 @@ class RpcConnection(asyncio.Protocol):
         if conn is None or self._lost:
             return
         n = len(data)
-        if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n:
+        whole = not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n
+        if whole:
             self._last_progress = self._clock()         # the common case: one whole PDU
             self.server.statistics.pkts_in += 1
         else:
             self._track_framing(data)
         try:
-            for event in conn.receive_data(data):
+            # a whole plain request skips the core's parsing loop and event list (receive_plain_request)
+            request = conn.receive_plain_request(data) if whole and not data[2] else None
+            for event in (request,) if request is not None else conn.receive_data(data):
                 kind = type(event)
                 if kind is CallRequest:
                     self._on_call(event)
@@ -309,7 +312,10 @@ class RpcConnection(asyncio.Protocol):
         self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
-            result = op.handler(CallState(self, self.group, request, answer_now), stub)
+            lane = interface.lanes.get(opnum) if answer_now else None
+            result = lane(stub, request.ndr64) if lane is not None else None
+            if result is None:
+                result = op.handler(CallState(self, self.group, request, answer_now), stub)
         except RpcFault as fault:
             self._fault(call_id, self._fault_status(fault, call_id))
             return

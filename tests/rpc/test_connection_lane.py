@@ -69,6 +69,48 @@ def test_the_lane_gives_what_the_general_request_path_gives(pdus, data):
     assert run(bound(True), pdus, answers) == run(bound(False), pdus, answers)
 
 
+@st.composite
+def read(draw) -> bytes:
+    """What one transport read may hold: a request PDU, two, part of one, or one with a foreign data representation."""
+    pdu = draw(request())
+    shape = draw(st.sampled_from(["whole", "whole", "two", "cut", "big-endian"]))
+    if shape == "two":
+        return pdu + draw(request())
+    if shape == "cut":
+        return pdu[:draw(st.integers(1, len(pdu) - 1))]
+    if shape == "big-endian":
+        return pdu[:4] + b"\x00" + pdu[5:]
+    return pdu
+
+
+def run_as_the_runtime(conn: Connection, reads: list[bytes], answers: list[bool]) -> list:
+    """run(), but each read tried first as one whole plain request (receive_plain_request), as RpcConnection does."""
+    plain = conn.receive_plain_request
+    conn.receive_data = lambda data, general=conn.receive_data: [r] if (r := plain(data)) is not None \
+        else general(data)
+    return run(conn, reads, answers)
+
+
+@settings(max_examples=300, deadline=None)
+@given(reads=st.lists(read(), min_size=1, max_size=12), data=st.data())
+def test_a_read_taken_as_one_plain_request_gives_what_receive_data_gives(reads, data):
+    answers = data.draw(st.lists(st.booleans(), min_size=len(reads), max_size=len(reads)))
+    assert run_as_the_runtime(bound(True), reads, answers) == run(bound(True), reads, answers)
+
+
+def test_receive_plain_request_takes_only_a_whole_plain_request_and_consumes_nothing_else():
+    conn = bound(True)
+    pdu = P.build_request(5, 0, 9, b"abc")
+    assert conn.receive_plain_request(pdu[:-1]) is None                 # part of a PDU
+    assert conn.receive_plain_request(pdu + pdu) is None                # more than one
+    assert conn.calls_in_flight() == 0 and conn.take_output() == (b"", 0)
+    assert tuple(conn.receive_plain_request(pdu))[:5] == (5, 0, 9, None, b"abc")
+    assert conn.receive_plain_request(pdu) is None                      # call_id in flight: the general path
+    assert conn.calls_in_flight() == 1
+    fresh = Connection({IFACE: INTERFACE})
+    assert fresh.receive_plain_request(pdu) is None                     # not bound yet
+
+
 def test_the_common_request_takes_the_lane():
     conn = bound(True)
     taken = []

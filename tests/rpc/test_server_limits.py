@@ -163,6 +163,7 @@ async def test_a_defect_in_the_protocol_core_costs_only_its_connection(server, b
     def broken(data):
         raise RuntimeError("core defect")
     monkeypatch.setattr(rc.conn, "receive_data", broken)
+    monkeypatch.setattr(rc.conn, "receive_plain_request", broken)     # the core's other input (one whole request)
     victim.send(request_pdu(2, t.OP_ECHO, b"x"))
     assert await victim.recv() is None
     await rc.finished

@@ -1,0 +1,146 @@
+"""The lanes of opnums 9 and 10 (qm2qm/mqqp/inline.py): a peek answered from the stub bytes straight to the response
+bytes must answer exactly what the opnum's handler answers, and leave the call to the handler — having changed
+nothing — for every shape it does not serve (MS-MQQP 3.1.4.10, 3.1.4.11)."""
+from __future__ import annotations
+
+import inspect
+import random
+import struct
+import uuid
+
+import pytest
+
+from qm2qm.mqqp import codec, codec_lane, inline
+from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
+                                  MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
+                                  MQ_LOOKUP_RECEIVE_CURRENT, QM2QM_UUID)
+from qm2qm.mqqp.handlers import start_receive2, start_receive_by_lookup_id
+from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
+from shared_adm import queue, queue_manager
+from shared_adm import status as st
+from shared_adm.clock import INFINITE
+
+from .conftest import NDR64
+from .test_read_fast_path import FakeCall
+
+MODULES = {9: start_receive2, 10: start_receive_by_lookup_id}
+LANES = {9: inline.peek2, 10: inline.lookup_peek}
+ACTIONS_9 = [MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, 0x1234]
+ACTIONS_10 = [MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV, MQ_LOOKUP_RECEIVE_CURRENT, 0x77]
+
+
+async def _world(make_env, bodies, monkeypatch=None):
+    """An Env with these messages queued, a qm2qm session on the queue and two cursors on its descriptor; with
+    ``monkeypatch``, its handles and identifiers drawn from a fixed seed (two such worlds are the same)."""
+    if monkeypatch is not None:
+        fixed = random.Random(1)
+        monkeypatch.setattr(queue_manager.secrets, "randbits", fixed.getrandbits)
+        for module in (queue_manager, queue):
+            monkeypatch.setattr(module.uuid, "uuid4", lambda: uuid.UUID(int=fixed.getrandbits(128), version=4))
+    env = await make_env()
+    for i, body in enumerate(bodies):
+        env.enqueue(body, label=f"m{i}" if i % 3 else "", priority=i % 8)
+    _, descriptor, _ = await env.session()
+    cursors = [env.qm.open_cursor(descriptor).handle for _ in range(2)]
+    return env, descriptor, cursors
+
+
+def _draw(rng: random.Random, opnum: int, handle: int, cursors: list[int], lookup_ids: list[int]) -> tuple:
+    """A request of ``opnum``: mostly well formed, sometimes naming a wrong handle, cursor, action or timeout."""
+    queue = rng.choice([handle] * 6 + [handle + 99, 0])
+    desc = codec.REMOTEREADDESC(
+        hRemoteQueue=queue, dwQueue=rng.choice([queue] * 5 + [queue + 1]),
+        hCursor=rng.choice([0, 0] + cursors + [12345]) if opnum == 9 else rng.choice([0] * 6 + cursors),
+        ulAction=rng.choice(ACTIONS_9 if opnum == 9 else ACTIONS_10),
+        ulTimeout=rng.choice([0, 0, 0, 5, INFINITE]) if opnum == 9 else rng.choice([0] * 6 + [5]),
+        dwRequestID=rng.randrange(1 << 32), Reserved=rng.choice([0, 0, 1, 7]),
+        dwArriveTime=rng.choice([0, rng.randrange(1 << 32)]), eAckNack=rng.choice([0, 0, 1, 2]))
+    desc2 = codec.REMOTEREADDESC2(desc, rng.choice([0, rng.randrange(1 << 56)]))
+    if opnum == 9:
+        return codec.RemoteQMStartReceive2Request(desc2), desc
+    lookup_id = rng.choice(lookup_ids + [0, 0, 0xFFFFFFFFFFFFFFFF, 424242])
+    return codec.RemoteQMStartReceiveByLookupIdRequest(lookup_id, desc2), desc
+
+
+def _by_handler(env, ctx: FakeCall, opnum: int, stub: bytes):
+    answer = MODULES[opnum].serve(env.service, ctx, stub)
+    if inspect.iscoroutine(answer):
+        answer.close()                  # a read that must wait: the runtime's task path, not tried here
+        return "waits"
+    return answer
+
+
+@pytest.mark.parametrize("seed", range(6))
+async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_changes_nothing_when_it_declines(
+        make_env, monkeypatch, seed):
+    rng = random.Random(seed)
+    bodies = [bytes([i]) * rng.choice([0, 1, 3, 100, 1024]) for i in range(12)]
+    lane_env, lane_desc, cursors = await _world(make_env, bodies, monkeypatch)
+    ref_env, ref_desc, ref_cursors = await _world(make_env, bodies, monkeypatch)
+    assert (lane_desc.handle, cursors) == (ref_desc.handle, ref_cursors)      # two identical worlds
+    ndr64 = lane_env.syntax == NDR64
+    lane_ctx, ref_ctx = FakeCall(ndr64, answer_now=True), FakeCall(ndr64, answer_now=True)
+    served = declined = 0
+    for _ in range(150):
+        opnum = rng.choice([9, 10])
+        lookup_ids = [p.lookup_identifier for p in ref_env.queue.message_position_list]
+        request, desc = _draw(rng, opnum, lane_desc.handle, cursors, lookup_ids)
+        stub = codec.encode_request(opnum, request, ndr64)
+        answer = LANES[opnum](lane_env.service, stub, ndr64)
+        if answer is None:
+            declined += 1
+            answer = _by_handler(lane_env, lane_ctx, opnum, stub)
+        else:
+            served += 1
+            assert desc.ulAction not in (MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT)
+        assert answer == _by_handler(ref_env, ref_ctx, opnum, stub), (opnum, desc)
+        assert lane_env.positions() == ref_env.positions()
+    assert served > 40 and declined > 20        # the draw reaches both sides
+
+
+async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_does_not_lay_out(make_env):
+    env, descriptor, [cursor, _] = await _world(make_env, [b"only"])
+    empty, empty_descriptor, _ = await _world(make_env, [])
+    ndr64 = env.syntax == NDR64
+
+    def stub9(handle, action, timeout=0, cursor=0):
+        desc = codec.REMOTEREADDESC(hRemoteQueue=handle, dwQueue=handle, hCursor=cursor, ulAction=action,
+                                    ulTimeout=timeout)
+        return codec.encode_request(9, codec.RemoteQMStartReceive2Request(codec.REMOTEREADDESC2(desc)), ndr64)
+
+    before = env.positions()
+    handle = descriptor.handle
+    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_RECEIVE), ndr64) is None
+    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_NEXT, 1000, cursor), ndr64) is None
+    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_CURRENT)[:-1], ndr64) is None
+    assert env.positions() == before
+    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_NEXT, 0, cursor), ndr64) is not None
+    # an empty queue: a peek that would wait is left to the handler, having registered no wait
+    assert inline.peek2(empty.service, stub9(empty_descriptor.handle, MQ_ACTION_PEEK_CURRENT, INFINITE), ndr64) is None
+    assert empty_descriptor.waiting_message_read_operation_collection == []
+    assert len(empty.adm.remote_read_entries) == 0
+
+
+async def test_peeks_through_the_runtime_take_the_lane_and_a_lane_that_raises_costs_the_call_a_fault(make_env):
+    env, descriptor, _ = await _world(make_env, [b"a", b"b"])
+    [interface] = [i for i in env.server.registry.values() if i.uuid == QM2QM_UUID]
+    taken = []
+    lane = interface.lanes[9]
+    interface.lanes[9] = lambda stub, ndr64: taken.append(len(stub)) or lane(stub, ndr64)
+    client = env.clients[0]
+    read = await client.call(client.start_receive2, descriptor.handle, MQ_ACTION_PEEK_CURRENT)
+    assert read.status == st.MQ_OK and read.buffer and len(taken) == 1
+
+    def broken(stub, ndr64):
+        raise RuntimeError("a defect in a lane")
+    interface.lanes[9] = broken
+    status = await client.call(client.fault, client.start_receive2, descriptor.handle, MQ_ACTION_PEEK_CURRENT)
+    assert status == NCA_S_FAULT_UNSPEC          # as for a handler that raises
+    interface.lanes[9] = lane
+    again = await client.call(client.start_receive2, descriptor.handle, MQ_ACTION_PEEK_CURRENT)
+    assert (again.status, again.buffer) == (st.MQ_OK, read.buffer)     # the connection and the queue survive
+
+
+def test_pack_response_2x_refuses_a_value_out_of_range():
+    with pytest.raises(struct.error):
+        codec_lane.pack_response_2x(False, bytes(20), 0, 1 << 32, 0, 0, 0, 0, 0, 0, 0, 0, None, 0)
