@@ -42,7 +42,8 @@ def service_interface(service: Service) -> Interface:
                   for opnum, module in HANDLER_MODULES.items()}
     return Interface(uuid=QM2QM_UUID, version=QM2QM_VERSION, name=QM2QM_NAME, operations=operations,
                      handle_types=(service.rrsession_handle_type, service.remoteread_handle_type),
-                     lanes={9: partial(inline.peek2, service), 10: partial(inline.lookup_peek, service)},
+                     lanes={1: partial(end_receive.lane, service), 9: partial(inline.read2, service),
+                            10: partial(inline.lookup_read, service)},
                      unauthenticated_opnums=frozenset({7}), access_denied_status=0xC00E0025)  # MS-MQQP 5; 7: GetQMQMServerPort
 
 

@@ -116,7 +116,8 @@ class Interface:
     # ``access_denied_status`` before any handler runs. None means every opnum stays open (mgmt, epm).
     unauthenticated_opnums: frozenset[int] | None = None
     access_denied_status: int = 0x00000005      # nca_s_fault_access_denied; qm2qm uses MQ_ERROR_ACCESS_DENIED
-    # opnum → lane(stub, ndr64): the response stub of a call its handler would answer at once, computed without a
-    # CallContext, or None — having changed nothing — to leave the call to the handler. Tried only where the
-    # handler could answer inline (no earlier call still waiting to start); it must answer exactly as the handler.
-    lanes: dict[int, Callable[[Any, bool], "bytes | None"]] = field(default_factory=dict)
+    # opnum → lane(ctx, stub): the response stub of a call its handler would answer at once, computed along a
+    # shorter path (no request/response objects), or None — having changed nothing — to leave the call to the
+    # handler. Tried only where the handler could answer inline (no earlier call still waiting to start); it must
+    # answer exactly as the handler does.
+    lanes: dict[int, Handler] = field(default_factory=dict)

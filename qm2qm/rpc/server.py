@@ -312,10 +312,11 @@ class RpcConnection(asyncio.Protocol):
         self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
+            ctx = CallState(self, self.group, request, answer_now)
             lane = interface.lanes.get(opnum) if answer_now else None
-            result = lane(stub, request.ndr64) if lane is not None else None
+            result = lane(ctx, stub) if lane is not None else None
             if result is None:
-                result = op.handler(CallState(self, self.group, request, answer_now), stub)
+                result = op.handler(ctx, stub)
         except RpcFault as fault:
             self._fault(call_id, self._fault_status(fault, call_id))
             return

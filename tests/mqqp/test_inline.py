@@ -1,8 +1,10 @@
-"""The lanes of opnums 9 and 10 (qm2qm/mqqp/inline.py): a peek answered from the stub bytes straight to the response
-bytes must answer exactly what the opnum's handler answers, and leave the call to the handler — having changed
-nothing — for every shape it does not serve (MS-MQQP 3.1.4.10, 3.1.4.11)."""
+"""The lanes of opnums 1, 9 and 10 (qm2qm/mqqp/inline.py, end_receive.lane): a call answered from the stub bytes
+straight to the response bytes must answer exactly what the opnum's handler answers — bytes, handles, queue state —
+and leave the call to the handler, having changed nothing, for every shape it does not serve (MS-MQQP 3.1.4.2,
+3.1.4.10, 3.1.4.11)."""
 from __future__ import annotations
 
+import asyncio
 import inspect
 import random
 import struct
@@ -13,9 +15,11 @@ import pytest
 from qm2qm.mqqp import codec, codec_lane, inline
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
                                   MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
-                                  MQ_LOOKUP_RECEIVE_CURRENT, QM2QM_UUID)
-from qm2qm.mqqp.handlers import start_receive2, start_receive_by_lookup_id
+                                  MQ_LOOKUP_RECEIVE_CURRENT, QM2QM_UUID, RR_ACK, RR_NACK)
+from qm2qm.mqqp.handlers import end_receive, start_receive2, start_receive_by_lookup_id
 from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
+from qm2qm.rpc.interface import RpcFault
+from qm2qm.remote_read.locks import release
 from shared_adm import queue, queue_manager
 from shared_adm import status as st
 from shared_adm.clock import INFINITE
@@ -23,8 +27,8 @@ from shared_adm.clock import INFINITE
 from .conftest import NDR64
 from .test_read_fast_path import FakeCall
 
-MODULES = {9: start_receive2, 10: start_receive_by_lookup_id}
-LANES = {9: inline.peek2, 10: inline.lookup_peek}
+MODULES = {1: end_receive, 9: start_receive2, 10: start_receive_by_lookup_id}
+LANES = {1: end_receive.lane, 9: inline.read2, 10: inline.lookup_read}
 ACTIONS_9 = [MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE, 0x1234]
 ACTIONS_10 = [MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV, MQ_LOOKUP_RECEIVE_CURRENT, 0x77]
 
@@ -62,9 +66,24 @@ def _draw(rng: random.Random, opnum: int, handle: int, cursors: list[int], looku
     return codec.RemoteQMStartReceiveByLookupIdRequest(lookup_id, desc2), desc
 
 
+def _end_stub(rng: random.Random, ctx: FakeCall, ndr64: bool) -> tuple[bytes, int]:
+    """RemoteQMEndReceive of a receive's handle (or of a closed, NULL or foreign one) with some dwAck."""
+    wire = rng.choice(list(ctx.handles) * 4 + [bytes(20), struct.pack("<I", 999) + bytes(16)])
+    ack = rng.choice([RR_ACK, RR_ACK, RR_NACK, 0, 3])
+    return codec.encode_request(1, codec.RemoteQMEndReceiveRequest(wire, ack), ndr64, strict=False), ack
+
+
+async def _settled(answer):
+    """A handler's or lane's answer as bytes: an ACK waiting for its commit (a Future or a coroutine) awaited."""
+    return await answer if isinstance(answer, asyncio.Future) or inspect.iscoroutine(answer) else answer
+
+
 def _by_handler(env, ctx: FakeCall, opnum: int, stub: bytes):
-    answer = MODULES[opnum].serve(env.service, ctx, stub)
-    if inspect.iscoroutine(answer):
+    try:
+        answer = MODULES[opnum].serve(env.service, ctx, stub)
+    except RpcFault as fault:
+        return fault.status                 # a request the decoder refuses: the runtime's fault
+    if inspect.iscoroutine(answer) and opnum != 1:
         answer.close()                  # a read that must wait: the runtime's task path, not tried here
         return "waits"
     return answer
@@ -80,22 +99,31 @@ async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_cha
     assert (lane_desc.handle, cursors) == (ref_desc.handle, ref_cursors)      # two identical worlds
     ndr64 = lane_env.syntax == NDR64
     lane_ctx, ref_ctx = FakeCall(ndr64, answer_now=True), FakeCall(ndr64, answer_now=True)
-    served = declined = 0
-    for _ in range(150):
-        opnum = rng.choice([9, 10])
-        lookup_ids = [p.lookup_identifier for p in ref_env.queue.message_position_list]
-        request, desc = _draw(rng, opnum, lane_desc.handle, cursors, lookup_ids)
-        stub = codec.encode_request(opnum, request, ndr64)
-        answer = LANES[opnum](lane_env.service, stub, ndr64)
+    served = declined = received = acked = 0
+    for _ in range(200):
+        opnum = rng.choice([1, 9, 9, 10])
+        if opnum == 1:
+            stub, desc = _end_stub(rng, lane_ctx, ndr64)
+        else:
+            lookup_ids = [p.lookup_identifier for p in ref_env.queue.message_position_list]
+            request, desc = _draw(rng, opnum, lane_desc.handle, cursors, lookup_ids)
+            stub = codec.encode_request(opnum, request, ndr64)
+        answer = LANES[opnum](lane_env.service, lane_ctx, stub)
         if answer is None:
             declined += 1
             answer = _by_handler(lane_env, lane_ctx, opnum, stub)
         else:
             served += 1
-            assert desc.ulAction not in (MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT)
-        assert answer == _by_handler(ref_env, ref_ctx, opnum, stub), (opnum, desc)
+            received += opnum != 1 and desc.ulAction in (MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT)
+            acked += opnum == 1 and desc == RR_ACK
+        assert await _settled(answer) == await _settled(_by_handler(ref_env, ref_ctx, opnum, stub)), (opnum, desc)
         assert lane_env.positions() == ref_env.positions()
-    assert served > 40 and declined > 20        # the draw reaches both sides
+        assert list(lane_ctx.handles) == list(ref_ctx.handles)
+        if rng.random() < 0.2 and lane_ctx.handles:        # an RR_NACK now and then: the queue does not run dry
+            wire = rng.choice(list(lane_ctx.handles))
+            for env, ctx in ((lane_env, lane_ctx), (ref_env, ref_ctx)):
+                release(env.service, ctx.handles.pop(wire))
+    assert served > 40 and declined > 10 and received > 5 and acked > 3    # the draw reaches every side
 
 
 async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_does_not_lay_out(make_env):
@@ -110,15 +138,35 @@ async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_doe
 
     before = env.positions()
     handle = descriptor.handle
-    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_RECEIVE), ndr64) is None
-    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_NEXT, 1000, cursor), ndr64) is None
-    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_CURRENT)[:-1], ndr64) is None
-    assert env.positions() == before
-    assert inline.peek2(env.service, stub9(handle, MQ_ACTION_PEEK_NEXT, 0, cursor), ndr64) is not None
-    # an empty queue: a peek that would wait is left to the handler, having registered no wait
-    assert inline.peek2(empty.service, stub9(empty_descriptor.handle, MQ_ACTION_PEEK_CURRENT, INFINITE), ndr64) is None
+    ctx = FakeCall(ndr64, answer_now=True)
+    assert inline.read2(env.service, ctx, stub9(handle, 0x1234)) is None
+    assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_NEXT, 1000, cursor)) is None
+    assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_CURRENT)[:-1]) is None
+    assert env.positions() == before and ctx.handles == {}
+    assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_NEXT, 0, cursor)) is not None
+    # an empty queue: a receive that would wait is left to the handler, having registered no wait
+    stub = stub9(empty_descriptor.handle, MQ_ACTION_RECEIVE, INFINITE)
+    assert inline.read2(empty.service, ctx, stub) is None
     assert empty_descriptor.waiting_message_read_operation_collection == []
-    assert len(empty.adm.remote_read_entries) == 0
+    assert len(empty.adm.remote_read_entries) == 0 and ctx.handles == {}
+
+
+async def test_a_receive_whose_answer_cannot_be_encoded_closes_its_handle_and_returns_the_message(
+        make_env, monkeypatch):
+    env, descriptor, _ = await _world(make_env, [b"kept"])
+    ndr64 = env.syntax == NDR64
+    ctx = FakeCall(ndr64, answer_now=True)
+    desc = codec.REMOTEREADDESC(hRemoteQueue=descriptor.handle, dwQueue=descriptor.handle,
+                                ulAction=MQ_ACTION_RECEIVE)
+    stub = codec.encode_request(9, codec.RemoteQMStartReceive2Request(codec.REMOTEREADDESC2(desc)), ndr64)
+    before = env.positions()
+
+    def unpackable(*args):
+        raise struct.error("a value out of range")
+    monkeypatch.setattr(inline, "pack_response_2x", unpackable)
+    with pytest.raises(struct.error):
+        inline.read2(env.service, ctx, stub)
+    assert ctx.handles == {} and env.positions() == before
 
 
 async def test_peeks_through_the_runtime_take_the_lane_and_a_lane_that_raises_costs_the_call_a_fault(make_env):
@@ -126,12 +174,12 @@ async def test_peeks_through_the_runtime_take_the_lane_and_a_lane_that_raises_co
     [interface] = [i for i in env.server.registry.values() if i.uuid == QM2QM_UUID]
     taken = []
     lane = interface.lanes[9]
-    interface.lanes[9] = lambda stub, ndr64: taken.append(len(stub)) or lane(stub, ndr64)
+    interface.lanes[9] = lambda ctx, stub: taken.append(len(stub)) or lane(ctx, stub)
     client = env.clients[0]
     read = await client.call(client.start_receive2, descriptor.handle, MQ_ACTION_PEEK_CURRENT)
     assert read.status == st.MQ_OK and read.buffer and len(taken) == 1
 
-    def broken(stub, ndr64):
+    def broken(ctx, stub):
         raise RuntimeError("a defect in a lane")
     interface.lanes[9] = broken
     status = await client.call(client.fault, client.start_receive2, descriptor.handle, MQ_ACTION_PEEK_CURRENT)

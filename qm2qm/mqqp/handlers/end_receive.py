@@ -1,16 +1,22 @@
 """RemoteQMEndReceive (MS-MQQP 3.1.4.2, opnum 1): ACK deletes the received message, NACK returns it to the queue."""
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from typing import Any
 
 from qm2qm.mqqp import codec
-from qm2qm.mqqp.constants import RR_ACK, RR_NACK
+from qm2qm.mqqp.constants import RANGE_dwAck, RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.durable import answer_once_durable, await_durable
 from qm2qm.remote_read.locks import release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
+
+# [in] pphContext, dwAck and [out] pphContext, HRESULT: the same bytes in NDR and NDR64 (codec_fixed)
+_PLAIN = struct.Struct("<20sI")
+_ACK_LOW, _ACK_HIGH = RANGE_dwAck
 
 
 async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes]:
@@ -43,10 +49,28 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
     if not getattr(ctx, "answer_now", False):
         return _serve(service, ctx, stub)
     request = codec.decode_request(1, stub, ctx.ndr64)
-    status, context, wait = _end_receive(service, ctx, request.pphContext, request.dwAck)
+    return _answer_now(service, ctx, request.pphContext, request.dwAck,
+                       lambda context, status: _encode(ctx, status, context))
+
+
+def lane(service: Service, ctx: CallContext, stub: Any) -> bytes | Any:
+    """serve (inline) for the common request, a context handle and a dwAck in range, without the request and
+    response objects (the interface's lane, qm2qm/mqqp/inline.py); None for any other (serve names the error)."""
+    if len(stub) != _PLAIN.size:
+        return None
+    context, ack = _PLAIN.unpack(stub)
+    if not _ACK_LOW <= ack <= _ACK_HIGH:
+        return None
+    return _answer_now(service, ctx, context, ack, _PLAIN.pack)
+
+
+def _answer_now(service: Service, ctx: CallContext, context: bytes, ack: int,
+                encode: Callable[[bytes, int], bytes]) -> bytes | Any:
+    """3.1.4.2 answered at once, or (an ACK not yet durable) as a Future the commit answers."""
+    status, context, wait = _end_receive(service, ctx, context, ack)
     if not wait:
-        return _encode(ctx, status, context)
-    return answer_once_durable(service.qm, lambda failed: _encode(ctx, status if failed is None else failed, context),
+        return encode(context, status)
+    return answer_once_durable(service.qm, lambda failed: encode(context, status if failed is None else failed),
                                "RemoteQMEndReceive: the ACK")
 
 
