@@ -9,6 +9,8 @@ import operator
 import uuid
 from typing import Any
 
+import orjson
+
 from qm2qm.mqmp.constants import OPNUM_NAMES as QMCOMM_OPNUM_NAMES, QMCOMM_UUID
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.constants import OPNUM_NAMES, QM2QM_UUID
@@ -64,9 +66,20 @@ def _converter(value: Any) -> Any:
 
 # One encoder built once: a JSON dump per decoded stub is the ingest's hottest step (cProfile, docs/pipeline.md).
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_json_default, check_circular=False)
+# orjson sorts dict keys only: a dataclass goes through _json_default (a dict of its fields), as for json
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
 
 
 def _dumps(value: Any) -> str:
+    """_ENCODER.encode(value), the same text, 2.4x faster where orjson writes it (tests/pipeline/test_decode_json.py):
+    json itself when orjson cannot encode the value (a non-string key, an int over 64 bits) or writes a character
+    json escapes (anything outside ' '..'~'). Values here hold no floats (orjson writes those differently)."""
+    try:
+        out = orjson.dumps(value, default=_json_default, option=_ORJSON_OPTIONS)
+    except TypeError:                       # orjson.JSONEncodeError is a TypeError
+        return _ENCODER.encode(value)
+    if out.isascii() and b"\x7f" not in out:
+        return out.decode()
     return _ENCODER.encode(value)
 
 
