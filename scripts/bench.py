@@ -535,16 +535,20 @@ class FloorProtocol(asyncio.Protocol):
             _, _, ptype, _, _, frag_len, _, call_id = _HEADER.unpack_from(buf)
             if len(buf) < frag_len:
                 break
-            if ptype == 0:                                          # request: alloc_hint, p_cont_id, opnum
-                _, context_id, _ = struct.unpack_from("<IHH", buf, 16)
-                body = struct.pack("<IHBB", len(FLOOR_RESPONSE_STUB), context_id, 0, 0) + FLOOR_RESPONSE_STUB
-                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
+            if ptype == 0:
+                out.append(self.respond(buf, call_id))
             elif ptype == 11:                                       # bind: accept the one context offered
                 body = struct.pack("<HHIH5sxB3xHH20s", 5840, 5840, 0x1234, 5, b"2105\0", 1, 0, 0, NDR20_SYNTAX)
                 out.append(_HEADER.pack(5, 0, 12, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
             buf = buf[frag_len:]
         self.pending = bytes(buf)
         self.transport.write(b"".join(out))
+
+    def respond(self, pdu, call_id: int) -> bytes:
+        """The response PDU to a request PDU: a fixed peek-sized stub."""
+        _, context_id, _ = struct.unpack_from("<IHH", pdu, 16)      # alloc_hint, p_cont_id, opnum
+        body = struct.pack("<IHBB", len(FLOOR_RESPONSE_STUB), context_id, 0, 0) + FLOOR_RESPONSE_STUB
+        return _HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body
 
 
 NDR20_SYNTAX = uuid.UUID(NDR20[0]).bytes_le + struct.pack("<I", NDR20[1])
@@ -570,38 +574,21 @@ class PeekFloorProtocol(FloorProtocol):
             PeekFloorProtocol.packets = [i.to_bytes(4, "little") * 67 for i in range(100_000)]
         self.cursors: dict[int, int] = {}
 
-    def data_received(self, data):
-        buf = self.pending + data if self.pending else data
-        out = []
-        while len(buf) >= 16:
-            _, _, ptype, _, _, frag_len, _, call_id = _HEADER.unpack_from(buf)
-            if len(buf) < frag_len:
-                break
-            if ptype == 0 and buf[22] == 9:                         # RemoteQMStartReceive2
-                (ref, seq, queue, cursor, action, timeout, _, dw_queue, request_id, _, _,
-                 ack, _) = _PEEK_REQUEST.unpack_from(buf, 24)
-                packets = self.packets
-                at = self.cursors.get(queue, 0)
-                self.cursors[queue] = at + 1
-                packet = packets[at % len(packets)]
-                n = len(packet)
-                stub = b"".join((_PEEK_RESPONSE.pack(bytes(20), ref, at, queue, cursor, action, timeout, n, dw_queue,
-                                                     request_id, 1, at, ack, 0x20004, n, 0, n),
-                                 packet, _PAD[n & 3], b"\0\0\0\0"))
-                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 24 + len(stub), 0, call_id)
-                           + struct.pack("<IHBB", len(stub), 0, 0, 0) + stub)
-                buf = buf[frag_len:]
-                continue
-            if ptype == 0:
-                _, context_id, _ = struct.unpack_from("<IHH", buf, 16)
-                body = struct.pack("<IHBB", len(FLOOR_RESPONSE_STUB), context_id, 0, 0) + FLOOR_RESPONSE_STUB
-                out.append(_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
-            elif ptype == 11:
-                body = struct.pack("<HHIH5sxB3xHH20s", 5840, 5840, 0x1234, 5, b"2105\0", 1, 0, 0, NDR20_SYNTAX)
-                out.append(_HEADER.pack(5, 0, 12, 3, b"\x10\0\0\0", 16 + len(body), 0, call_id) + body)
-            buf = buf[frag_len:]
-        self.pending = bytes(buf)
-        self.transport.write(b"".join(out))
+    def respond(self, pdu, call_id: int) -> bytes:
+        if pdu[22] != 9:                                            # not RemoteQMStartReceive2: the floor's answer
+            return super().respond(pdu, call_id)
+        (ref, seq, queue, cursor, action, timeout, _, dw_queue, request_id, _, _,
+         ack, _) = _PEEK_REQUEST.unpack_from(pdu, 24)
+        packets = self.packets
+        at = self.cursors.get(queue, 0)
+        self.cursors[queue] = at + 1
+        packet = packets[at % len(packets)]
+        n = len(packet)
+        stub = b"".join((_PEEK_RESPONSE.pack(bytes(20), ref, at, queue, cursor, action, timeout, n, dw_queue,
+                                             request_id, 1, at, ack, 0x20004, n, 0, n),
+                         packet, _PAD[n & 3], b"\0\0\0\0"))
+        return (_HEADER.pack(5, 0, 2, 3, b"\x10\0\0\0", 24 + len(stub), 0, call_id)
+                + struct.pack("<IHBB", len(stub), 0, 0, 0) + stub)
 
 
 def measure_echo(clients: int, duration: float, processes: int, loop: str) -> dict:
