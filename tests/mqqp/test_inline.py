@@ -1,7 +1,7 @@
 """The lanes of opnums 1, 9 and 10 (qm2qm/mqqp/inline.py, end_receive.lane): a call answered from the stub bytes
-straight to the response bytes must answer exactly what the opnum's handler answers — bytes, handles, queue state —
-and leave the call to the handler, having changed nothing, for every shape it does not serve (MS-MQQP 3.1.4.2,
-3.1.4.10, 3.1.4.11)."""
+straight to the response bytes must answer exactly what the opnum's handler answers — bytes, handles, queue state,
+the fault for hostile bytes — and leave the call to the handler, having changed nothing, for every shape it does not
+serve (MS-MQQP 3.1.4.2, 3.1.4.10, 3.1.4.11)."""
 from __future__ import annotations
 
 import asyncio
@@ -73,6 +73,19 @@ def _end_stub(rng: random.Random, ctx: FakeCall, ndr64: bool) -> tuple[bytes, in
     return codec.encode_request(1, codec.RemoteQMEndReceiveRequest(wire, ack), ndr64, strict=False), ack
 
 
+def _mangle(rng: random.Random, stub: bytes) -> bytes:
+    """The stub with one to three bytes set at random, or a byte added or dropped."""
+    kind = rng.choice(["set", "set", "longer", "shorter"])
+    if kind == "longer":
+        return stub + bytes([rng.randrange(256)])
+    if kind == "shorter":
+        return stub[:-1]
+    data = bytearray(stub)
+    for _ in range(rng.randint(1, 3)):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    return bytes(data)
+
+
 async def _settled(answer):
     """A handler's or lane's answer as bytes: an ACK waiting for its commit (a Future or a coroutine) awaited."""
     return await answer if isinstance(answer, asyncio.Future) or inspect.iscoroutine(answer) else answer
@@ -108,11 +121,14 @@ async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_cha
             lookup_ids = [p.lookup_identifier for p in ref_env.queue.message_position_list]
             request, desc = _draw(rng, opnum, lane_desc.handle, cursors, lookup_ids)
             stub = codec.encode_request(opnum, request, ndr64)
+        mangled = rng.random() < 0.25
+        if mangled:                         # hostile bytes: a few changed, or one too many or too few
+            stub = _mangle(rng, stub)
         answer = LANES[opnum](lane_env.service, lane_ctx, stub)
         if answer is None:
             declined += 1
             answer = _by_handler(lane_env, lane_ctx, opnum, stub)
-        else:
+        elif not mangled:
             served += 1
             received += opnum != 1 and desc.ulAction in (MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT)
             acked += opnum == 1 and desc == RR_ACK
