@@ -28,6 +28,7 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
+_RESPONSE_PACK = P.RESPONSE_HEADER.pack
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
 _new_tuple = tuple.__new__      # CallRequest(...) without the named tuple's Python-level __new__ (same tuple)
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
@@ -807,6 +808,20 @@ class Connection:
                                                     security)
             return
         self._pdus += P.append_response(self._out, call_id, call.context_id, stub, self._max_xmit_frag)
+
+    def response_pdu(self, call_id: int, stub: bytes) -> bytes | None:
+        """send_response for the common answer — a call without a security context whose stub fits one fragment,
+        with nothing queued before it — handed back as the PDU to write instead of queued; None (nothing changed)
+        for anything else, which send_response then queues."""
+        call = self._calls.get(call_id)
+        if call is None or call.security is not None or call.maybe or self._out or self._state == _CLOSED:
+            return None
+        total = len(stub)
+        if total > P.response_chunk_size(self._max_xmit_frag):
+            return None
+        del self._calls[call_id]
+        return _RESPONSE_PACK(5, 0, F.PTYPE_RESPONSE, _FIRST_LAST, P.DREP_LE_ASCII_IEEE, P.RESPONSE_HEADER_SIZE + total,
+                              0, call_id, total, call.context_id & 0xFF, 0, 0) + stub
 
     def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
         """Queue a fault for a dispatched call (C706 12.6.4.7); statuses forbidden by MS-RPCE 3.3.3.5.1 → unspec."""

@@ -149,6 +149,42 @@ def test_a_one_fragment_response_is_what_append_response_builds(frag, near, cont
 
 
 @settings(max_examples=200, deadline=None)
+@given(frag=st.integers(1024, 5840), near=st.integers(-40, 40), context_id=st.integers(0, 255),
+       queued=st.booleans(), maybe=st.booleans(), answered=st.booleans())
+def test_response_pdu_is_the_pdu_send_response_queues_or_none_having_changed_nothing(frag, near, context_id, queued,
+                                                                                      maybe, answered):
+    def connection() -> Connection:
+        conn = Connection({IFACE: INTERFACE})
+        [bind] = conn.receive_data(P.build_bind(1, (ContextItem(context_id, IFACE, (NDR,)),), max_xmit_frag=frag,
+                                                max_recv_frag=frag))
+        conn.accept_bind(bind, 0x1234, "2105")
+        conn.take_output()
+        flags = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG | (F.PFC_MAYBE if maybe else 0)
+        body = struct.pack("<IHH", 0, context_id, 1)
+        conn.receive_data(P.pack_header(F.PTYPE_REQUEST, flags, 16 + len(body), 7) + body)
+        if queued:                      # a fault for another call waits in the output already
+            conn.receive_data(P.build_request(8, context_id, 1, b""))
+            conn.send_fault(8, F.NCA_S_FAULT_UNSPEC)
+        if answered:                    # the call was answered once already: unknown now
+            conn.send_response(7, b"")
+        return conn
+
+    stub = bytes(range(256)) * 40
+    stub = stub[:max(0, P.response_chunk_size(frag - frag % 8) + near)]
+    fast, slow = connection(), connection()
+    pdu = fast.response_pdu(7, stub)
+    slow.send_response(7, stub)
+    expected = slow.take_output()
+    if pdu is None:
+        fast.send_response(7, stub)
+        assert fast.take_output() == expected
+    else:
+        assert not (queued or maybe or answered)
+        assert (pdu, 1) == expected and fast.take_output() == (b"", 0)
+    assert fast.calls_in_flight() == slow.calls_in_flight()
+
+
+@settings(max_examples=200, deadline=None)
 @given(pdus=st.lists(request(), min_size=1, max_size=8), cuts=st.lists(st.integers(0, 400), max_size=6))
 def test_a_stream_cut_anywhere_gives_what_whole_reads_give(pdus, cuts):
     """Reads parsed in place (nothing held back) and reads joined to a held-back partial PDU agree."""
