@@ -151,8 +151,8 @@ def test_a_one_fragment_response_is_what_append_response_builds(frag, near, cont
 @settings(max_examples=200, deadline=None)
 @given(frag=st.integers(1024, 5840), near=st.integers(-40, 40), context_id=st.integers(0, 255),
        queued=st.booleans(), maybe=st.booleans(), answered=st.booleans())
-def test_response_pdu_is_the_pdu_send_response_queues_or_none_having_changed_nothing(frag, near, context_id, queued,
-                                                                                      maybe, answered):
+def test_response_pdu_is_the_pdu_send_response_queues_or_none_having_changed_nothing(
+        frag, near, context_id, queued, maybe, answered):
     def connection() -> Connection:
         conn = Connection({IFACE: INTERFACE})
         [bind] = conn.receive_data(P.build_bind(1, (ContextItem(context_id, IFACE, (NDR,)),), max_xmit_frag=frag,
