@@ -308,8 +308,8 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: 
                 cpu0, t0 = tree_cpu_s(), time.perf_counter()
                 summary = spark_jobs.ingest(spark, paths, out)
                 elapsed, spark_cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
-                # the median of REFERENCE_RUNS in-process runs: one run right after a job read 25,000-30,000
-                # calls/s on the same file (2026-11-27), more than the targets' margin
+                # the median of REFERENCE_RUNS in-process runs: one run right after a job read 25,000-37,000
+                # calls/s on the same file (2026-11-27), more than the target's margin
                 runs = sorted((_timed_ingest_parquet(Path(paths[0])) for _ in range(REFERENCE_RUNS)),
                               key=lambda run: run[0])
                 wall, cpu_ref, calls_ref, wall_pq, cpu_pq = runs[len(runs) // 2]
