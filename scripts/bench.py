@@ -436,7 +436,7 @@ def _start_py_spy(pid: int | None, duration: float):
     return proc, path
 
 
-PERF_STAT_EVENTS = os.environ.get("QM2QM_BENCH_PERF_STAT")   # set by --perf-stat EVENTS
+PERF_STAT_EVENTS: str | None = None          # set by --perf-stat EVENTS
 
 
 def _start_perf_stat(pid: int | None, duration: float):
