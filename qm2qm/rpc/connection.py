@@ -28,7 +28,6 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
-_RESPONSE_PACK = P.RESPONSE_HEADER.pack
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
 _new_tuple = tuple.__new__      # CallRequest(...) without the named tuple's Python-level __new__ (same tuple)
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
@@ -820,8 +819,7 @@ class Connection:
         if total > P.response_chunk_size(self._max_xmit_frag):
             return None
         del self._calls[call_id]
-        return _RESPONSE_PACK(5, 0, F.PTYPE_RESPONSE, _FIRST_LAST, P.DREP_LE_ASCII_IEEE, P.RESPONSE_HEADER_SIZE + total,
-                              0, call_id, total, call.context_id & 0xFF, 0, 0) + stub
+        return P.one_fragment_response_header(call_id, call.context_id, total) + stub
 
     def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
         """Queue a fault for a dispatched call (C706 12.6.4.7); statuses forbidden by MS-RPCE 3.3.3.5.1 → unspec."""

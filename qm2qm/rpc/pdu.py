@@ -161,6 +161,14 @@ def response_chunk_size(max_xmit_frag: int) -> int:
     return chunk - chunk % 16
 
 
+def one_fragment_response_header(call_id: int, context_id: int, stub_length: int) -> bytes:
+    """The header of a response whose whole stub fits one fragment (C706 12.6.4.10): alloc_hint is the stub length
+    (MS-RPCE 2.2.2.6), p_cont_id modulo 256 as Windows/Samba write it."""
+    return RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, PFC_FIRST_FRAG | PFC_LAST_FRAG,
+                                DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + stub_length, 0, call_id, stub_length,
+                                context_id & 0xFF, 0, 0)
+
+
 def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes | bytearray | memoryview,
                     max_xmit_frag: int) -> int:
     """Append the response PDUs for ``stub`` to ``out``, fragmented at max_xmit_frag (C706 12.6.4.10); returns
@@ -172,8 +180,7 @@ def append_response(out: bytearray, call_id: int, context_id: int, stub: bytes |
     ctx8 = context_id & 0xFF
     chunk = response_chunk_size(max_xmit_frag)
     if total <= chunk:
-        out += RESPONSE_HEADER.pack(RPC_VERS, RPC_VERS_MINOR, PTYPE_RESPONSE, PFC_FIRST_FRAG | PFC_LAST_FRAG,
-                                    DREP_LE_ASCII_IEEE, RESPONSE_HEADER_SIZE + total, 0, call_id, total, ctx8, 0, 0)
+        out += one_fragment_response_header(call_id, context_id, total)
         out += stub
         return 1
     view = memoryview(stub)
