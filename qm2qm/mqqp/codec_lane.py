@@ -53,15 +53,22 @@ def decode_request_0(stub: Any, ndr64: bool) -> RemoteQMStartReceiveRequest | No
     return None if desc is None else RemoteQMStartReceiveRequest(desc)
 
 
-def _with_desc2(layout: struct.Struct, stub: Any, first: int) -> tuple[tuple, REMOTEREADDESC2] | None:
-    """(the values, the REMOTEREADDESC2 at values[first]) of a request laid out by ``layout``, or None."""
+def _with_desc(layout: struct.Struct, stub: Any, first: int) -> tuple[tuple, int, REMOTEREADDESC] | None:
+    """(the values, SequentialId, the REMOTEREADDESC) of the REMOTEREADDESC2 at values[first] of a request laid out
+    by ``layout``, or None."""
     if len(stub) != layout.size:
         return None
     values = layout.unpack_from(stub)
     if not values[first]:
         return None
     desc = _desc(values, first + 2)
-    return None if desc is None else (values, REMOTEREADDESC2(desc, values[first + 1]))
+    return None if desc is None else (values, values[first + 1], desc)
+
+
+def _with_desc2(layout: struct.Struct, stub: Any, first: int) -> tuple[tuple, REMOTEREADDESC2] | None:
+    """(the values, the REMOTEREADDESC2 at values[first]) of a request laid out by ``layout``, or None."""
+    found = _with_desc(layout, stub, first)
+    return None if found is None else (found[0], REMOTEREADDESC2(found[2], found[1]))
 
 
 def decode_request_9(stub: Any, ndr64: bool) -> RemoteQMStartReceive2Request | None:
@@ -114,46 +121,31 @@ def encode_response_2x(obj: Any, ndr64: bool) -> bytes | None:
     d = d2.pRemoteReadDesc
     if not _plain(d):
         return None
-    buf = d.lpBuffer
     try:
-        if buf is None:
-            return _RESP_2X_EMPTY[ndr64].pack(
-                ctx, _REF1, d2.SequentialId, d.hRemoteQueue, d.hCursor, d.ulAction, d.ulTimeout, 0, d.dwQueue,
-                d.dwRequestID, d.Reserved, d.dwArriveTime, d.eAckNack, 0, status)
-        n = len(buf)
-        head = _RESP_2X[ndr64].pack(
-            ctx, _REF1, d2.SequentialId, d.hRemoteQueue, d.hCursor, d.ulAction, d.ulTimeout, n, d.dwQueue,
-            d.dwRequestID, d.Reserved, d.dwArriveTime, d.eAckNack, _REF2, n, 0, n)
-        return b"".join((head, buf, _TAIL[n & 3], _U32.pack(status)))
+        return pack_response_2x(ndr64, ctx, d2.SequentialId, d, d.lpBuffer, d.Reserved, d.dwArriveTime, status)
     except struct.error:
         return None
 
 
-def unpack_request_2x(opnum: int, stub: Any, ndr64: bool) -> tuple | None:
-    """The values of a RemoteQMStartReceive2 (9) / ByLookupId (10) request laid out as decode_request_9 / _10 read
-    it — ([LookupId,] SequentialId, hRemoteQueue, hCursor, ulAction, ulTimeout, dwQueue, dwRequestID, Reserved,
-    dwArriveTime, eAckNack) — or None for any other shape (a NULL descriptor, a buffer, an eAckNack out of range)."""
-    layout = (_REQ_9 if opnum == 9 else _REQ_10)[ndr64]
-    if len(stub) != layout.size:
+def read_request_2x(opnum: int, stub: Any, ndr64: bool) -> tuple[int, int, REMOTEREADDESC] | None:
+    """(LookupId — 0 for opnum 9 —, SequentialId, REMOTEREADDESC) of a RemoteQMStartReceive2 (9) / ByLookupId (10)
+    request as decode_request_9 / _10 read it, without the request and REMOTEREADDESC2 around them; or None."""
+    found = _with_desc((_REQ_9 if opnum == 9 else _REQ_10)[ndr64], stub, 0 if opnum == 9 else 1)
+    if found is None:
         return None
-    values = layout.unpack_from(stub)
-    first = 0 if opnum == 9 else 1
-    (ref, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, dwSize, dwQueue, dwRequestID, Reserved, dwArriveTime,
-     eAckNack, buffer_ref) = values[first:]
-    if not ref or buffer_ref or dwSize or not 0 <= eAckNack <= 2:
-        return None
-    return values[:first] + (seq, hRemoteQueue, hCursor, ulAction, ulTimeout, dwQueue, dwRequestID, Reserved,
-                             dwArriveTime, eAckNack)
+    values, seq, desc = found
+    return (values[0] if opnum == 10 else 0), seq, desc
 
 
-def pack_response_2x(ndr64: bool, handle: bytes, seq: int, hRemoteQueue: int, hCursor: int, ulAction: int,
-                     ulTimeout: int, dwQueue: int, dwRequestID: int, Reserved: int, dwArriveTime: int, eAckNack: int,
-                     buf: bytes | None, status: int) -> bytes:
-    """encode_response_2x of the response these values make (raises struct.error for a value out of range)."""
+def pack_response_2x(ndr64: bool, handle: bytes, seq: int, d: REMOTEREADDESC, buf: bytes | None, reserved: int,
+                     arrive_time: int, status: int) -> bytes:
+    """RemoteQMStartReceive2 / ByLookupId [out]: the handle, a REMOTEREADDESC2 of SequentialId ``seq`` around ``d``
+    with lpBuffer ``buf`` (dwSize its length), Reserved and dwArriveTime as given, and the HRESULT. Raises
+    struct.error for a value out of range."""
     if buf is None:
-        return _RESP_2X_EMPTY[ndr64].pack(handle, _REF1, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, 0, dwQueue,
-                                          dwRequestID, Reserved, dwArriveTime, eAckNack, 0, status)
+        return _RESP_2X_EMPTY[ndr64].pack(handle, _REF1, seq, d.hRemoteQueue, d.hCursor, d.ulAction, d.ulTimeout, 0,
+                                          d.dwQueue, d.dwRequestID, reserved, arrive_time, d.eAckNack, 0, status)
     n = len(buf)
-    head = _RESP_2X[ndr64].pack(handle, _REF1, seq, hRemoteQueue, hCursor, ulAction, ulTimeout, n, dwQueue,
-                                dwRequestID, Reserved, dwArriveTime, eAckNack, _REF2, n, 0, n)
+    head = _RESP_2X[ndr64].pack(handle, _REF1, seq, d.hRemoteQueue, d.hCursor, d.ulAction, d.ulTimeout, n, d.dwQueue,
+                                d.dwRequestID, reserved, arrive_time, d.eAckNack, _REF2, n, 0, n)
     return b"".join((head, buf, _TAIL[n & 3], _U32.pack(status)))

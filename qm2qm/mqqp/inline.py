@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from qm2qm.mqqp.codec_lane import pack_response_2x, unpack_request_2x
+from qm2qm.mqqp.codec_lane import pack_response_2x, read_request_2x
 from qm2qm.mqqp.codec_types import REMOTEREADDESC
-from qm2qm.mqqp.constants import REMOTEREADACK, REMOTEREADDESC_RESERVED_SERVER
+from qm2qm.mqqp.constants import REMOTEREADDESC_RESERVED_SERVER
 from qm2qm.mqqp.handlers._read import NULL_HANDLE, SEQUENTIAL_ID_MASK, Delivery, release
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.mqqp.handlers.start_receive import start_receive_now
@@ -21,42 +21,34 @@ from qm2qm.remote_read.actions import LOOKUP_ACTIONS, READ_ACTIONS
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
-_ACKS = tuple(REMOTEREADACK)
 _MQ_OK = st.MQ_OK
 
 
 def read2(service: Service, ctx: CallContext, stub: Any) -> bytes | None:
     """RemoteQMStartReceive2 (opnum 9) with a known ulAction, as start_receive2.serve answers it inline, or None."""
-    values = unpack_request_2x(9, stub, ctx.ndr64)
-    if values is None or values[3] not in READ_ACTIONS:
+    found = read_request_2x(9, stub, ctx.ndr64)
+    if found is None or found[2].ulAction not in READ_ACTIONS:
         return None
-    seq, queue, cursor, action, timeout, dw_queue, request_id, reserved, arrive, ack = values
-    desc = REMOTEREADDESC(queue, cursor, action, timeout, 0, dw_queue, request_id, reserved, arrive, _ACKS[ack], None)
+    _, seq, desc = found
     delivery = start_receive_now(service, ctx, desc)
-    if delivery is None:
-        return None
-    return _answer(service, ctx, delivery, values)
+    return None if delivery is None else _answer(service, ctx, delivery, seq, desc)
 
 
 def lookup_read(service: Service, ctx: CallContext, stub: Any) -> bytes | None:
     """RemoteQMStartReceiveByLookupId (opnum 10) with a known ulAction, as its serve answers it, or None."""
-    values = unpack_request_2x(10, stub, ctx.ndr64)
-    if values is None or values[4] not in LOOKUP_ACTIONS:
+    found = read_request_2x(10, stub, ctx.ndr64)
+    if found is None or found[2].ulAction not in LOOKUP_ACTIONS:
         return None
-    lookup_id, seq, queue, cursor, action, timeout, dw_queue, request_id, reserved, arrive, ack = values
-    desc = REMOTEREADDESC(queue, cursor, action, timeout, 0, dw_queue, request_id, reserved, arrive, _ACKS[ack], None)
+    lookup_id, seq, desc = found
     delivery = start_receive_by_lookup_id(service, ctx, lookup_id, desc)
-    if delivery is None:
-        return None
-    return _answer(service, ctx, delivery, values[1:])
+    return None if delivery is None else _answer(service, ctx, delivery, seq, desc)
 
 
-def _answer(service: Service, ctx: CallContext, delivery: Delivery, values: tuple) -> bytes:
+def _answer(service: Service, ctx: CallContext, delivery: Delivery, seq: int, desc: REMOTEREADDESC) -> bytes:
     """The [out] handle, REMOTEREADDESC2 and HRESULT of a read's Delivery (_read.answer2, then the codec lane).
     Should that fail once a receive holds its handle, the handle is closed and the message returned to the queue
     before the error propagates (_read.encode_delivery)."""
-    seq, queue, cursor, action, timeout, dw_queue, request_id, reserved, arrive, ack = values
-    buffer = None
+    buffer, reserved, arrive = None, desc.Reserved, desc.dwArriveTime
     try:
         if delivery.status == _MQ_OK:
             buffer = delivery.buffer
@@ -65,8 +57,7 @@ def _answer(service: Service, ctx: CallContext, delivery: Delivery, values: tupl
             seq = delivery.lookup_identifier & SEQUENTIAL_ID_MASK
             arrive = delivery.arrival_time & 0xFFFFFFFF
             reserved = REMOTEREADDESC_RESERVED_SERVER
-        return pack_response_2x(ctx.ndr64, delivery.handle, seq, queue, cursor, action, timeout, dw_queue,
-                                request_id, reserved, arrive, ack, buffer, delivery.status)
+        return pack_response_2x(ctx.ndr64, delivery.handle, seq, desc, buffer, reserved, arrive, delivery.status)
     except BaseException:
         if delivery.handle != NULL_HANDLE:
             ctx.close_handle(delivery.handle)

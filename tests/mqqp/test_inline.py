@@ -207,4 +207,4 @@ async def test_peeks_through_the_runtime_take_the_lane_and_a_lane_that_raises_co
 
 def test_pack_response_2x_refuses_a_value_out_of_range():
     with pytest.raises(struct.error):
-        codec_lane.pack_response_2x(False, bytes(20), 0, 1 << 32, 0, 0, 0, 0, 0, 0, 0, 0, None, 0)
+        codec_lane.pack_response_2x(False, bytes(20), 0, codec.REMOTEREADDESC(hRemoteQueue=1 << 32), None, 0, 0, 0)
