@@ -2,10 +2,10 @@
 
 One ``RpcConnection`` (an asyncio.Protocol) per TCP connection feeds bytes to the sans-IO
 ``qm2qm.rpc.connection.Connection`` and acts on its events: binds join association groups
-(MS-RPCE 3.3.1.5.7), requests run their operation's handler (inline when it is a plain function, from a done-callback when it returns
-an asyncio.Future, as a task when it returns another awaitable), co_cancel / orphaned cancel that task or Future
-(C706 12.6.4.6, 12.6.4.8), and a closing
-connection runs down its group's context handles when it was the group's last (C706 5.1.6).
+(MS-RPCE 3.3.1.5.7), requests run their operation's lane or handler (inline when it returns bytes, from a
+done-callback when it returns an asyncio.Future, as a task when it returns another awaitable), co_cancel / orphaned
+cancel that task or Future (C706 12.6.4.6, 12.6.4.8), and a closing connection runs down its group's context
+handles when it was the group's last (C706 5.1.6).
 """
 from __future__ import annotations
 
