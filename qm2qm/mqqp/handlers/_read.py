@@ -20,7 +20,7 @@ MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT = st.MQ_INFORMATION_REMOTE_CANCELED_BY_
 SEQUENTIAL_ID_MASK = (1 << 56) - 1
 NULL_HANDLE = bytes(20)
 
-__all__ = ["Delivery", "deliver", "release", "encode_delivery", "answer", "answer2", "NULL_HANDLE",
+__all__ = ["Delivery", "read_entry", "deliver", "release", "encode_delivery", "answer", "answer2", "NULL_HANDLE",
            "MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT"]
 
 
@@ -35,6 +35,12 @@ class Delivery:
     entry: ReadEntry | None = None
     arrival_time: int = 0               # Message.ArrivalTime and LookupIdentifier, for the [out] descriptor
     lookup_identifier: int = 0
+
+
+def read_entry(desc: Any, descriptor: Any) -> ReadEntry:
+    """The RemoteReadEntry (MS-MQQP 3.1.1.2) of a read through ``descriptor`` as its REMOTEREADDESC asks it."""
+    return ReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID, timeout=desc.ulTimeout,
+                     action=desc.ulAction, descriptor=descriptor)
 
 
 def deliver(service: Service, ctx: CallContext, entry: ReadEntry | None, result: ReadResult,

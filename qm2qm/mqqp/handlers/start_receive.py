@@ -4,10 +4,9 @@ from __future__ import annotations
 from typing import Any
 
 from qm2qm.mqqp import codec
-from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery
+from qm2qm.mqqp.handlers._read import Delivery, answer, deliver, encode_delivery, read_entry
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import READ_ACTIONS as ACTIONS
 from qm2qm.remote_read.cursors import find_cursor
@@ -45,8 +44,7 @@ def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
 def _begin(service: Service, ctx: CallContext, desc: Any, descriptor: Any, cursor: Any, timeout: int):
     """The RemoteReadEntry (3.1.1.2), the read event for ulAction (Dequeue Message Begin, Peek Message or
     Peek Next Message) and the delivery of its result."""
-    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
-                            timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
+    entry = read_entry(desc, descriptor)
     receive = desc.ulAction == MQ_ACTION_RECEIVE
     return (entry,
             lambda: read_event(service.qm, descriptor, desc.ulAction, timeout, cursor, desc.dwRequestID),
@@ -77,9 +75,7 @@ def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery
         return None
     if action != MQ_ACTION_RECEIVE:
         return deliver(service, ctx, None, result, receive=False)
-    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
-                            timeout=desc.ulTimeout, action=action, descriptor=descriptor)
-    return deliver(service, ctx, entry, result, receive=True)
+    return deliver(service, ctx, read_entry(desc, descriptor), result, receive=True)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:

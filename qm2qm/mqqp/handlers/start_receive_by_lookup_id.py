@@ -4,9 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from qm2qm.mqqp import codec
-from qm2qm.mqqp.adm import RemoteReadEntry
 from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
-from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery
+from qm2qm.mqqp.handlers._read import Delivery, answer2, deliver, encode_delivery, read_entry
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.actions import LOOKUP_ACTIONS
 from qm2qm.remote_read.reads import lookup_event, run_read_now
@@ -48,8 +47,7 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
     seek = lookup_operation(seek, lookup_id)
     if peek:        # run_read_now with timeout 0 (checked above): no RemoteReadEntry, no closures
         return deliver(service, ctx, None, lookup_event(qm, descriptor, lookup_id, True, seek), receive=False)
-    entry = RemoteReadEntry(descriptor_handle=desc.hRemoteQueue, request_id=desc.dwRequestID,
-                            timeout=desc.ulTimeout, action=desc.ulAction, descriptor=descriptor)
+    entry = read_entry(desc, descriptor)
     return run_read_now(
         service, entry,
         lambda: lookup_event(qm, descriptor, lookup_id, False, seek),
