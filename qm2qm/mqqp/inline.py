@@ -40,8 +40,7 @@ def lookup_read(service: Service, ctx: CallContext, stub: Any) -> bytes | None:
     if found is None or found[2].ulAction not in LOOKUP_ACTIONS:
         return None
     lookup_id, seq, desc = found
-    delivery = start_receive_by_lookup_id(service, ctx, lookup_id, desc)
-    return None if delivery is None else _answer(service, ctx, delivery, seq, desc)
+    return _answer(service, ctx, start_receive_by_lookup_id(service, ctx, lookup_id, desc), seq, desc)
 
 
 def _answer(service: Service, ctx: CallContext, delivery: Delivery, seq: int, desc: REMOTEREADDESC) -> bytes:
