@@ -4,8 +4,10 @@ RpcConnection over a fake transport. ``--scenario`` picks the call: peek-memo (M
 100-byte message: the packet memo always hits), peek-next (a cursor walking PEEK_NEXT through distinct 100-byte
 messages: every call serializes a packet), lookup (RemoteQMStartReceiveByLookupId, MQ_LOOKUP_PEEK_CURRENT of one
 100-byte message: opnum 10, the memo hits), receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
-RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call) or
-receive-ack-recoverable (the same with recoverable messages: each ACK waits for the group commit of its delete).
+RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call),
+receive-ack-recoverable (the same with recoverable messages: each ACK waits for the group commit of its delete) or
+mqrr-receive-ack (MS-MQRR R_StartReceive(MQ_ACTION_RECEIVE) + R_EndReceive(RR_ACK) of 1 KiB express messages on
+an R_OpenQueue handle: the same read over the other wire form).
 ``--loop uvloop`` runs it on uvloop.
 
 Prints the least process CPU µs per call (time.process_time: preemption by other processes does not count)
@@ -76,7 +78,7 @@ class FakeTransport:
     resume_reading = pause_reading
 
 
-SCENARIOS = ("peek-memo", "peek-next", "lookup", "receive-ack", "receive-ack-recoverable")
+SCENARIOS = ("peek-memo", "peek-next", "lookup", "receive-ack", "receive-ack-recoverable", "mqrr-receive-ack")
 PROFILER = None         # --profile: a cProfile.Profile enabled over the measured batches only
 
 
@@ -93,6 +95,8 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
     # the SQLite store of `qm2qm serve` (the volatile :memory: store makes every ACK wait a loop turn)
     data_dir = tempfile.TemporaryDirectory(prefix="bench_dispatch_")
     values = {"data_dir": data_dir.name, "port": 0, "admin_port": 0, "epm_port": 0}
+    if scenario.startswith("mqrr"):
+        values.update(mqrr=True, allow_anonymous_read=True)
     if metrics is not None:
         values["metrics"] = metrics
     app = App(load_config(None, values))
@@ -103,7 +107,7 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         queue = backend.create_queue({"pathname": ".\\private$\\peek"})
         observers = 2 if getattr(app.rpc, "observer", None) is not None else 1
         count = 1 if scenario in ("peek-memo", "lookup") else calls * rounds * observers + 1 + clients
-        receiving = scenario.startswith("receive-ack")
+        receiving = "receive-ack" in scenario
         delivery = DeliveryGuarantee.RECOVERABLE if scenario == "receive-ack-recoverable" else DeliveryGuarantee.EXPRESS
         for i in range(count):      # distinct messages: each its own identifier, hence its own packet
             message = Message(body=bytes(1024) if receiving else bytes(range(100)), label=f"m{i}",
@@ -118,6 +122,8 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         transport = FakeTransport()
         conn = RpcConnection(app.rpc)
         conn.connection_made(transport)
+        if scenario.startswith("mqrr"):
+            return await run_mqrr_batches(app, conn, transport, calls, rounds)
         return await run_batches(app, conn, transport, handle, calls, rounds, scenario, cursor,
                                  lookup_id=message.lookup_identifier)
     finally:
@@ -184,6 +190,55 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         observed = sum(op.latency.total for op in app.metrics.operations())
         setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)
         assert observed == calls * rounds + setup, (observed, calls * rounds)
+    return {name: value * 1e6 for name, value in best.items()}
+
+
+async def run_mqrr_batches(app, conn, transport, calls: int, rounds: int) -> dict[str, float]:
+    """MS-MQRR: bind RemoteRead, R_OpenQueue the queue by its direct format name, then R_StartReceive(RECEIVE) +
+    R_EndReceive(RR_ACK) in interleaved batches with the observer off and on (MS-MQRR 3.1.4.2, 3.1.4.7, 3.1.4.9)."""
+    import struct
+    import uuid
+    from qm2qm.mqrr import idl
+    from qm2qm.mqrr.queue_format import queue_format
+    conn.data_received(bench.bind_pdu(interface=bench.MQRR))
+    request = idl.R_OpenQueue()
+    request["pQueueFormat"] = queue_format("DIRECT=OS:localhost\\private$\\peek")
+    request["dwAccess"], request["dwShareMode"], request["pClientId"] = 1, 0, uuid.uuid4().bytes_le
+    conn.data_received(bench.request_pdu(2, request.getData(), call_id=2))
+    handle = transport.last_stub[:20]
+    receive = idl.R_StartReceive()
+    receive["phContext"], receive["ulAction"], receive["dwRequestId"] = handle, 0, 1
+    receive["dwMaxBodySize"] = receive["dwMaxCompoundMessageSize"] = 0xFFFFFFFF
+    start, end = receive.getData(), handle + struct.pack("<II", 2, 1)
+    observers = {"observer off": None, "observer on": getattr(app.rpc, "observer", None)}
+    if observers["observer on"] is None:
+        del observers["observer on"]
+    best = {name: float("inf") for name in observers}
+    call_id = 4
+    gc.disable()
+    order = list(observers.items())
+    for round_number in range(rounds):
+        for name, observer in (order if round_number % 2 else order[::-1]):
+            if "observer on" in observers:
+                app.rpc.observer = observer
+            if PROFILER is not None:
+                PROFILER.enable()
+            started = time.process_time()
+            for i in range(0, calls, 2):
+                answered = transport.responses + 2
+                conn.data_received(bench.request_pdu(7, start, call_id=call_id + i))
+                conn.data_received(bench.request_pdu(9, end, call_id=call_id + i + 1))
+                while transport.responses < answered:
+                    await asyncio.sleep(0)
+                if bench.hresult(transport.last_stub) != 0:
+                    raise SystemExit(f"R_EndReceive answered 0x{bench.hresult(transport.last_stub):08x}")
+            best[name] = min(best[name], (time.process_time() - started) / calls)
+            if PROFILER is not None:
+                PROFILER.disable()
+            call_id += calls
+        gc.collect()
+    gc.enable()
+    assert transport.faults == 0, "faults during the benchmark"
     return {name: value * 1e6 for name, value in best.items()}
 
 
