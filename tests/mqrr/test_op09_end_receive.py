@@ -61,12 +61,12 @@ async def test_end_receive_without_the_open_queue_descriptor_fails(env):
 
 async def test_end_receive_before_the_receive_has_a_message_returns_message_not_found(env):
     ctx, h, read = await waiting_read(env, timeout=0xFFFFFFFF, request_id=5)
-    assert end_receive.end_receive(env.service, ctx, h, RR_ACK, 5) == (st.MQ_ERROR_MESSAGE_NOT_FOUND, None)
+    assert end_receive.end(env.service, ctx, h, RR_ACK, 5) == (st.MQ_ERROR_MESSAGE_NOT_FOUND, False)
     env.enqueue(b"late")
     assert (await read).status == st.MQ_OK
-    status, durable = end_receive.end_receive(env.service, ctx, h, RR_ACK, 5)
-    await durable
-    assert status == st.MQ_OK and env.positions() == {}
+    assert end_receive.end(env.service, ctx, h, RR_ACK, 5) == (st.MQ_OK, True)     # the answer awaits the commit
+    await env.service.qm.durable()
+    assert env.positions() == {}
 
 
 @pytest.mark.parametrize("ack", [0, 3, 0xFFFFFFFF])

@@ -13,12 +13,6 @@ from qm2qm.rpc.interface import CallContext, RpcFault
 from shared_adm import status as st
 
 
-def end_receive(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: int) -> tuple[int, Any]:
-    """3.1.4.9 / 3.1.4.15 as (HRESULT, the qm.durable() an ACK must await before the answer, or None)."""
-    status, wait = end(service, ctx, wire, ack, request_id)
-    return status, service.qm.durable() if wait else None
-
-
 def end(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: int) -> tuple[int, bool]:
     """The processing rules of 3.1.4.9 and 3.1.4.15: (HRESULT, whether the answer waits for the ACK's commit).
     iTransactional is whether the entry's receive was in a transaction, whichever of the two
