@@ -14,6 +14,12 @@ REFERENT_ID_STEP = 4
 _START_RECEIVE = struct.Struct("<20s4xQ6I")
 # R_EndReceive request: phContext(20) dwAck dwRequestId
 _END_RECEIVE = struct.Struct("<20s2I")
+# R_StartReceive response with one section (a whole packet, the common answer): pdwArriveTime pad pSequenceId
+# pdwNumberOfSections, the array's referent and conformance, its SectionBuffer and the deferred conformance of its
+# bytes (the general layout below, its pads folded in); then the bytes, their pad to 4 and ErrorCode
+_ONE_SECTION = (struct.Struct("<I4xQIIIH2xIIII"), struct.Struct("<I4xQI4xQQIII4xQQ"))
+_STATUS = struct.Struct("<I")
+_ZEROS = bytes(3)
 _START_FIELDS = ("phContext", "LookupId", "hCursor", "ulAction", "ulTimeout", "dwRequestId", "dwMaxBodySize",
                  "dwMaxCompoundMessageSize")
 
@@ -42,6 +48,12 @@ def encode_receive_response(arrive_time: int, sequence_id: int, sections: list[t
     """R_StartReceiveResponse: pdwArriveTime, pSequenceId, pdwNumberOfSections, ppPacketSections (a unique
     pointer to a conformant array of SectionBuffer, each with a unique pointer to SectionSize bytes), ErrorCode.
     ``sections`` are (SectionType, SectionSizeAlloc, bytes); an empty list is a NULL ppPacketSections."""
+    if len(sections) == 1:
+        kind, alloc, buffer = sections[0]
+        size = len(buffer)
+        return b"".join((_ONE_SECTION[ndr64].pack(arrive_time, sequence_id, 1, REFERENT_ID_BASE, 1, kind, alloc, size,
+                                                  REFERENT_ID_BASE + REFERENT_ID_STEP, size),
+                         buffer, _ZEROS[:-size & 3], _STATUS.pack(status & 0xFFFFFFFF)))
     out = bytearray(struct.pack("<I", arrive_time))
     _pad(out, 8)
     out += struct.pack("<QI", sequence_id, len(sections))
