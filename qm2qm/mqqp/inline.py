@@ -2,20 +2,23 @@
 own checks, read events, packet and handle (start_receive_now, start_receive_by_lookup_id) without the request and
 response objects around them. The runtime calls these as the interface's lanes (qm2qm/rpc/interface.py).
 
-A lane answers None — having changed nothing — for a shape it does not serve (a read that would wait, an action
-it does not know, a stub the one-struct layouts of codec_lane do not read), and the opnum's handler then serves
-the call. tests/mqqp/test_inline.py proves a lane's bytes equal the handler's for drawn requests and queue states.
+A lane answers None — having changed nothing — for a shape it does not serve (an action it does not know, a stub
+the one-struct layouts of codec_lane do not read), and the opnum's handler then serves the call. A read that would
+wait (tried once here, having changed nothing) is answered with the coroutine the handler itself would hand the
+runtime for it (start_receive2.serve_request), so the handler does not try it at once a second time.
+tests/mqqp/test_inline.py proves a lane's bytes equal the handler's for drawn requests and queue states.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Coroutine
 
 from qm2qm.mqqp.codec_lane import pack_response_2x, read_request_2x
-from qm2qm.mqqp.codec_types import REMOTEREADDESC
+from qm2qm.mqqp.codec_types import REMOTEREADDESC, REMOTEREADDESC2, RemoteQMStartReceive2Request
 from qm2qm.mqqp.constants import REMOTEREADDESC_RESERVED_SERVER
 from qm2qm.mqqp.handlers._read import NULL_HANDLE, SEQUENTIAL_ID_MASK, Delivery, release
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.mqqp.handlers.start_receive import start_receive_now
+from qm2qm.mqqp.handlers.start_receive2 import serve_request
 from qm2qm.mqqp.handlers.start_receive_by_lookup_id import start_receive_by_lookup_id
 from qm2qm.remote_read.actions import LOOKUP_ACTIONS, READ_ACTIONS
 from qm2qm.rpc.interface import CallContext
@@ -24,14 +27,17 @@ from shared_adm import status as st
 _MQ_OK = st.MQ_OK
 
 
-def read2(service: Service, ctx: CallContext, stub: Any) -> bytes | None:
-    """RemoteQMStartReceive2 (opnum 9) with a known ulAction, as start_receive2.serve answers it inline, or None."""
+def read2(service: Service, ctx: CallContext, stub: Any) -> bytes | Coroutine[Any, Any, bytes] | None:
+    """RemoteQMStartReceive2 (opnum 9) with a known ulAction, as start_receive2.serve answers it: inline, or for a
+    read that must wait the handler's coroutine; None for a shape it leaves to the handler."""
     found = read_request_2x(9, stub, ctx.ndr64)
     if found is None or found[2].ulAction not in READ_ACTIONS:
         return None
     _, seq, desc = found
     delivery = start_receive_now(service, ctx, desc)
-    return None if delivery is None else _answer(service, ctx, delivery, seq, desc)
+    if delivery is None:        # decode_request_9 reads this stub as this request
+        return serve_request(service, ctx, RemoteQMStartReceive2Request(REMOTEREADDESC2(desc, seq)))
+    return _answer(service, ctx, delivery, seq, desc)
 
 
 def lookup_read(service: Service, ctx: CallContext, stub: Any) -> bytes | None:

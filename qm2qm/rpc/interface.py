@@ -117,7 +117,8 @@ class Interface:
     unauthenticated_opnums: frozenset[int] | None = None
     access_denied_status: int = 0x00000005      # nca_s_fault_access_denied; qm2qm uses MQ_ERROR_ACCESS_DENIED
     # opnum → lane(ctx, stub): the response stub of a call its handler would answer at once, computed along a
-    # shorter path (no request/response objects), or None — having changed nothing — to leave the call to the
-    # handler. Tried only where the handler could answer inline (no earlier call still waiting to start); it must
-    # answer exactly as the handler does.
+    # shorter path (no request/response objects), or what the handler itself would return for a call that waits
+    # (its coroutine, not yet started), or None — having changed nothing — to leave the call to the handler. Tried
+    # only where the handler could answer inline (no earlier call still waiting to start); it must answer exactly
+    # as the handler does.
     lanes: dict[int, Handler] = field(default_factory=dict)

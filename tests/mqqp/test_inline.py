@@ -1,7 +1,8 @@
 """The lanes of opnums 1, 9 and 10 (qm2qm/mqqp/inline.py, end_receive.lane): a call answered from the stub bytes
 straight to the response bytes must answer exactly what the opnum's handler answers — bytes, handles, queue state,
-the fault for hostile bytes — and leave the call to the handler, having changed nothing, for every shape it does not
-serve (MS-MQQP 3.1.4.2, 3.1.4.10, 3.1.4.11)."""
+the fault for hostile bytes; hand the runtime the handler's own coroutine for a read that must wait; and leave the
+call to the handler, having changed nothing, for every shape it does not serve (MS-MQQP 3.1.4.2, 3.1.4.10,
+3.1.4.11)."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +17,7 @@ from qm2qm.mqqp import codec, codec_lane, inline
 from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
                                   MQ_LOOKUP_PEEK_CURRENT, MQ_LOOKUP_PEEK_NEXT, MQ_LOOKUP_PEEK_PREV,
                                   MQ_LOOKUP_RECEIVE_CURRENT, QM2QM_UUID, RR_ACK, RR_NACK)
-from qm2qm.mqqp.handlers import end_receive, start_receive2, start_receive_by_lookup_id
+from qm2qm.mqqp.handlers import end_receive, start_receive, start_receive2, start_receive_by_lookup_id
 from qm2qm.rpc.faults import NCA_S_FAULT_UNSPEC
 from qm2qm.rpc.interface import RpcFault
 from qm2qm.remote_read.locks import release
@@ -96,8 +97,14 @@ def _by_handler(env, ctx: FakeCall, opnum: int, stub: bytes):
         answer = MODULES[opnum].serve(env.service, ctx, stub)
     except RpcFault as fault:
         return fault.status                 # a request the decoder refuses: the runtime's fault
+    return _unless_waiting(answer, opnum)
+
+
+def _unless_waiting(answer, opnum: int):
+    """A read's coroutine (one that must wait: the runtime's task path, not run here) closed, as "waits"."""
     if inspect.iscoroutine(answer) and opnum != 1:
-        answer.close()                  # a read that must wait: the runtime's task path, not tried here
+        assert inspect.getcoroutinestate(answer) == inspect.CORO_CREATED      # not started: it changed nothing
+        answer.close()
         return "waits"
     return answer
 
@@ -112,7 +119,7 @@ async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_cha
     assert (lane_desc.handle, cursors) == (ref_desc.handle, ref_cursors)      # two identical worlds
     ndr64 = lane_env.syntax == NDR64
     lane_ctx, ref_ctx = FakeCall(ndr64, answer_now=True), FakeCall(ndr64, answer_now=True)
-    served = declined = received = acked = 0
+    served = declined = received = acked = waits = 0
     for _ in range(200):
         opnum = rng.choice([1, 9, 9, 10])
         if opnum == 1:
@@ -128,6 +135,9 @@ async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_cha
         if answer is None:
             declined += 1
             answer = _by_handler(lane_env, lane_ctx, opnum, stub)
+        elif _unless_waiting(answer, opnum) == "waits":
+            answer = "waits"
+            waits += 1
         elif not mangled:
             served += 1
             received += opnum != 1 and desc.ulAction in (MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_CURRENT)
@@ -139,7 +149,7 @@ async def test_a_lane_answers_every_drawn_request_exactly_as_the_handler_and_cha
             wire = rng.choice(list(lane_ctx.handles))
             for env, ctx in ((lane_env, lane_ctx), (ref_env, ref_ctx)):
                 release(env.service, ctx.handles.pop(wire))
-    assert served > 40 and declined > 10 and received > 5 and acked > 3    # the draw reaches every side
+    assert served > 40 and declined > 10 and received > 5 and acked > 3 and waits > 3    # every side is drawn
 
 
 async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_does_not_lay_out(make_env):
@@ -156,15 +166,42 @@ async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_doe
     handle = descriptor.handle
     ctx = FakeCall(ndr64, answer_now=True)
     assert inline.read2(env.service, ctx, stub9(handle, 0x1234)) is None
-    assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_NEXT, 1000, cursor)) is None
     assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_CURRENT)[:-1]) is None
+    # a cursor read with a timeout is never tried at once (it may move its cursor before waiting): the task's
+    cursor_read = inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_NEXT, 1000, cursor))
+    assert inspect.getcoroutinestate(cursor_read) == inspect.CORO_CREATED
+    cursor_read.close()
     assert env.positions() == before and ctx.handles == {}
     assert inline.read2(env.service, ctx, stub9(handle, MQ_ACTION_PEEK_NEXT, 0, cursor)) is not None
-    # an empty queue: a receive that would wait is left to the handler, having registered no wait
+    # an empty queue: a receive that would wait is the handler's coroutine, not started, no wait registered yet
     stub = stub9(empty_descriptor.handle, MQ_ACTION_RECEIVE, INFINITE)
-    assert inline.read2(empty.service, ctx, stub) is None
+    waiting = inline.read2(empty.service, ctx, stub)
+    assert inspect.iscoroutine(waiting) and waiting.cr_code is start_receive2.serve_request.__code__
     assert empty_descriptor.waiting_message_read_operation_collection == []
     assert len(empty.adm.remote_read_entries) == 0 and ctx.handles == {}
+    waiting.close()
+
+
+async def test_a_read_that_must_wait_is_tried_once_by_the_lane_and_once_by_its_task_which_then_waits_and_delivers(
+        make_env, monkeypatch):
+    env, descriptor, _ = await _world(make_env, [])
+    ndr64 = env.syntax == NDR64
+    tries = []
+    read_event = start_receive.read_event
+    monkeypatch.setattr(start_receive, "read_event", lambda *a: tries.append(a[2]) or read_event(*a))
+    desc = codec.REMOTEREADDESC(hRemoteQueue=descriptor.handle, dwQueue=descriptor.handle,
+                                ulAction=MQ_ACTION_RECEIVE, ulTimeout=INFINITE, dwRequestID=7)
+    stub = codec.encode_request(9, codec.RemoteQMStartReceive2Request(codec.REMOTEREADDESC2(desc, 3)), ndr64)
+    ctx = FakeCall(ndr64, answer_now=True)
+    task = asyncio.ensure_future(inline.read2(env.service, ctx, stub))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert len(tries) == 2 and not task.done()          # the lane's try, then the task's, which now waits
+    assert len(descriptor.waiting_message_read_operation_collection) == 1
+    env.enqueue(b"late")
+    response = codec.decode_response(9, await task, ndr64)
+    assert response.ErrorCode == st.MQ_OK and len(tries) == 2
+    assert list(ctx.handles) == [response.pphContext] and env.positions() != {}
 
 
 async def test_a_receive_whose_answer_cannot_be_encoded_closes_its_handle_and_returns_the_message(

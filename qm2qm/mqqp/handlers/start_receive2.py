@@ -38,15 +38,16 @@ def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
     request = codec.decode_request(9, stub, ctx.ndr64)
     delivery = start_receive2_now(service, ctx, request.lpRemoteReadDesc2)
     if delivery is None:
-        return _serve_request(service, ctx, request)
+        return serve_request(service, ctx, request)
     return _encode(service, ctx, request.lpRemoteReadDesc2, delivery)
 
 
 async def _serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
-    return await _serve_request(service, ctx, codec.decode_request(9, stub, ctx.ndr64))
+    return await serve_request(service, ctx, codec.decode_request(9, stub, ctx.ndr64))
 
 
-async def _serve_request(service: Service, ctx: CallContext, request: Any) -> bytes:
+async def serve_request(service: Service, ctx: CallContext, request: Any) -> bytes:
+    """A decoded request served as a task: the read tried, then (if it finds no message) waiting."""
     desc2 = request.lpRemoteReadDesc2
     delivery = await start_receive2(service, ctx, desc2)
     return _encode(service, ctx, desc2, delivery)
