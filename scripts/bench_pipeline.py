@@ -289,8 +289,10 @@ REFERENCE_RUNS = 3           # --reference-runs
 
 
 def _fresh_ingest(path: Path) -> tuple[float, float, int, float, float]:
-    """_timed_ingest_parquet in a new Python process: the rate `ingest_file` has in a process of its own."""
+    """_timed_ingest_parquet in a new Python process, after one untimed pass (as the Spark job's workers are warm:
+    Arrow's and Parquet's first use in a process costs ~0.3 s): the rate `ingest_file` has in a process of its own."""
     code = ("import json, sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); import bench_pipeline; "
+            "bench_pipeline._timed_ingest_parquet(Path(sys.argv[2])); "
             "print(json.dumps(bench_pipeline._timed_ingest_parquet(Path(sys.argv[2]))))")
     out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(path)],
                          capture_output=True, text=True, check=True).stdout
@@ -514,7 +516,7 @@ def main() -> None:
         for name, x in r.get("spark", {}).items():
             print(f"spark ingest {name}: {x['calls']} calls in {x['seconds']} s -> {x['calls_per_s']} calls/s, "
                   f"{x['mb_per_s']} MB/s ({x['tasks']} tasks in {x['spark_tasks']} Spark tasks, {x['split_files']} "
-                  f"split, {x['executors']} executor JVMs); in-process right after "
+                  f"split, {x['executors']} executor JVMs); in-process (fresh processes, before Spark) "
                   f"{x['in_process_calls_per_s']} calls/s (median of "
                   f"{' / '.join(map(str, x['in_process_runs_calls_per_s']))}); "
                   f"ratio to {x['cores']} x in-process {x['ratio_to_cores_x_in_process']}; CPU: Spark "
