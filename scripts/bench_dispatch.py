@@ -133,6 +133,35 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
         data_dir.cleanup()
 
 
+async def interleaved(app, rounds: int, calls: int, make_batch) -> dict[str, float]:
+    """The least CPU µs per call of the batches ``make_batch(call_id)()`` (each ``calls`` calls; built untimed, run
+    timed) over ``rounds``, with the RpcServer observer unset and set in interleaved batches, in alternating order:
+    the same disturbances (and warm-up) hit both."""
+    observers = {"observer off": None, "observer on": getattr(app.rpc, "observer", None)}
+    if observers["observer on"] is None:
+        del observers["observer on"]                 # a tree without the hook, or metrics off
+    best = {name: float("inf") for name in observers}
+    order = list(observers.items())
+    call_id = 4
+    gc.disable()
+    for round_number in range(rounds):
+        for name, observer in (order if round_number % 2 else order[::-1]):
+            if "observer on" in observers:
+                app.rpc.observer = observer
+            batch = make_batch(call_id)
+            if PROFILER is not None:
+                PROFILER.enable()
+            started = time.process_time()
+            await batch()
+            best[name] = min(best[name], (time.process_time() - started) / calls)
+            if PROFILER is not None:
+                PROFILER.disable()
+            call_id += calls
+        gc.collect()
+    gc.enable()
+    return best
+
+
 async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int, scenario: str = "peek-memo",
                       cursor: int = 0, lookup_id: int = 0) -> dict[str, float]:
     """Bind, open the session, then call in interleaved batches with the observer off and on."""
@@ -152,38 +181,21 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         stub = bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT)
     while transport.responses < 1 + (scenario == "peek-next"):
         await asyncio.sleep(0)
-    observers = {"observer off": None, "observer on": getattr(app.rpc, "observer", None)}
-    if observers["observer on"] is None:
-        del observers["observer on"]                 # a tree without the hook, or metrics off
-    best = {name: float("inf") for name in observers}
-    call_id = 4
-    answered = transport.responses
-    gc.disable()
-    order = list(observers.items())
-    for round_number in range(rounds):
-        # interleaved, in alternating order: the same disturbances (and warm-up) hit both
-        for name, observer in (order if round_number % 2 else order[::-1]):
-            if "observer on" in observers:
-                app.rpc.observer = observer
-            batch = [] if scenario.startswith("receive-ack") else [bench.request_pdu(opnum, stub, call_id=call_id + i)
-                                                          for i in range(calls)]
-            if PROFILER is not None:
-                PROFILER.enable()
-            started = time.process_time()
-            if scenario.startswith("receive-ack"):
-                await receive_ack(conn, transport, stub, call_id, calls)
-            else:
-                for pdu in batch:
-                    conn.data_received(pdu)
-                while transport.responses < answered + calls:     # calls that ran as tasks
-                    await asyncio.sleep(0)
-            best[name] = min(best[name], (time.process_time() - started) / calls)
-            if PROFILER is not None:
-                PROFILER.disable()
-            call_id += calls
-            answered += calls
-        gc.collect()
-    gc.enable()
+
+    def make_batch(call_id: int):
+        if scenario.startswith("receive-ack"):
+            return lambda: receive_ack(conn, transport, stub, call_id, calls)
+        batch = [bench.request_pdu(opnum, stub, call_id=call_id + i) for i in range(calls)]
+
+        async def run() -> None:
+            target = transport.responses + calls
+            for pdu in batch:
+                conn.data_received(pdu)
+            while transport.responses < target:       # calls that ran as tasks
+                await asyncio.sleep(0)
+        return run
+
+    best = await interleaved(app, rounds, calls, make_batch)
     assert transport.faults == 0, "faults during the benchmark"
     assert bench.hresult(transport.last_stub) == 0, f"the last call answered 0x{bench.hresult(transport.last_stub):08x}"
     if getattr(app, "metrics", None) is not None:
@@ -210,20 +222,9 @@ async def run_mqrr_batches(app, conn, transport, calls: int, rounds: int) -> dic
     receive["phContext"], receive["ulAction"], receive["dwRequestId"] = handle, 0, 1
     receive["dwMaxBodySize"] = receive["dwMaxCompoundMessageSize"] = 0xFFFFFFFF
     start, end = receive.getData(), handle + struct.pack("<II", 2, 1)
-    observers = {"observer off": None, "observer on": getattr(app.rpc, "observer", None)}
-    if observers["observer on"] is None:
-        del observers["observer on"]
-    best = {name: float("inf") for name in observers}
-    call_id = 4
-    gc.disable()
-    order = list(observers.items())
-    for round_number in range(rounds):
-        for name, observer in (order if round_number % 2 else order[::-1]):
-            if "observer on" in observers:
-                app.rpc.observer = observer
-            if PROFILER is not None:
-                PROFILER.enable()
-            started = time.process_time()
+
+    def make_batch(call_id: int):
+        async def run() -> None:
             for i in range(0, calls, 2):
                 answered = transport.responses + 2
                 conn.data_received(bench.request_pdu(7, start, call_id=call_id + i))
@@ -232,12 +233,9 @@ async def run_mqrr_batches(app, conn, transport, calls: int, rounds: int) -> dic
                     await asyncio.sleep(0)
                 if bench.hresult(transport.last_stub) != 0:
                     raise SystemExit(f"R_EndReceive answered 0x{bench.hresult(transport.last_stub):08x}")
-            best[name] = min(best[name], (time.process_time() - started) / calls)
-            if PROFILER is not None:
-                PROFILER.disable()
-            call_id += calls
-        gc.collect()
-    gc.enable()
+        return run
+
+    best = await interleaved(app, rounds, calls, make_batch)
     assert transport.faults == 0, "faults during the benchmark"
     return {name: value * 1e6 for name, value in best.items()}
 
