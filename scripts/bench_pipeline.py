@@ -301,12 +301,12 @@ def _fresh_ingest(path: Path) -> tuple[float, float, int, float, float]:
 
 def in_process_reference(path: Path, runs: int) -> list[tuple[float, float, int, float, float]]:
     """``runs`` in-process ingests of ``path``, each in a fresh process with no Spark job running, fastest first.
-    Measured after a job inside the benchmark's own process (its heap grown by the captures it made, a JVM just
-    done) the same file read 25,000-37,000 calls/s (2026-11-27); a process of its own reads 35,000-38,000."""
+    Measured right after a job inside the benchmark's own process (which made the captures and drives the JVM),
+    the same file read 25,000-37,000 calls/s (2026-11-27); a process of its own reads 35,000-38,000."""
     return sorted((_fresh_ingest(path) for _ in range(runs)), key=lambda run: run[0])
 
 
-def bench_spark(workloads: dict[str, list[str]], masters: list[str], reference: Path) -> dict:
+def bench_spark(workloads: dict[str, list[str]], masters: list[str]) -> dict:
     """Spark ingest of each workload on each master; ratio = Spark calls/s / (cores × in-process calls/s), the
     in-process rate being the median of REFERENCE_RUNS ingests of the workload's first file (same calls per file),
     each in a fresh process before any Spark session starts (in_process_reference). On a
@@ -378,7 +378,7 @@ def bench_ingest(calls_per_file: int, files: int, big_calls: int, masters: list[
             make_capture(huge, large)
             workloads[f"1 file x {large} calls"] = [str(huge)]
         if masters:
-            results["spark"] = bench_spark(workloads, masters, big)
+            results["spark"] = bench_spark(workloads, masters)
     return results
 
 

@@ -10,7 +10,8 @@ tests/mqqp/test_inline.py proves a lane's bytes equal the handler's for drawn re
 """
 from __future__ import annotations
 
-from typing import Any, Coroutine
+from collections.abc import Coroutine
+from typing import Any
 
 from qm2qm.mqqp.codec_lane import pack_response_2x, read_request_2x
 from qm2qm.mqqp.codec_types import REMOTEREADDESC, REMOTEREADDESC2, RemoteQMStartReceive2Request
