@@ -4,6 +4,7 @@ from __future__ import annotations
 from qm2qm.remote_read.core import ReadCore
 from qm2qm.remote_read.entries import ReadEntry
 from shared_adm import status as st
+from shared_adm.compact import recoverable
 from shared_adm.descriptor import ReadResult
 
 
@@ -30,6 +31,14 @@ def release(core: ReadCore, entry: ReadEntry, *, delete: bool = False, transacti
         return st.MQ_ERROR_INVALID_HANDLE
     return core.qm.dequeue_message_end(descriptor, entry.position, delete_message=delete,
                                        transactional=transactional)
+
+
+def holds_stored_message(entry: ReadEntry) -> bool:
+    """Whether the message a receive holds is in the store: a recoverable one. Only its ACK writes a change the answer
+    must wait for (docs/mqqp-choices.md, Durability); an express message is never stored (MS-MQDMPR 3.1.1.12
+    DeliveryGuarantee), so its ACK is answered at once, not after another call's commit."""
+    position = entry.position
+    return position is not None and recoverable(position.packed)
 
 
 def cancel(core: ReadCore, entry: ReadEntry, status: int) -> int:

@@ -273,9 +273,11 @@ class Env:
         assert status == 0, hex(status)
         return descriptor
 
-    def enqueue(self, body: bytes = b"payload", *, label: str = "", priority: int = 3, queue=None) -> Message:
+    def enqueue(self, body: bytes = b"payload", *, label: str = "", priority: int = 3, queue=None,
+                **attributes) -> Message:
         queue = self.queue if queue is None else queue
-        message = Message(body=body, label=label, priority=priority, destination_queue_format_name=FORMAT_NAME)
+        message = Message(body=body, label=label, priority=priority, destination_queue_format_name=FORMAT_NAME,
+                          **attributes)
         assert self.qm.enqueue_message(queue, message) == 0
         return message
 

@@ -5,14 +5,17 @@ from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE, RPC_S_INVALID_BOUND, RR_ACK,
 from qm2qm.rpc.handles import NCA_S_FAULT_CONTEXT_MISMATCH
 from shared_adm import status as st
 from shared_adm.enums import PositionState
+from shared_adm.message import DeliveryGuarantee
 from shared_adm.store.base import MemoryStore
 
 from tests.mqqp.conftest import NULL_HANDLE
 
+RECOVERABLE = DeliveryGuarantee.RECOVERABLE
 
-async def received(env, body=b"payload"):
+
+async def received(env, body=b"payload", **attributes):
     c, d, session = await env.session()
-    message = env.enqueue(body)
+    message = env.enqueue(body, **attributes)
     r = await c.call(c.start_receive, d.handle, MQ_ACTION_RECEIVE)
     assert r.status == st.MQ_OK
     return c, d, session, message, r.context
@@ -93,12 +96,30 @@ class GatedStore(MemoryStore):
 async def test_end_receive_ack_answers_only_once_the_delete_is_durable(make_env):
     store = GatedStore()
     env = await make_env(store)
-    c, d, _, message, context = await received(env)
+    c, d, _, message, context = await received(env, delivery_guarantee=RECOVERABLE)
     call = asyncio.create_task(c.call(c.end_receive, context, RR_ACK))
     await env.wait_until(lambda: store.commits_waiting == 1)
     assert not call.done() and env.positions() == {}
     store.gate.set()
     assert await call == (st.MQ_OK, NULL_HANDLE)
+
+
+async def test_end_receive_ack_of_an_express_message_is_answered_while_another_ack_awaits_its_commit(make_env):
+    # An express message is never stored: its ACK has nothing to make durable, so it is not held behind the commit
+    # of another client's recoverable delete (docs/mqqp-choices.md, Durability).
+    store = GatedStore()
+    env = await make_env(store)
+    c, d, _, _, stored = await received(env, b"recoverable", delivery_guarantee=RECOVERABLE)
+    waiting = asyncio.create_task(c.call(c.end_receive, stored, RR_ACK))
+    await env.wait_until(lambda: store.commits_waiting == 1)
+    other, d2, _ = await env.session()
+    env.enqueue(b"express")
+    r = await other.call(other.start_receive, d2.handle, MQ_ACTION_RECEIVE)
+    assert r.status == st.MQ_OK and r.buffer is not None
+    assert await other.call(other.end_receive, r.context, RR_ACK) == (st.MQ_OK, NULL_HANDLE)
+    assert not waiting.done() and store.commits_waiting == 1 and env.positions() == {}
+    store.gate.set()
+    assert await waiting == (st.MQ_OK, NULL_HANDLE)
 
 
 async def test_end_receive_ack_that_cannot_be_made_durable_is_not_answered_mq_ok(make_env):
@@ -107,7 +128,7 @@ async def test_end_receive_ack_that_cannot_be_made_durable_is_not_answered_mq_ok
     from tests.mqqp.conftest import FullDiskStore
     store = FullDiskStore()
     env = await make_env(store)
-    c, d, _, message, context = await received(env)
+    c, d, _, message, context = await received(env, delivery_guarantee=RECOVERABLE)
     store.full = True
     status, out = await c.call(c.end_receive, context, RR_ACK)
     assert (status, out) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE)

@@ -22,6 +22,7 @@ from qm2qm.remote_read.locks import release
 from shared_adm import status as st
 from shared_adm.clock import INFINITE
 from shared_adm.enums import PositionState
+from shared_adm.message import DeliveryGuarantee
 from shared_adm.store.base import MemoryStore
 
 from .conftest import NDR, NDR64
@@ -393,7 +394,7 @@ async def test_an_ack_waits_for_durability_in_its_task_and_its_cancel_reaches_th
     store = GatedStore()
     env = await make_env(store)
     _, d, _ = await env.session()
-    env.enqueue(b"one")
+    env.enqueue(b"one", delivery_guarantee=DeliveryGuarantee.RECOVERABLE)
     context, ctx = _received(env, d)
     pending = end_receive.serve(env.service, ctx, _end_stub(env, context, RR_ACK))
     assert inspect.iscoroutine(pending)
@@ -406,7 +407,7 @@ async def test_an_ack_waits_for_durability_in_its_task_and_its_cancel_reaches_th
     assert codec.decode_response(1, answer, env.syntax == NDR64).ErrorCode == st.MQ_OK
 
     store.gate.clear()
-    env.enqueue(b"two")
+    env.enqueue(b"two", delivery_guarantee=DeliveryGuarantee.RECOVERABLE)
     context, ctx = _received(env, d)
     task = asyncio.ensure_future(end_receive.serve(env.service, ctx, _end_stub(env, context, RR_ACK)))
     await asyncio.sleep(0)

@@ -8,6 +8,7 @@ from qm2qm.mqrr.constants import RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
 from qm2qm.mqrr.handlers import end_receive
 from shared_adm import status as st
 from shared_adm.enums import PositionState
+from shared_adm.message import DeliveryGuarantee
 
 from .test_op08_cancel_receive import waiting_read
 
@@ -62,10 +63,19 @@ async def test_end_receive_without_the_open_queue_descriptor_fails(env):
 async def test_end_receive_before_the_receive_has_a_message_returns_message_not_found(env):
     ctx, h, read = await waiting_read(env, timeout=0xFFFFFFFF, request_id=5)
     assert end_receive.end(env.service, ctx, h, RR_ACK, 5) == (st.MQ_ERROR_MESSAGE_NOT_FOUND, False)
-    env.enqueue(b"late")
+    env.enqueue(b"late", delivery_guarantee=DeliveryGuarantee.RECOVERABLE)
     assert (await read).status == st.MQ_OK
     assert end_receive.end(env.service, ctx, h, RR_ACK, 5) == (st.MQ_OK, True)     # the answer awaits the commit
     await env.service.qm.durable()
+    assert env.positions() == {}
+
+
+async def test_end_receive_ack_of_an_express_message_does_not_wait_for_a_commit(env):
+    # nothing of an express message is stored, so its ACK's answer waits for no commit (docs/mqqp-choices.md)
+    ctx, h, read = await waiting_read(env, timeout=0xFFFFFFFF, request_id=6)
+    env.enqueue(b"express")
+    assert (await read).status == st.MQ_OK
+    assert end_receive.end(env.service, ctx, h, RR_ACK, 6) == (st.MQ_OK, False)
     assert env.positions() == {}
 
 

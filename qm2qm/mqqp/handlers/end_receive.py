@@ -10,7 +10,7 @@ from qm2qm.mqqp.constants import RANGE_dwAck, RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.durable import answer_once_durable, await_durable
-from qm2qm.remote_read.locks import release
+from qm2qm.remote_read.locks import holds_stored_message, release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -27,15 +27,17 @@ async def end_receive(service: Service, ctx: CallContext, context: bytes, ack: i
 
 
 def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -> tuple[int, bytes, bool]:
-    """3.1.4.2 up to the answer: (rStatus, pphContext out, whether the answer waits for the ACK's commit)."""
+    """3.1.4.2 up to the answer: (rStatus, pphContext out, whether the answer waits for the ACK's commit: only the
+    delete of a stored, recoverable message does)."""
     entry = ctx.lookup_handle(context, service.remoteread_handle_type)
     if entry is None:
         return st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE, False
     if ack not in (RR_NACK, RR_ACK):
         return st.MQ_ERROR_INVALID_PARAMETER, context, False
+    stored = holds_stored_message(entry)
     status = release(service, entry, delete=ack == RR_ACK)
     context = ctx.close_handle(context)
-    return status, context, ack == RR_ACK and status == st.MQ_OK
+    return status, context, ack == RR_ACK and status == st.MQ_OK and stored
 
 
 def run_down_remote_read(service: Service, entry) -> None:
