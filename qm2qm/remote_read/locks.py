@@ -33,12 +33,15 @@ def release(core: ReadCore, entry: ReadEntry, *, delete: bool = False, transacti
                                        transactional=transactional)
 
 
-def holds_stored_message(entry: ReadEntry) -> bool:
-    """Whether the message a receive holds is in the store: a recoverable one. Only its ACK writes a change the answer
-    must wait for (docs/mqqp-choices.md, Durability); an express message is never stored (MS-MQDMPR 3.1.1.12
-    DeliveryGuarantee), so its ACK is answered at once, not after another call's commit."""
+def finish_receive(core: ReadCore, entry: ReadEntry, *, ack: bool, transactional: bool = False) -> tuple[int, bool]:
+    """release() for the End of a receive (ACK deletes, NACK returns): (rStatus, whether the answer waits for the
+    store's commit). Only an ACK outside a transaction that deleted a stored message waits (docs/mqqp-choices.md,
+    Durability): an express message is never stored (MS-MQDMPR 3.1.1.12 DeliveryGuarantee), so its ACK is answered
+    at once, not after another call's commit."""
     position = entry.position
-    return position is not None and recoverable(position.packed)
+    stored = position is not None and recoverable(position.packed)
+    status = release(core, entry, delete=ack, transactional=transactional)
+    return status, ack and status == st.MQ_OK and stored and not transactional
 
 
 def cancel(core: ReadCore, entry: ReadEntry, status: int) -> int:

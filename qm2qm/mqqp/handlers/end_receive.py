@@ -10,7 +10,7 @@ from qm2qm.mqqp.constants import RANGE_dwAck, RR_ACK, RR_NACK
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.durable import answer_once_durable, await_durable
-from qm2qm.remote_read.locks import holds_stored_message, release
+from qm2qm.remote_read.locks import finish_receive, release
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
@@ -34,10 +34,8 @@ def _end_receive(service: Service, ctx: CallContext, context: bytes, ack: int) -
         return st.MQ_ERROR_INVALID_HANDLE, NULL_HANDLE, False
     if ack not in (RR_NACK, RR_ACK):
         return st.MQ_ERROR_INVALID_PARAMETER, context, False
-    stored = holds_stored_message(entry)
-    status = release(service, entry, delete=ack == RR_ACK)
-    context = ctx.close_handle(context)
-    return status, context, ack == RR_ACK and status == st.MQ_OK and stored
+    status, wait = finish_receive(service, entry, ack=ack == RR_ACK)
+    return status, ctx.close_handle(context), wait
 
 
 def run_down_remote_read(service: Service, entry) -> None:

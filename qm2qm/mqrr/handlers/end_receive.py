@@ -8,7 +8,7 @@ from qm2qm.mqrr.constants import RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.service import Service
 from qm2qm.remote_read.durable import answer_once_durable
-from qm2qm.remote_read.locks import holds_stored_message, release
+from qm2qm.remote_read.locks import finish_receive
 from qm2qm.rpc.interface import CallContext, RpcFault
 from shared_adm import status as st
 
@@ -34,10 +34,7 @@ def end(service: Service, ctx: CallContext, wire: bytes, ack: int, request_id: i
     if descriptor is None:
         service.locked.remove(entry)
         return st.MQ_ERROR_INVALID_HANDLE, False
-    transactional = entry.transaction is not None
-    stored = holds_stored_message(entry)
-    status = release(service, entry, delete=ack == RR_ACK, transactional=transactional)
-    return status, ack == RR_ACK and status == st.MQ_OK and not transactional and stored
+    return finish_receive(service, entry, ack=ack == RR_ACK, transactional=entry.transaction is not None)
 
 
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes | Any:
