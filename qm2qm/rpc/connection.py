@@ -110,6 +110,8 @@ class Connection:
         self._state = _AWAIT_BIND
         self._buf = bytearray()
         self._out = bytearray()
+        # the same bytearray, for the runtime: non-empty while take_output() has something (read it, never write it)
+        self.pending_output = self._out
         self._pdus = 0                               # PDUs in _out (the rpc_mgmt_inq_stats pkts_out count)
         self._contexts: dict[int, _PresentationContext] = {}
         self._calls: dict[int, _Call] = {}
@@ -119,6 +121,7 @@ class Connection:
         self._pending_binds: dict[int, _PendingBind] = {}
         self._assoc_group_id: int | None = None
         self._max_xmit_frag = limits.min_frag
+        self._one_fragment_stub = P.response_chunk_size(self._max_xmit_frag)   # response_pdu's limit
         # Incoming fragments are checked against the transport limit, not the negotiated size (Samba does the same).
         self._max_recv_frag = limits.max_frag
         self._features: int | None = None
@@ -338,6 +341,7 @@ class Connection:
             n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
             n = min(n, self._limits.max_frag)
             self._max_xmit_frag = n - n % 8
+            self._one_fragment_stub = P.response_chunk_size(self._max_xmit_frag)
         auth = None
         if trailer is not None:
             token = pdu[frag_length - auth_length:frag_length]
@@ -816,7 +820,7 @@ class Connection:
         if call is None or call.security is not None or call.maybe or self._out or self._state == _CLOSED:
             return None
         total = len(stub)
-        if total > P.response_chunk_size(self._max_xmit_frag):
+        if total > self._one_fragment_stub:
             return None
         del self._calls[call_id]
         return P.one_fragment_response_header(call_id, call.context_id, total) + stub

@@ -185,16 +185,28 @@ class RpcConnection(asyncio.Protocol):
         if conn is None or self._lost:
             return
         n = len(data)
-        whole = not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n
-        if whole:
+        if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n:
             self._last_progress = self._clock()         # the common case: one whole PDU
             self.server.statistics.pkts_in += 1
+            if not data[2]:
+                # A whole plain request skips the core's parsing loop and event list (receive_plain_request), and
+                # the runtime's event dispatch; _on_call writes its answer itself, so only what it queued (a
+                # fault, a fragmented answer) is left to flush.
+                try:
+                    request = conn.receive_plain_request(data)
+                    if request is not None:
+                        self._on_call(request)
+                except Exception:
+                    self._internal_error()
+                    return
+                if request is not None:
+                    if conn.pending_output:
+                        self._flush()
+                    return
         else:
             self._track_framing(data)
         try:
-            # a whole plain request skips the core's parsing loop and event list (receive_plain_request)
-            request = conn.receive_plain_request(data) if whole and not data[2] else None
-            for event in (request,) if request is not None else conn.receive_data(data):
+            for event in conn.receive_data(data):
                 kind = type(event)
                 if kind is CallRequest:
                     self._on_call(event)
@@ -209,15 +221,18 @@ class RpcConnection(asyncio.Protocol):
                 else:
                     self.log(logging.ERROR, "unexpected event %r", event)
         except Exception:
-            # A defect below us must cost this connection, never the server.
-            self.log(logging.ERROR, "internal error while handling received data; closing", exc_info=True)
-            try:
-                self._flush()
-            except Exception:
-                pass                        # the core is broken: what it holds need not reach the peer
-            self.transport.abort()
+            self._internal_error()
             return
         self._flush()
+
+    def _internal_error(self) -> None:
+        # A defect below us must cost this connection, never the server.
+        self.log(logging.ERROR, "internal error while handling received data; closing", exc_info=True)
+        try:
+            self._flush()
+        except Exception:
+            pass                        # the core is broken: what it holds need not reach the peer
+        self.transport.abort()
 
     def eof_received(self) -> bool | None:
         conn = self.conn

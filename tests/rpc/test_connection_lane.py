@@ -56,7 +56,9 @@ def run(conn: Connection, pdus: list[bytes], answers: list[bool]) -> list:
         for event in events:
             if answer and isinstance(event, CallRequest):
                 conn.send_response(event.call_id, event.stub * 3)
+        pending = bool(conn.pending_output)             # what the runtime reads to skip an empty flush
         out, count = conn.take_output()
+        assert pending == bool(out) and not conn.pending_output
         assert count == len(split_pdus(out))
         trace.append((out, conn.closed, conn.calls_in_flight()))
     return trace
