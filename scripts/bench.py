@@ -213,11 +213,13 @@ class Server:
         from qm2qm.client import AdminClient
         self.tmp = tempfile.TemporaryDirectory(prefix="qm2qm-bench-")
         env = dict(os.environ, PYTHONPATH=ROOT)
-        profile = ["-m", "cProfile", "-o", profile_path] if profile_path else []
+        profile = ["-m", "cProfile", "-o", os.path.abspath(profile_path)] if profile_path else []
+        # cwd=ROOT: `python -m` puts the working directory first on sys.path, so run from another checkout the
+        # server would import that checkout's qm2qm, not this tree's (an A/B of two trees would measure one)
         self.proc = subprocess.Popen([sys.executable, *profile, "-m", "qm2qm", "serve", "--data-dir",
                                       self.tmp.name + "/data", "--port", "0", "--admin-port", "0",
                                       "--loop", loop, *self.optional_flags(), *extra],
-                                     stdout=subprocess.PIPE, text=True, env=env)
+                                     stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
         line = self.proc.stdout.readline().strip()
         match = READY.match(line)
         if not match:

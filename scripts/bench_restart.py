@@ -73,7 +73,7 @@ def start_server(data_dir: str) -> _Server:
     """`qm2qm serve` on ephemeral ports; returns once it printed its ready line."""
     proc = subprocess.Popen([sys.executable, "-m", "qm2qm", "serve", "--data-dir", data_dir, "--port", "0",
                              "--admin-port", "0", "--epm-port", "0"], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=ROOT))
+                            env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)   # not the caller's checkout (-m)
     line = proc.stdout.readline()
     if "admin=" not in line:
         proc.kill()
