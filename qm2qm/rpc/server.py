@@ -324,7 +324,6 @@ class RpcConnection(asyncio.Protocol):
                      server.auth.min_level, call_id=call_id)
             conn.send_fault(call_id, interface.access_denied_status)
             return
-        self.call_starts[call_id] = start       # after the refusal above, which never pops it
         answer_now = not server.calls_to_start or server.no_call_to_start()
         try:
             ctx = CallState(self, self.group, request, answer_now)
@@ -333,16 +332,18 @@ class RpcConnection(asyncio.Protocol):
             if result is None:
                 result = op.handler(ctx, stub)
         except RpcFault as fault:
-            self._fault(call_id, self._fault_status(fault, call_id))
+            self._fault(call_id, self._fault_status(fault, call_id), start=start)
             return
         except (Exception, asyncio.CancelledError):
             self.log(logging.ERROR, "%s (opnum %d) raised", op.name, request.opnum, call_id=call_id,
                      exc_info=True)
-            self._fault(call_id, NCA_S_FAULT_UNSPEC)
+            self._fault(call_id, NCA_S_FAULT_UNSPEC, start=start)
             return
-        if type(result) is bytes:
-            self._respond(call_id, result)
-        elif isinstance(result, asyncio.Future) and not isinstance(result, asyncio.Task):
+        if type(result) is bytes:               # answered inline: its start never leaves this frame
+            self._respond(call_id, result, start)
+            return
+        self.call_starts[call_id] = start       # for the answer to come (_respond, _fault pop it)
+        if isinstance(result, asyncio.Future) and not isinstance(result, asyncio.Task):
             self._await_answer(call_id, op.name, result)
         elif inspect.isawaitable(result):
             call = _Call()
@@ -435,7 +436,8 @@ class RpcConnection(asyncio.Protocol):
             self.log(logging.ERROR, "%s returned %s, not bytes", name, type(result).__name__, call_id=call_id)
             self._fault(call_id, NCA_S_FAULT_UNSPEC)
 
-    def _respond(self, call_id: int, stub: bytes) -> None:
+    def _respond(self, call_id: int, stub: bytes, start: tuple | None = None) -> None:
+        """Answer a call; ``start``: its (interface, opnum, arrival) when not in call_starts (an inline answer)."""
         conn = self.conn
         pdu = conn.response_pdu(call_id, stub)
         if pdu is None:
@@ -443,7 +445,8 @@ class RpcConnection(asyncio.Protocol):
         elif not self.transport.is_closing():   # the common answer: written as it is, not queued and copied
             self.server.statistics.pkts_out += 1
             self.transport.write(pdu)
-        start = self.call_starts.pop(call_id, None)
+        if start is None:
+            start = self.call_starts.pop(call_id, None)
         observer = self.server.observer
         if observer is not None and start is not None:
             observer.call_done(start[0], start[1], None, stub, perf_counter() - start[2])

@@ -359,6 +359,22 @@ def test_co_cancel_gives_cancel_request_and_cancel_fault_counts_it():
     assert fault_of(raw)[1] == F.NCA_S_FAULT_CANCEL and raw[22] == 1               # cancel_count
 
 
+def test_a_cancel_counts_for_its_call_only():
+    # plain calls on one context share one record in the core (_PresentationContext.plain_call): a co_cancel of
+    # one must not show in another's cancel fault
+    conn = new_connection()
+    bind(conn)
+    conn.receive_data(P.build_request(5, 0, 1, b"") + P.build_request(6, 0, 1, b""))
+    conn.receive_data(P.build_header_only(F.PTYPE_CO_CANCEL, 5) + P.build_header_only(F.PTYPE_CO_CANCEL, 5))
+    conn.send_fault(6, F.NCA_S_FAULT_CANCEL)
+    conn.send_fault(5, F.NCA_S_FAULT_CANCEL)
+    six, five = split_pdus(conn.data_to_send())
+    assert (fault_of(six)[0], six[22]) == (6, 0) and (fault_of(five)[0], five[22]) == (5, 2)
+    conn.receive_data(P.build_request(7, 0, 1, b""))
+    conn.send_fault(7, F.NCA_S_FAULT_CANCEL)
+    assert conn.data_to_send()[22] == 0                 # a later call starts uncancelled
+
+
 def test_orphaned_call_response_is_dropped_and_connection_kept():
     conn = new_connection()
     bind(conn)
