@@ -29,6 +29,7 @@ from qm2qm.rpc.handles import NULL_HANDLE, run_down
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
+from qm2qm.rpc.batching import WriteBatcher
 from qm2qm.rpc.observer import RpcObserver
 
 # nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
@@ -149,6 +150,8 @@ class RpcConnection(asyncio.Protocol):
         self._body_left = 0                 # bytes still missing from the current PDU
         self._clock = time.monotonic        # the server loop's time(), once connected
         self.call_starts: dict[int, tuple[Interface, int, float]] = {}  # call_id -> (interface, opnum, arrival)
+        self.held: list[bytes] | None = None   # answers the server's WriteBatcher holds to the turn's end
+        self._close_when_released = False
 
     # -- asyncio.Protocol --
 
@@ -444,7 +447,7 @@ class RpcConnection(asyncio.Protocol):
             conn.send_response(call_id, stub)
         elif not self.transport.is_closing():   # the common answer: written as it is, not queued and copied
             self.server.statistics.pkts_out += 1
-            self.transport.write(pdu)
+            self.server.writes.write(self, pdu)
         if start is None:
             start = self.call_starts.pop(call_id, None)
         observer = self.server.observer
@@ -480,8 +483,27 @@ class RpcConnection(asyncio.Protocol):
         out, pdus = conn.take_output()  # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
             self.server.statistics.pkts_out += pdus
-            transport.write(out)
+            if self.held is not None:   # behind the answers held for the turn's end (rpc/batching.py)
+                self.held.append(out)
+            else:
+                transport.write(out)
         if conn.closed and not transport.is_closing():
+            if self.held is not None:
+                self._close_when_released = True
+            else:
+                transport.close()
+
+    # -- rpc/batching.py Writer --
+
+    def write_now(self, data: bytes) -> None:
+        self.transport.write(data)
+
+    def release_held(self) -> None:
+        held, self.held = self.held, None
+        transport = self.transport
+        if held and not transport.is_closing():
+            transport.write(held[0] if len(held) == 1 else b"".join(held))
+        if self._close_when_released and not transport.is_closing():
             transport.close()
 
     def _track_framing(self, data: bytes) -> None:
@@ -626,6 +648,7 @@ class RpcServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
         self.calls_to_start: set[_Call] = set()     # call tasks created whose first step has not run yet
+        self.writes = WriteBatcher()                # when answers leave: at once, or at the turn's end
         self.statistics = RpcStatistics()           # rpc_mgmt_inq_stats counters (C706 Appendix Q)
         for interface in interfaces:
             self.register(interface)
@@ -678,6 +701,7 @@ class RpcServer:
             cancelled += rc.shutdown()
         if cancelled:
             await asyncio.wait(cancelled, timeout=self.cancel_wait_s)
+        self.writes.end_turn()                      # what is held goes before the connections close
         finished = []
         for rc in list(self.connections.values()):
             if rc.finished is not None:
