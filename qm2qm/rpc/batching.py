@@ -49,11 +49,16 @@ class WriteBatcher:
                 writer.write_now(data)
                 return
             self._direct = 0                # a probe: this turn is held and counted
+        if not self._scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:            # no turn to end (a caller outside the loop): nothing is held
+                writer.write_now(data)
+                return
+            loop.call_soon(self.end_turn)
+            self._scheduled = True
         writer.held = [data]
         self._holding.append(writer)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self.end_turn)
 
     def end_turn(self) -> None:
         """Write what every connection holds (the turn's end; also called before the server closes)."""

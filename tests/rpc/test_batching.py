@@ -59,6 +59,13 @@ async def test_batching_holds_every_answer_to_the_turn_end_and_stops_after_singl
     assert writers[0].sent == [b"a", b"b", b"b"]
 
 
+def test_outside_a_running_loop_nothing_is_held():
+    batcher = WriteBatcher(probe_every=1)
+    writer = FakeWriter()
+    batcher.write(writer, b"x")
+    assert writer.sent == [b"x"] and writer.held is None
+
+
 async def test_end_turn_releases_what_is_held_at_once():
     batcher = WriteBatcher(probe_every=1)
     writer = FakeWriter()
