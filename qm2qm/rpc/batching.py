@@ -6,8 +6,9 @@ kernel switches to a client per answer and the next turn finds one request again
 end, one wake-up serves several. With 16 clients that halved the server's system time per call and raised
 small-call throughput by a third (BENCHMARKS.md, seventh pass); with one request per turn it only adds a loop
 turn to every answer. So the batcher writes at once until a probe turn (every ``probe_every`` direct writes)
-answers two or more connections, batches while turns keep doing so, and writes at once again after
-``leave_after`` turns in a row that answered one connection.
+answers ``enter_at`` or more connections (3: with two client processes, two answers in a turn seldom shared one,
+and entering at 2 cost the 4-client peeks 10-15 %), holds every answer to the turn's end from then on, and writes
+at once again after ``leave_after`` turns in a row that answered one connection.
 """
 from __future__ import annotations
 
