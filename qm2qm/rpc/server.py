@@ -245,6 +245,8 @@ class RpcConnection(asyncio.Protocol):
             except Exception:
                 self.log(logging.ERROR, "internal error at end of stream", exc_info=True)
             self._flush()
+            if self.held is not None:       # the transport closes when this returns: what is held goes first
+                self.release_held()
         return False                        # close the transport
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -130,3 +130,19 @@ async def test_a_connection_the_core_ends_sends_its_held_answer_then_the_fault_t
     assert (answer[2], answer[12], answer[24:]) == (RESPONSE, 5, b"kept") and fault[2] == FAULT
     assert transport.closed
     rc.connection_lost(None)
+
+
+async def test_a_peer_that_half_closes_still_gets_its_held_answer(server):
+    server.writes.batching = True
+    rc = RpcConnection(server)
+    transport = FakeTransport()
+    rc.connection_made(transport)
+    rc.data_received(bind_pdu())
+    await turn()
+    transport.data.clear()
+    rc.data_received(request_pdu(5, t.OP_ECHO, b"last"))
+    assert transport.data == b""
+    assert rc.eof_received() is False                                # asyncio closes the transport on return
+    [answer] = split_pdus(bytes(transport.data))
+    assert (answer[2], answer[12], answer[24:]) == (RESPONSE, 5, b"last")
+    rc.connection_lost(None)
