@@ -102,6 +102,10 @@ class FakeTransport:
         assert not self.closed
         self.data += data
 
+    def writelines(self, chunks) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
     def is_closing(self) -> bool:
         return self.closed
 
