@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Union
 
 from qm2qm.rpc import faults as F
@@ -29,10 +29,6 @@ Registry = Union[Mapping[SyntaxId, Interface], Callable[[SyntaxId], "Interface |
 _HEADER_UNPACK = P.HEADER.unpack_from
 _REQUEST_UNPACK = P.REQUEST_FIELDS.unpack_from
 _FIRST_LAST = F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG
-_RESPONSE_HEADER_PACK = P.RESPONSE_HEADER.pack     # response_pdu's header, as P.one_fragment_response_header
-_RESPONSE_HEADER_SIZE = P.RESPONSE_HEADER_SIZE
-_PTYPE_RESPONSE = F.PTYPE_RESPONSE
-_DREP_LE = P.DREP_LE_ASCII_IEEE
 _new_tuple = tuple.__new__      # CallRequest(...) without the named tuple's Python-level __new__ (same tuple)
 # Several security contexts per connection (auth_context_id) and keep-connection-on-orphan (MS-RPCE 3.3.1.5.3)
 _SUPPORTED_BTFN = F.BTFN_SECURITY_CONTEXT_MULTIPLEXING | F.BTFN_KEEP_CONNECTION_ON_ORPHAN
@@ -46,14 +42,11 @@ class _PresentationContext:
     transfer_syntax: SyntaxId
     interface: Interface
     ndr64: bool
-    plain_call: _Call | None = None   # the record every plain call on this context shares (set when accepted)
 
 
 @dataclass(slots=True)
 class _Call:
-    """A dispatched call the transport has not answered yet (MS-RPCE 3.3.3.1.5, STATE_DISPATCHED). The calls
-    without security on one context share one record (_PresentationContext.plain_call): never change one in
-    place, replace it."""
+    """A dispatched call the transport has not answered yet (MS-RPCE 3.3.3.1.5, STATE_DISPATCHED)."""
     context_id: int
     maybe: bool
     cancel_count: int = 0
@@ -128,7 +121,6 @@ class Connection:
         self._pending_binds: dict[int, _PendingBind] = {}
         self._assoc_group_id: int | None = None
         self._max_xmit_frag = limits.min_frag
-        self._one_fragment_stub = P.response_chunk_size(self._max_xmit_frag)   # response_pdu's limit
         # Incoming fragments are checked against the transport limit, not the negotiated size (Samba does the same).
         self._max_recv_frag = limits.max_frag
         self._features: int | None = None
@@ -286,7 +278,7 @@ class Connection:
         elif ptype == F.PTYPE_CO_CANCEL:
             call = self._calls.get(call_id)
             if call is not None:
-                self._calls[call_id] = replace(call, cancel_count=call.cancel_count + 1)    # may be shared
+                call.cancel_count += 1
                 events.append(CancelRequest(call_id))
         elif ptype == F.PTYPE_ORPHANED:
             self._on_orphaned(call_id, events)
@@ -348,7 +340,6 @@ class Connection:
             n = max(self._limits.min_frag, min(body.max_xmit_frag, body.max_recv_frag))
             n = min(n, self._limits.max_frag)
             self._max_xmit_frag = n - n % 8
-            self._one_fragment_stub = P.response_chunk_size(self._max_xmit_frag)
         auth = None
         if trailer is not None:
             token = pdu[frag_length - auth_length:frag_length]
@@ -483,7 +474,6 @@ class Connection:
             if context_id not in self._contexts and len(self._contexts) >= self._limits.max_presentation_contexts:
                 results[index] = (F.RESULT_PROVIDER_REJECTION, F.LOCAL_LIMIT_EXCEEDED, None)
             else:
-                context.plain_call = _Call(context_id, False)
                 self._contexts[context_id] = context
                 results[index] = (F.RESULT_ACCEPTANCE, 0, context.transfer_syntax)
         return results
@@ -708,7 +698,7 @@ class Connection:
             return None
         if call_id > self._current_call_id:
             self._current_call_id = call_id
-        calls[call_id] = context.plain_call
+        calls[call_id] = _Call(context_id, False)
         return _new_tuple(CallRequest, (call_id, context_id, opnum, None,
                                         bytes(buf[pos + P.REQUEST_HEADER_SIZE:pos + frag_length]),
                                         context.interface, context.ndr64, ANONYMOUS, RPC_C_AUTHN_LEVEL_NONE))
@@ -828,13 +818,10 @@ class Connection:
         if call is None or call.security is not None or call.maybe or self._out or self._state == _CLOSED:
             return None
         total = len(stub)
-        if total > self._one_fragment_stub:
+        if total > P.response_chunk_size(self._max_xmit_frag):
             return None
         del self._calls[call_id]
-        # P.one_fragment_response_header, inlined (once per answered call; tests/rpc compare it with send_response)
-        return _RESPONSE_HEADER_PACK(P.RPC_VERS, P.RPC_VERS_MINOR, _PTYPE_RESPONSE, _FIRST_LAST, _DREP_LE,
-                                     _RESPONSE_HEADER_SIZE + total, 0, call_id, total, call.context_id & 0xFF, 0,
-                                     0) + stub
+        return P.one_fragment_response_header(call_id, call.context_id, total) + stub
 
     def send_fault(self, call_id: int, status: int, *, did_not_execute: bool = False) -> None:
         """Queue a fault for a dispatched call (C706 12.6.4.7); statuses forbidden by MS-RPCE 3.3.3.5.1 → unspec."""
