@@ -118,7 +118,8 @@ class FakeTransport:
         return ("127.0.0.1", 1) if name == "peername" else None
 
 
-async def test_a_connection_the_core_ends_sends_its_held_answer_then_the_fault_then_closes(server):
+async def bound_while_batching(server) -> tuple[RpcConnection, FakeTransport]:
+    """A bound connection over a FakeTransport (written bytes cleared) on a server whose batcher is holding."""
     server.writes.batching = True
     rc = RpcConnection(server)
     transport = FakeTransport()
@@ -126,6 +127,11 @@ async def test_a_connection_the_core_ends_sends_its_held_answer_then_the_fault_t
     rc.data_received(bind_pdu())
     await turn()
     transport.data.clear()
+    return rc, transport
+
+
+async def test_a_connection_the_core_ends_sends_its_held_answer_then_the_fault_then_closes(server):
+    rc, transport = await bound_while_batching(server)
     rc.data_received(request_pdu(5, t.OP_ECHO, b"kept"))              # answered inline, held to the turn's end
     rc.data_received(struct.pack("<BBBBIHHI", 5, 0, 12, 3, 0x10, 16, 0, 8))  # a bind_ack from a client: the end
     assert transport.data == b"" and not transport.closed             # nothing overtakes the held answer
@@ -137,13 +143,7 @@ async def test_a_connection_the_core_ends_sends_its_held_answer_then_the_fault_t
 
 
 async def test_a_peer_that_half_closes_still_gets_its_held_answer(server):
-    server.writes.batching = True
-    rc = RpcConnection(server)
-    transport = FakeTransport()
-    rc.connection_made(transport)
-    rc.data_received(bind_pdu())
-    await turn()
-    transport.data.clear()
+    rc, transport = await bound_while_batching(server)
     rc.data_received(request_pdu(5, t.OP_ECHO, b"last"))
     assert transport.data == b""
     assert rc.eof_received() is False                                # asyncio closes the transport on return
