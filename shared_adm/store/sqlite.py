@@ -62,6 +62,7 @@ _LOCKED = _STATE_CODES["Locked"]
 _CHECKPOINT_BYTES = 1000 * 4096     # SQLite's default wal_autocheckpoint (pages) at the default page size
 _CHECK_EVERY = 64                   # loop-thread commits between two looks at the WAL's size
 _RETRY_S = 0.001                    # the loop thread found the writer holding the connection: it tries again then
+_AWAKE_AFTER_WRITES_S = 1.0         # the writer looks every commit interval this long after a batch's first mutation
 
 # LookupIdentifier and the sequential id are 64-bit unsigned; SQLite INTEGER is signed. Shifting by
 # 2**63 maps [0, 2**64) onto the signed range and keeps the order, so ORDER BY stays enqueue order.
@@ -298,7 +299,8 @@ class SqliteStore:
         # (no writer wake-up, GIL hand-off or call_soon_threadsafe per commit); FULL fsyncs: the writer thread.
         self._inline = synchronous == "NORMAL"
         self._checkpoint_due = False                # the writer checkpoints the WAL when it has grown
-        self._writer_idle = False                   # the writer waits with no deadline: a first mutation wakes it
+        # the writer waits with no deadline (no batch came for _AWAKE_AFTER_WRITES_S): a first mutation wakes it
+        self._writer_idle = False
         self._dirty_since = 0.0                     # monotonic time of the pending batch's first mutation
         self._unchecked = 0                         # commits on the loop thread since the WAL's size was looked at
         self._retry_delay = 0.0                     # > 0 after a failed commit: back-off before retrying
@@ -839,6 +841,13 @@ class SqliteStore:
                 while not self._closed and not self._demand and not self._checkpoint_due:
                     if not self._dirty and not self._failed:
                         retry_at = None
+                        if self._interval and time.monotonic() - self._dirty_since < _AWAKE_AFTER_WRITES_S:
+                            # Busy: look again after one interval instead of being woken by the next batch's first
+                            # mutation (a futex wake and a GIL hand-off per batch, measured; the loop thread commits
+                            # most batches before the interval ends). An unawaited batch still waits at most one
+                            # interval: a look finds it before its deadline.
+                            self._wake.wait(self._interval)
+                            continue
                         self._writer_idle = True
                         self._wake.wait()
                         self._writer_idle = False

@@ -73,6 +73,65 @@ def test_unawaited_mutations_are_committed_in_the_background(data_dir):
     store.close()
 
 
+class _CountingCondition:
+    """The store's Condition, counting notify() calls (each wakes the writer thread: a futex and a GIL hand-off)."""
+
+    def __init__(self, condition):
+        self.condition, self.notified = condition, 0
+
+    def notify(self, n=1):
+        self.notified += 1
+        self.condition.notify(n)
+
+    def __getattr__(self, name):
+        return getattr(self.condition, name)
+
+    def __enter__(self):
+        return self.condition.__enter__()
+
+    def __exit__(self, *exc):
+        return self.condition.__exit__(*exc)
+
+
+def _wait_for_rows(path, count):
+    # a liveness check, not a speed check: the bound only stops a hung test
+    for _ in range(3000):
+        if _rows(path, "SELECT count(*) FROM messages") == [(count,)]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_busy_writer_is_not_woken_per_batch_and_still_commits_unawaited_batches(data_dir, monkeypatch):
+    monkeypatch.setattr("shared_adm.store.sqlite._AWAKE_AFTER_WRITES_S", 60.0)     # a slow machine stays "busy"
+    store = SqliteStore(data_dir, commit_interval_ms=20)
+    store.put_message(_msg(1))                          # wakes the sleeping writer: its clock starts
+    assert _wait_for_rows(store.path, 1)
+    counting = store._wake = _CountingCondition(store._wake)
+    for lookup in range(2, 6):                          # each its own batch, while the writer looks every interval
+        store.put_message(_msg(lookup))
+        assert _wait_for_rows(store.path, lookup)
+    assert counting.notified == 0
+    store.close()
+
+
+def test_an_idle_writer_sleeps_until_the_next_batch_wakes_it(data_dir, monkeypatch):
+    monkeypatch.setattr("shared_adm.store.sqlite._AWAKE_AFTER_WRITES_S", 0.05)
+    store = SqliteStore(data_dir, commit_interval_ms=5)
+    store.put_message(_msg(1))
+    assert _wait_for_rows(store.path, 1)
+    for _ in range(300):                                # it stops looking once no batch came for 0.05 s
+        if store._writer_idle:
+            break
+        time.sleep(0.01)
+    assert store._writer_idle
+    counting = store._wake = _CountingCondition(store._wake)
+    store.put_message(_msg(2))
+    assert counting.notified == 1
+    assert _wait_for_rows(store.path, 2)
+    store.close()
+
+
 def test_reopen_after_close_returns_what_was_stored(data_dir):
     store = SqliteStore(data_dir)
     store.set_queue_manager_identifier("qm-guid")
