@@ -61,15 +61,19 @@ async def test_nothing_is_committed_before_durable_with_a_long_interval(data_dir
     store.close()
 
 
+def _wait_for_rows(path, count):
+    # a liveness check, not a speed check: the bound only stops a hung test
+    for _ in range(3000):
+        if _rows(path, "SELECT count(*) FROM messages") == [(count,)]:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_unawaited_mutations_are_committed_in_the_background(data_dir):
     store = SqliteStore(data_dir, commit_interval_ms=1)
     store.put_message(_msg(1))
-    # a liveness check, not a speed check: the bound only stops a hung test
-    for _ in range(3000):
-        if _rows(store.path, "SELECT count(*) FROM messages") == [(1,)]:
-            break
-        time.sleep(0.01)
-    assert _rows(store.path, "SELECT count(*) FROM messages") == [(1,)]
+    assert _wait_for_rows(store.path, 1)
     store.close()
 
 
@@ -91,15 +95,6 @@ class _CountingCondition:
 
     def __exit__(self, *exc):
         return self.condition.__exit__(*exc)
-
-
-def _wait_for_rows(path, count):
-    # a liveness check, not a speed check: the bound only stops a hung test
-    for _ in range(3000):
-        if _rows(path, "SELECT count(*) FROM messages") == [(count,)]:
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_a_busy_writer_is_not_woken_per_batch_and_still_commits_unawaited_batches(data_dir, monkeypatch):
