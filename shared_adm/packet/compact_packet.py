@@ -7,14 +7,16 @@ an unexpected type, a packet over the limit — and the caller then takes the ge
 (``serialize_message_to_buffer``), which also produces every error. The bytes are those of the general path:
 tests/packet/test_compact_packet.py proves it for drawn Messages. The UserHeader queue fields (the costly part:
 format-name parsing and the DQ/AQ/RQ choice of 2.2.19.2) are taken from the general path itself, run once per
-distinct set of queue attributes and memoized.
+distinct set of queue attributes and memoized. Each shape of form (which attributes it holds) gets a serializer
+of its own, made once (``_compile``), that reads the form's values in one step.
 """
 from __future__ import annotations
 
+import codecs
 import marshal
-import operator
 import struct
 import uuid
+from collections.abc import Callable
 
 from shared_adm import compact
 from shared_adm.message import GUID_NULL, Message
@@ -80,46 +82,13 @@ def _queue_part(key: tuple) -> tuple[int, bytes, bytes, bool, bytes] | None:
     return found
 
 
-# the attribute numbers of a compact form (its shape) -> an itemgetter taking from ``flat + _DEFAULTS`` the values of
-# HANDLED, ArrivalTime and LookupIdentifier (False: a shape only the general path serializes)
-_TAKE: dict[tuple, operator.itemgetter | bool] = {}
-_TAKE_MAX = 1024
-
-
-def _take(shape: tuple) -> operator.itemgetter | bool:
-    """The getter of a shape: each value's place in the form, else its default's place after the form."""
-    take: operator.itemgetter | bool = False
-    if len(set(shape)) == len(shape) and set(shape) <= _KNOWN_INDEXES:
-        place = {index: 2 * i + 1 for i, index in enumerate(shape)}
-        wanted = _HANDLED_INDEXES + (_ARRIVAL_INDEX, _LOOKUP_INDEX)
-        take = operator.itemgetter(*(place.get(index, 2 * len(shape) + n) for n, index in enumerate(wanted)))
-    if len(_TAKE) >= _TAKE_MAX:
-        _TAKE.clear()
-    _TAKE[shape] = take
-    return take
-
-
-def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, int] | None:
-    """(UserMessage packet, Message.ArrivalTime, Message.LookupIdentifier) of the Message packed in ``blob``, or
-    None when only the general path can serialize it."""
-    if blob[:1] != _MARSHAL:
+def _serialize(identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
+               body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
+               destination_qm, source, privacy, hash_algorithm, encryption, arrival_time, lookup_identifier,
+               max_packet_size):
+    """Serialize Message to Buffer of these attribute values (as a compact form holds them), or None."""
+    if type(destination_qm) is not bytes or type(source) is not bytes:    # as compact packs a UUID: 16 bytes
         return None
-    flat = marshal.loads(blob[2:])
-    if type(flat) is not tuple or len(flat) & 1:      # not as compact.pack writes a form
-        return None
-    shape = flat[::2]
-    take = _TAKE.get(shape)
-    if take is None:
-        take = _take(shape)
-    if not take:
-        return None
-    values = take(flat + _DEFAULTS)
-    for slot in _UUID_SLOTS:                # as compact packs a UUID: its 16 bytes
-        if type(values[slot]) is not bytes:
-            return None
-    (identifier, sent_time, priority, delivery, ttrq, ttbr, positive, negative, class_, acks, label, body,
-     body_type, extension, tag, correlation, dest, dest_type, admin, admin_type, response, response_type,
-     destination_qm, source, privacy, hash_algorithm, encryption, arrival_time, lookup_identifier) = values
     # the uint32 / uint16 fields (ranges of codec._RANGES) are checked by struct.pack below
     if not (isinstance(priority, int) and 0 <= priority <= 7 and isinstance(acks, int) and 0 <= acks <= PROPERTIES_ACKS
             and type(label) is str
@@ -145,7 +114,7 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     if positive:
         user_flags |= USER_JP
     if label:
-        label_bytes = label.encode("utf-16-le", "surrogatepass") + b"\x00\x00"
+        label_bytes = _utf16le(label, "surrogatepass")[0] + b"\x00\x00"     # str.encode's codec, without its lookup
         label_length = len(label_bytes) // 2
         if label_length > MAX_LABEL_LENGTH:
             return None
@@ -153,15 +122,72 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
         label_bytes, label_length = b"", 0
     body_size = len(body)
     try:       # struct refuses a value that is not an int or out of its field's range: the general path's error
-        user = USER_HEADER.pack(source_le, address, ttbr, sent_time, ordinal, user_flags)
-        properties = PROPERTIES_HEADER.pack(acks, label_length, class_, correlation, body_type, tag, body_size,
-                                            body_size, privacy, hash_algorithm, encryption, len(extension))
+        user = _pack_user(source_le, address, ttbr, sent_time, ordinal, user_flags)
+        properties = _pack_properties(acks, label_length, class_, correlation, body_type, tag, body_size, body_size,
+                                      privacy, hash_algorithm, encryption, len(extension))
         tail = len(properties) + len(label_bytes) + len(extension) + body_size
         size = BASE_HEADER.size + len(user) + len(queue_fields) + tail + (-tail & 3)
         if size > max_packet_size:
             return None
-        base = BASE_HEADER.pack(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
+        base = _pack_base(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
     except struct.error:
         return None
     return (b"".join((base, user, queue_fields, properties, label_bytes, extension, body, ZEROS[:-tail & 3])),
             arrival_time, lookup_identifier)
+
+
+_utf16le = codecs.utf_16_le_encode
+_pack_user, _pack_properties, _pack_base = USER_HEADER.pack, PROPERTIES_HEADER.pack, BASE_HEADER.pack
+# _serialize's value parameters: HANDLED's values, then ArrivalTime and LookupIdentifier
+_PARAMETERS = _serialize.__code__.co_varnames[:len(_DEFAULTS)]
+_PARAMETER_INDEXES = _HANDLED_INDEXES + (_ARRIVAL_INDEX, _LOOKUP_INDEX)
+if _serialize.__code__.co_argcount != len(_PARAMETER_INDEXES) + 1:
+    raise RuntimeError("_serialize takes one parameter per attribute of HANDLED, then ArrivalTime, LookupIdentifier")
+
+
+def _compile(shape: tuple) -> Callable | bool:
+    """The serializer of the forms of one shape (False: a shape only the general path serializes).
+
+    A form is (number, value, number, value, ...) with only the attributes off their defaults, so where a value
+    sits depends on the shape. The serializer made here unpacks the form in one step (``_, label, _, body = flat``)
+    and calls _serialize with each attribute the shape leaves out at its default: generated source, as
+    collections.namedtuple makes, from _serialize's parameter names only (no value of any form is in it)."""
+    if len(set(shape)) != len(shape) or not set(shape) <= _KNOWN_INDEXES:
+        return False
+    names = dict(zip(_PARAMETER_INDEXES, _PARAMETERS))
+    targets = "".join(f"_, {names.get(index, '_')}, " for index in shape)      # an IGNORED attribute: to _
+    arguments = ", ".join(name if index in shape else f"DEFAULT_{n}"
+                          for n, (index, name) in enumerate(zip(_PARAMETER_INDEXES, _PARAMETERS)))
+    source = (f"def serialize(flat, max_packet_size):\n"
+              + (f"    {targets}= flat\n" if shape else "")
+              + f"    return _serialize({arguments}, max_packet_size)\n")
+    namespace = {"_serialize": _serialize, **{f"DEFAULT_{n}": value for n, value in enumerate(_DEFAULTS)}}
+    exec(source, namespace)
+    return namespace["serialize"]
+
+
+# the attribute numbers of a compact form (its shape) -> its serializer (False: only the general path)
+_SERIALIZERS: dict[tuple, Callable | bool] = {}
+_SERIALIZERS_MAX = 1024
+
+
+def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, int] | None:
+    """(UserMessage packet, Message.ArrivalTime, Message.LookupIdentifier) of the Message packed in ``blob``, or
+    None when only the general path can serialize it."""
+    if blob[:1] != _MARSHAL:
+        return None
+    flat = marshal.loads(blob[2:])
+    if type(flat) is not tuple or len(flat) & 1:      # not as compact.pack writes a form
+        return None
+    shape = flat[::2]
+    try:
+        serialize = _SERIALIZERS.get(shape)
+    except TypeError:               # an unhashable attribute number: not a form compact.pack writes
+        return None
+    if serialize is None:
+        if len(_SERIALIZERS) >= _SERIALIZERS_MAX:
+            _SERIALIZERS.clear()
+        serialize = _SERIALIZERS[shape] = _compile(shape)
+    if not serialize:
+        return None
+    return serialize(flat, max_packet_size)

@@ -123,17 +123,32 @@ def test_the_ignored_attributes_are_never_read_by_the_general_path():
 @SETTINGS
 @given(st.lists(messages(transactional=False, security=False, multi=False).map(plain), min_size=2, max_size=6))
 def test_forms_of_one_shape_share_its_getter_and_keep_their_own_values(batch):
-    """The getter of a shape is made once (compact_packet._TAKE) and reads each form's own values."""
+    """The serializer of a shape is made once (compact_packet._SERIALIZERS) and reads each form's own values."""
     for m in batch:
         m.label = "same shape"
     first = [assert_same_or_none(m) for m in batch]
     assert [assert_same_or_none(m) for m in batch] == first         # now every shape is a cached getter
 
 
-@pytest.mark.parametrize("flat", [(0,), (0, b"x", 0, b"y"), (10_000, 1), [0, b"x"]])
+@pytest.mark.parametrize("flat", [(0,), (0, b"x", 0, b"y"), (10_000, 1), [0, b"x"], ([0], b"x"), (None, 1)])
 def test_an_odd_flat_form_is_left_to_the_general_path(flat):
     import marshal
     assert serialize_compact(b"M\x00" + marshal.dumps(flat), MAX_PACKET_SIZE) is None
+
+
+def test_a_form_of_every_default_takes_the_serializer_of_the_empty_shape():
+    import marshal
+    blob = b"M\x00" + marshal.dumps(())
+    fast = serialize_compact(blob, MAX_PACKET_SIZE)
+    assert fast is None or fast[0] == general_path(blob)
+
+
+def test_the_ignored_attributes_of_a_form_do_not_change_its_packet():
+    """A form holding attributes Serialize Message to Buffer never reads (IGNORED) unpacks them to nothing."""
+    plain_form = assert_same_or_none(message())
+    assert plain_form is not None
+    assert assert_same_or_none(message(allow_peek_when_locked=True, soap_envelope="<e/>", arrival_time=5,
+                                       lookup_identifier=9)) == plain_form
 
 
 def test_compact_tells_each_attributes_number_and_packed_default():
