@@ -294,7 +294,7 @@ async def _errors(request: web.Request, handler):
         return await handler(request)
     except AdminError as exc:
         return _json({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.http_status)
-    except web.HTTPRequestEntityTooLarge as exc:
+    except web.HTTPRequestEntityTooLarge:
         return _json({"error": "request_too_large", "message": f"request body larger than {MAX_REQUEST} bytes"},
                      status=413)
     except StoreError as exc:

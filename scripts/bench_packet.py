@@ -67,6 +67,7 @@ def distinct_walk(count: int, repeat: int = 5) -> float:
                                   arrival_time=1700000000 + i, lookup_identifier=(4 << 56) | i, label=f"m{i}",
                                   destination_queue_format_name="DIRECT=OS:host\\private$\\walk",
                                   body=bytes(range(100)))) for i in range(count)]
+
     def one_pass() -> None:
         for form in forms:
             serialize_compact(form, MAX_PACKET_SIZE)

@@ -45,8 +45,6 @@ _KNOWN_INDEXES = frozenset(_HANDLED_INDEXES) | frozenset(map(compact.field_index
 _LOOKUP_INDEX, _ARRIVAL_INDEX = compact.field_index("lookup_identifier"), compact.field_index("arrival_time")
 # what a form leaves out reads as its default; ArrivalTime and LookupIdentifier (the last two) as 0
 _DEFAULTS = tuple(map(compact.packed_default, HANDLED)) + (0, 0)
-_UUID_SLOTS = tuple(HANDLED.index(name) for name in ("destination_queue_manager_identifier",
-                                                      "source_machine_identifier"))
 _NULL_BYTES = GUID_NULL.bytes
 _QUEUE_BITS = USER_DQ | USER_AQ | USER_RQ
 _MARSHAL = b"M"
@@ -158,7 +156,7 @@ def _compile(shape: tuple) -> Callable | bool:
     targets = "".join(f"_, {names.get(index, '_')}, " for index in shape)      # an IGNORED attribute: to _
     arguments = ", ".join(name if index in shape else f"DEFAULT_{n}"
                           for n, (index, name) in enumerate(zip(_PARAMETER_INDEXES, _PARAMETERS)))
-    source = (f"def serialize(flat, max_packet_size):\n"
+    source = ("def serialize(flat, max_packet_size):\n"
               + (f"    {targets}= flat\n" if shape else "")
               + f"    return _serialize({arguments}, max_packet_size)\n")
     namespace = {"_serialize": _serialize, **{f"DEFAULT_{n}": value for n, value in enumerate(_DEFAULTS)}}

@@ -49,7 +49,7 @@ async def test_rundown_of_an_open_queue_for_move_handle_closes_it_and_forgets_it
 
 
 async def test_rundown_after_close_queue_does_nothing_more(env):
-    m = env.enqueue()
+    env.enqueue()
     c, h = await env.opened()
     assert (await env.call(c.read, h, request_id=1)).status == st.MQ_OK
     assert await env.call(c.end, h, 1) == st.MQ_OK

@@ -194,7 +194,6 @@ def test_config_file_errors_and_precedence(tmp_path):
     assert "unknown configuration key 'admin_prot'" in result.stderr and str(bad) in result.stderr
     good = tmp_path / "good.toml"
     good.write_text(f'data_dir = "{tmp_path / "from-file"}"\nport = 0\nadmin_port = 0\nqmcomm_port = 3103\n')
-    srv = None
     try:
         import subprocess, sys
         from tests.product.conftest import READY, server_env

@@ -5,7 +5,6 @@ import dataclasses
 import json
 import logging
 import marshal
-import os
 import pickle
 import shutil
 import signal
