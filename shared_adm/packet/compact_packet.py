@@ -123,8 +123,8 @@ def _serialize(identifier, sent_time, priority, delivery, ttrq, ttbr, positive, 
         user = _pack_user(source_le, address, ttbr, sent_time, ordinal, user_flags)
         properties = _pack_properties(acks, label_length, class_, correlation, body_type, tag, body_size, body_size,
                                       privacy, hash_algorithm, encryption, len(extension))
-        tail = len(properties) + len(label_bytes) + len(extension) + body_size
-        size = BASE_HEADER.size + len(user) + len(queue_fields) + tail + (-tail & 3)
+        tail = _PROPERTIES_SIZE + len(label_bytes) + len(extension) + body_size
+        size = _HEADERS_SIZE + len(queue_fields) + tail + (-tail & 3)
         if size > max_packet_size:
             return None
         base = _pack_base(VERSION_NUMBER, 0, priority & BASE_PR, SIGNATURE, size, ttrq)
@@ -136,6 +136,7 @@ def _serialize(identifier, sent_time, priority, delivery, ttrq, ttbr, positive, 
 
 _utf16le = codecs.utf_16_le_encode
 _pack_user, _pack_properties, _pack_base = USER_HEADER.pack, PROPERTIES_HEADER.pack, BASE_HEADER.pack
+_HEADERS_SIZE, _PROPERTIES_SIZE = BASE_HEADER.size + USER_HEADER.size, PROPERTIES_HEADER.size
 # _serialize's value parameters: HANDLED's values, then ArrivalTime and LookupIdentifier
 _PARAMETERS = _serialize.__code__.co_varnames[:len(_DEFAULTS)]
 _PARAMETER_INDEXES = _HANDLED_INDEXES + (_ARRIVAL_INDEX, _LOOKUP_INDEX)
