@@ -165,7 +165,9 @@ def _compile(shape: tuple) -> Callable | bool:
     return namespace["serialize"]
 
 
-# the attribute numbers of a compact form (its shape) -> its serializer (False: only the general path)
+# the attribute numbers of a compact form (its shape) -> its serializer (False: only the general path); a queue
+# manager's messages come in a handful of shapes, so the first _SERIALIZERS_MAX stay and later ones are left to the
+# general path
 _SERIALIZERS: dict[tuple, Callable | bool] = {}
 _SERIALIZERS_MAX = 1024
 
@@ -184,8 +186,8 @@ def serialize_compact(blob: bytes, max_packet_size: int) -> tuple[bytes, int, in
     except TypeError:               # an unhashable attribute number: not a form compact.pack writes
         return None
     if serialize is None:
-        if len(_SERIALIZERS) >= _SERIALIZERS_MAX:
-            _SERIALIZERS.clear()
+        if len(_SERIALIZERS) >= _SERIALIZERS_MAX:     # compiling (~70 µs) costs more than the general path
+            return None
         serialize = _SERIALIZERS[shape] = _compile(shape)
     if not serialize:
         return None

@@ -151,6 +151,20 @@ def test_the_ignored_attributes_of_a_form_do_not_change_its_packet():
                                        lookup_identifier=9)) == plain_form
 
 
+def test_forms_of_shapes_beyond_the_serializer_table_are_left_to_the_general_path(monkeypatch):
+    """Compiling a shape's serializer costs more than the general path, so a stream of ever new shapes stops being
+    compiled once the table is full; the shapes already in it keep their serializers."""
+    from shared_adm.packet import compact_packet
+    monkeypatch.setattr(compact_packet, "_SERIALIZERS", {})
+    monkeypatch.setattr(compact_packet, "_SERIALIZERS_MAX", 1)
+    first = compact.pack(message())
+    assert serialize_compact(first, MAX_PACKET_SIZE)[0] == general_path(first)
+    other_shape = compact.pack(message(priority=5))
+    assert serialize_compact(other_shape, MAX_PACKET_SIZE) is None
+    assert list(compact_packet._SERIALIZERS) == [tuple(marshal_fields(first))]
+    assert serialize_compact(first, MAX_PACKET_SIZE)[0] == general_path(first)
+
+
 def test_compact_tells_each_attributes_number_and_packed_default():
     import dataclasses
     names = [f.name for f in dataclasses.fields(Message)]
