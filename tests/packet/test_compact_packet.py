@@ -127,7 +127,7 @@ def test_forms_of_one_shape_share_its_getter_and_keep_their_own_values(batch):
     for m in batch:
         m.label = "same shape"
     first = [assert_same_or_none(m) for m in batch]
-    assert [assert_same_or_none(m) for m in batch] == first         # now every shape is a cached getter
+    assert [assert_same_or_none(m) for m in batch] == first         # now every shape has its serializer
 
 
 @pytest.mark.parametrize("flat", [(0,), (0, b"x", 0, b"y"), (10_000, 1), [0, b"x"], ([0], b"x"), (None, 1)])
