@@ -3,7 +3,9 @@
 RpcConnection over a fake transport. ``--scenario`` picks the call: peek-memo (MQ_ACTION_PEEK_CURRENT of one
 100-byte message: the packet memo always hits), peek-next (a cursor walking PEEK_NEXT through distinct 100-byte
 messages: every call serializes a packet), lookup (RemoteQMStartReceiveByLookupId, MQ_LOOKUP_PEEK_CURRENT of one
-100-byte message: opnum 10, the memo hits), receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
+100-byte message: opnum 10, the memo hits), peek-queues (MQ_ACTION_PEEK_CURRENT round-robin over ``--queues``
+queues of one distinct 100-byte message each: more than the packet memo holds, so every call serializes a packet),
+receive-ack (MQ_ACTION_RECEIVE of a 1 KiB express message, then
 RemoteQMEndReceive(RR_ACK) of its context handle: two calls per message, CPU reported per call),
 receive-ack-recoverable (the same with recoverable messages: each ACK waits for the group commit of its delete) or
 mqrr-receive-ack (MS-MQRR R_StartReceive(MQ_ACTION_RECEIVE) + R_EndReceive(RR_ACK) of 1 KiB express messages on
@@ -78,12 +80,13 @@ class FakeTransport:
     resume_reading = pause_reading
 
 
-SCENARIOS = ("peek-memo", "peek-next", "lookup", "receive-ack", "receive-ack-recoverable", "mqrr-receive-ack")
+SCENARIOS = ("peek-memo", "peek-next", "lookup", "peek-queues", "receive-ack", "receive-ack-recoverable",
+             "mqrr-receive-ack")
 PROFILER = None         # --profile: a cProfile.Profile enabled over the measured batches only
 
 
 async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str = "peek-memo",
-                  clients: int = 1) -> dict[str, float]:
+                  clients: int = 1, queues: int = 512) -> dict[str, float]:
     from qm2qm.admin import Backend
     from qm2qm.app import App
     from qm2qm.config import load_config
@@ -104,6 +107,18 @@ async def measure(calls: int, rounds: int, metrics: bool | None, scenario: str =
     conn = None
     try:
         backend = Backend(app.qm, app.service)
+        if scenario == "peek-queues":
+            handles = []
+            for i in range(queues):
+                queue = backend.create_queue({"pathname": f".\\private$\\many{i}"})
+                message = Message(body=i.to_bytes(4, "little") * 25)
+                backend.prepare(queue, message)
+                backend.enqueue(queue, message)
+                handles.append(backend.open_for_remote_read(queue, "peek", "deny-none").handle)
+            transport = FakeTransport()
+            conn = RpcConnection(app.rpc)
+            conn.connection_made(transport)
+            return await run_round_robin(app, conn, transport, handles, calls, rounds)
         queue = backend.create_queue({"pathname": ".\\private$\\peek"})
         observers = 2 if getattr(app.rpc, "observer", None) is not None else 1
         count = 1 if scenario in ("peek-memo", "lookup") else calls * rounds * observers + 1 + clients
@@ -202,6 +217,33 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
         observed = sum(op.latency.total for op in app.metrics.operations())
         setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)
         assert observed == calls * rounds + setup, (observed, calls * rounds)
+    return {name: value * 1e6 for name, value in best.items()}
+
+
+async def run_round_robin(app, conn, transport, handles: list[int], calls: int, rounds: int) -> dict[str, float]:
+    """Bind, open a session per handle, then PEEK_CURRENT each handle in turn in interleaved batches."""
+    from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+    conn.data_received(bench.bind_pdu())
+    for n, handle in enumerate(handles):
+        conn.data_received(bench.request_pdu(2, bench.open_queue_stub(handle), call_id=2 + n))
+    while transport.responses < len(handles):
+        await asyncio.sleep(0)
+    stubs = [bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT) for handle in handles]
+
+    def make_batch(call_id: int):
+        batch = [bench.request_pdu(9, stubs[(call_id + i) % len(stubs)], call_id=call_id + i) for i in range(calls)]
+
+        async def run() -> None:
+            target = transport.responses + calls
+            for pdu in batch:
+                conn.data_received(pdu)
+            while transport.responses < target:
+                await asyncio.sleep(0)
+        return run
+
+    best = await interleaved(app, rounds, calls, make_batch)
+    assert transport.faults == 0, "faults during the benchmark"
+    assert bench.hresult(transport.last_stub) == 0, f"the last call answered 0x{bench.hresult(transport.last_stub):08x}"
     return {name: value * 1e6 for name, value in best.items()}
 
 
@@ -342,6 +384,7 @@ def main() -> None:
     parser.add_argument("--scenario", choices=SCENARIOS, default="peek-memo")
     parser.add_argument("--loop", choices=["asyncio", "uvloop"], default="asyncio")
     parser.add_argument("--clients", type=int, default=1, help="receive-ack*: closed-loop connections")
+    parser.add_argument("--queues", type=int, default=512, help="peek-queues: queues of one message each")
     parser.add_argument("--profile", metavar="FILE", help="cProfile the whole run into FILE and print its top")
     args = parser.parse_args()
     if args.calls % 2:
@@ -352,7 +395,7 @@ def main() -> None:
     metrics = None if args.metrics is None else args.metrics == "on"
     import qm2qm
     print(f"tree {os.path.dirname(os.path.dirname(os.path.abspath(qm2qm.__file__)))} {args.scenario}:", end="  ")
-    run = measure(args.calls, args.rounds, metrics, args.scenario, args.clients)
+    run = measure(args.calls, args.rounds, metrics, args.scenario, args.clients, args.queues)
     if args.profile:
         import cProfile
         import pstats
