@@ -200,19 +200,10 @@ async def run_batches(app, conn, transport, handle: int, calls: int, rounds: int
     def make_batch(call_id: int):
         if scenario.startswith("receive-ack"):
             return lambda: receive_ack(conn, transport, stub, call_id, calls)
-        batch = [bench.request_pdu(opnum, stub, call_id=call_id + i) for i in range(calls)]
-
-        async def run() -> None:
-            target = transport.responses + calls
-            for pdu in batch:
-                conn.data_received(pdu)
-            while transport.responses < target:       # calls that ran as tasks
-                await asyncio.sleep(0)
-        return run
+        return feed([bench.request_pdu(opnum, stub, call_id=call_id + i) for i in range(calls)], conn, transport)
 
     best = await interleaved(app, rounds, calls, make_batch)
-    assert transport.faults == 0, "faults during the benchmark"
-    assert bench.hresult(transport.last_stub) == 0, f"the last call answered 0x{bench.hresult(transport.last_stub):08x}"
+    check_answers(transport)
     if getattr(app, "metrics", None) is not None:
         observed = sum(op.latency.total for op in app.metrics.operations())
         setup = 1 + (scenario == "peek-next")      # the RemoteQMOpenQueue (and the cursor's first PEEK_CURRENT)
@@ -231,20 +222,29 @@ async def run_round_robin(app, conn, transport, handles: list[int], calls: int, 
     stubs = [bench.start_receive2_stub(handle, MQ_ACTION_PEEK_CURRENT) for handle in handles]
 
     def make_batch(call_id: int):
-        batch = [bench.request_pdu(9, stubs[(call_id + i) % len(stubs)], call_id=call_id + i) for i in range(calls)]
-
-        async def run() -> None:
-            target = transport.responses + calls
-            for pdu in batch:
-                conn.data_received(pdu)
-            while transport.responses < target:
-                await asyncio.sleep(0)
-        return run
+        return feed([bench.request_pdu(9, stubs[(call_id + i) % len(stubs)], call_id=call_id + i)
+                     for i in range(calls)], conn, transport)
 
     best = await interleaved(app, rounds, calls, make_batch)
+    check_answers(transport)
+    return {name: value * 1e6 for name, value in best.items()}
+
+
+def feed(batch: list[bytes], conn, transport):
+    """A batch (built untimed) as the coroutine function that feeds its PDUs and waits for every answer."""
+    async def run() -> None:
+        target = transport.responses + len(batch)
+        for pdu in batch:
+            conn.data_received(pdu)
+        while transport.responses < target:       # calls that ran as tasks
+            await asyncio.sleep(0)
+    return run
+
+
+def check_answers(transport) -> None:
+    """No call faulted, and the last one answered MQ_OK."""
     assert transport.faults == 0, "faults during the benchmark"
     assert bench.hresult(transport.last_stub) == 0, f"the last call answered 0x{bench.hresult(transport.last_stub):08x}"
-    return {name: value * 1e6 for name, value in best.items()}
 
 
 async def run_mqrr_batches(app, conn, transport, calls: int, rounds: int) -> dict[str, float]:
