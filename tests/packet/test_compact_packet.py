@@ -122,7 +122,7 @@ def test_the_ignored_attributes_are_never_read_by_the_general_path():
 
 @SETTINGS
 @given(st.lists(messages(transactional=False, security=False, multi=False).map(plain), min_size=2, max_size=6))
-def test_forms_of_one_shape_share_its_getter_and_keep_their_own_values(batch):
+def test_forms_of_one_shape_share_its_serializer_and_keep_their_own_values(batch):
     """The serializer of a shape is made once (compact_packet._SERIALIZERS) and reads each form's own values."""
     for m in batch:
         m.label = "same shape"
