@@ -331,13 +331,16 @@ def closed_loop_clients(port: int, specs: list[ConnSpec], go, duration: float, r
     results.put((calls, messages, errors, finished if not live else end))
 
 
-def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
-             server_pid: int | None = None) -> dict:
-    """Closed-loop load from up to ``processes`` processes; calls/s, messages/s, errors, server CPU µs per call."""
+def run_load(port: int, specs: list, duration: float, processes: int, server_pid: int | None = None, *,
+             client=None) -> dict:
+    """Closed-loop load from up to ``processes`` processes running ``client`` (closed_loop_clients unless told)
+    over ``specs``; calls/s, messages/s, errors, server CPU µs per call (and sessions, when the client counts
+    them)."""
     ctx = mp.get_context("spawn")
     n = min(len(specs), processes)
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Queue()
-    procs = [ctx.Process(target=closed_loop_clients, args=(port, specs[i::n], go, duration, ready, results))
+    procs = [ctx.Process(target=client or closed_loop_clients,
+                         args=(port, specs[i::n], go, duration, ready, results))
              for i in range(n)]
     for p in procs:
         p.start()
@@ -361,9 +364,12 @@ def run_load(port: int, specs: list[ConnSpec], duration: float, processes: int,
         p.join()
     calls, messages, errors = (sum(o[i] for o in outs) for i in range(3))
     elapsed = max(o[3] for o in outs) - start_at
-    return {"calls": calls, "messages": messages, "errors": errors, "seconds": elapsed,
-            "rate": calls / elapsed, "msg_rate": messages / elapsed,
-            "cpu_us_per_call": cpu / max(calls, 1) * 1e6, "sys_us_per_call": system / max(calls, 1) * 1e6}
+    out = {"calls": calls, "messages": messages, "errors": errors, "seconds": elapsed,
+           "rate": calls / elapsed, "msg_rate": messages / elapsed,
+           "cpu_us_per_call": cpu / max(calls, 1) * 1e6, "sys_us_per_call": system / max(calls, 1) * 1e6}
+    if all(len(o) > 4 for o in outs):
+        out["sessions"] = sum(o[4] for o in outs)
+    return out
 
 
 # --- receive + ACK: drain a pre-filled queue ----------------------------------------------------------------------
@@ -1046,6 +1052,188 @@ def bench_sequence_scenario(ctx: Context) -> list[dict]:
              "unit": "msg/s"} for name, rate in rates.items()]
 
 
+# --- the Windows remote-read session over raw PDUs (MS-MQMP 4.2 with MS-MQQP 4.1), as a ratio to echo ------------
+
+QMCOMM = ("fdb3a030-065f-11d1-bb9b-00a024ea5525", 1, 0)        # MS-MQMP qmcomm v1.0
+_SENTINEL = 0x5EC0_0A11                                         # a handle value no stub holds by chance
+
+
+@dataclass
+class SessionSpec:
+    """One client of the session scenario: a qmcomm and a qm2qm connection, each bound once; every session on
+    them is R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, ``receives`` x (StartReceive2(RECEIVE)
+    + EndReceive(RR_ACK)), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext (what RemoteReader does)."""
+    qmcomm_port: int
+    format_name: str
+    receives: int
+
+
+def session_calls(receives: int) -> int:
+    """Calls per session: two opens, the version, two per message, two closes."""
+    return 2 * receives + 5
+
+
+class SessionStubs:
+    """The request PDUs of a session, built once with impacket's NDR and patched per session (handles only)."""
+
+    def __init__(self, format_name: str) -> None:
+        from qm2qm.mqmp import codec, idl as mqmp_idl
+        from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_RECEIVE_ACCESS
+        from qm2qm.mqqp import idl
+        from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+        request = mqmp_idl.R_QMOpenRemoteQueue()
+        codec.fill_queue_format(request["pQueueFormat"], format_name)
+        request["dwCallingProcessID"], request["dwDesiredAccess"] = os.getpid(), MQ_RECEIVE_ACCESS
+        request["dwShareMode"], request["pLicGuid"], request["dwMQS"] = MQ_DENY_NONE, uuid.uuid4().bytes_le, 0
+        self.open_remote = request_pdu(2, request.getData())
+        self.lic_guid = uuid.uuid4().bytes_le
+        self.version = request_pdu(8, b"")
+        receive = _peek_stub(_SENTINEL, MQ_ACTION_RECEIVE)          # hRemoteQueue and dwQueue: the sentinel
+        self.receive_offsets = [i for i in range(len(receive) - 3)
+                                if struct.unpack_from("<I", receive, i)[0] == _SENTINEL]
+        if len(self.receive_offsets) != 2:
+            raise SystemExit(f"StartReceive2 stub: expected the handle twice, found {self.receive_offsets}")
+        self.receive_stub = receive
+        check = idl.RemoteQMOpenQueue()
+        check["pLicGuid"], check["dwMQS"] = self.lic_guid, 0
+        check["hQueue"], check["pQueue"], check["dwpContext"] = 1, 2, 3
+        if check.getData() != self.open_queue_stub(1, 2, 3):
+            raise SystemExit("RemoteQMOpenQueue stub: the struct layout no longer matches the IDL")
+
+    def open_queue_stub(self, h_queue: int, dwp_queue: int, pdw_context: int) -> bytes:
+        """RemoteQMOpenQueue(pLicGuid, dwMQS, hQueue, pQueue, dwpContext) (MS-MQQP 3.1.4.3)."""
+        return self.lic_guid + struct.pack("<IIII", 0, h_queue, dwp_queue, pdw_context)
+
+    def receive(self, handle: int) -> bytes:
+        """StartReceive2(MQ_ACTION_RECEIVE) of hRemoteQueue = dwQueue = ``handle``."""
+        stub = bytearray(self.receive_stub)
+        for offset in self.receive_offsets:
+            struct.pack_into("<I", stub, offset, handle)
+        return request_pdu(9, bytes(stub))
+
+
+# the steps of a session: each names the call whose answer the client waits for
+OPEN_REMOTE, OPEN_QUEUE, VERSION, RECEIVE, ACK, CLOSE_QUEUE, CLOSE_CONTEXT = range(7)
+
+
+def session_clients(port: int, specs: list[SessionSpec], go, duration: float, ready, results) -> None:
+    """Run sessions (SessionSpec) on every client until ``start_at + duration`` or the queue is empty, one call
+    outstanding per client; results as closed_loop_clients' (calls, messages, errors, end) plus sessions."""
+    sel = selectors.DefaultSelector()
+    clients = []
+    for spec in specs:
+        qmcomm, qm2qm = connect(spec.qmcomm_port, interface=QMCOMM), connect(port)
+        stubs = SessionStubs(spec.format_name)
+        client = {"socks": (qmcomm, qm2qm), "stubs": stubs, "receives": spec.receives, "step": OPEN_REMOTE,
+                  "left": 0, "context": b"", "session": b"", "receive": b""}
+        for sock in (qmcomm, qm2qm):
+            sock.setblocking(False)
+            sel.register(sock, selectors.EVENT_READ, [client, bytearray()])
+        clients.append(client)
+    ready.put(1)
+    start_at = go.get(timeout=600)
+    while time.time() < start_at:
+        time.sleep(0.001)
+    calls = messages = errors = sessions = 0
+    for client in clients:
+        client["socks"][0].send(client["stubs"].open_remote)
+    end = start_at + duration
+    live = len(clients)
+    finished = None
+    while live and (now := time.time()) < end:
+        for key, _ in sel.select(timeout=end - now):
+            client, buf = key.data
+            buf += key.fileobj.recv(1 << 20)
+            while len(buf) >= 16:           # 1 KiB messages: every answer is one fragment
+                frag_len = buf[8] | (buf[9] << 8)
+                if len(buf) < frag_len:
+                    break
+                if buf[2] == 3:
+                    raise SystemExit(f"fault PDU 0x{struct.unpack_from('<I', buf, 24)[0]:08x} "
+                                     f"at step {client['step']}")
+                stub = bytes(buf[24:frag_len])
+                del buf[:frag_len]
+                calls += 1
+                status = struct.unpack_from("<I", stub, len(stub) - 4)[0]
+                qmcomm, qm2qm = client["socks"]
+                stubs, step = client["stubs"], client["step"]
+                if step == ACK:
+                    errors += status != MQ_OK
+                    messages += 1
+                    client["left"] -= 1
+                    if client["left"]:
+                        client["step"] = RECEIVE
+                        qm2qm.send(client["receive"])
+                    else:
+                        client["step"] = CLOSE_QUEUE
+                        qm2qm.send(request_pdu(3, client["session"]))
+                elif step == RECEIVE:
+                    if status == MQ_OK:
+                        client["step"] = ACK
+                        qm2qm.send(request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
+                    else:                   # the queue is empty (MQ_ERROR_IO_TIMEOUT): this client is done
+                        errors += status != MQ_ERROR_IO_TIMEOUT
+                        for sock in client["socks"]:
+                            sel.unregister(sock)
+                        live -= 1
+                        finished = time.time()
+                elif step == OPEN_REMOTE:
+                    if status != MQ_OK:
+                        raise SystemExit(f"R_QMOpenRemoteQueue: 0x{status:08x}")
+                    client["context"] = stub[:20]
+                    pdw_context, dwp_queue, h_queue = struct.unpack_from("<III", stub, 20)
+                    client["receive"] = stubs.receive(h_queue)
+                    client["step"] = OPEN_QUEUE
+                    qm2qm.send(request_pdu(2, stubs.open_queue_stub(h_queue, dwp_queue, pdw_context)))
+                elif step == OPEN_QUEUE:
+                    if status != MQ_OK:
+                        raise SystemExit(f"RemoteQMOpenQueue: 0x{status:08x}")
+                    client["session"] = stub[:20]
+                    client["step"] = VERSION
+                    qm2qm.send(stubs.version)
+                elif step == VERSION:
+                    client["step"], client["left"] = RECEIVE, client["receives"]
+                    qm2qm.send(client["receive"])
+                elif step == CLOSE_QUEUE:
+                    errors += status != MQ_OK
+                    client["step"] = CLOSE_CONTEXT
+                    qmcomm.send(request_pdu(3, client["context"]))
+                else:                       # CLOSE_CONTEXT answers the NULL handle (MS-MQMP 3.1.4.3)
+                    errors += stub != bytes(20)
+                    sessions += 1
+                    client["step"] = OPEN_REMOTE
+                    qmcomm.send(stubs.open_remote)
+    for client in clients:
+        for sock in client["socks"]:
+            sock.close()
+    results.put((calls, messages, errors, finished if not live else end, sessions))
+
+
+@scenario("session", "the Windows remote-read session over raw PDUs: qmcomm open, qm2qm open, version, "
+                     "--session-receives x receive+ACK, both closes; 1 KiB express")
+def bench_session(ctx: Context) -> list[dict]:
+    """Whole sessions as a ratio to echo: msg/s ÷ (echo calls/s ÷ calls per message), the calls per message
+    being (2 × receives + 5) / receives."""
+    extra = ["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []
+    server = ctx.ballast_server(*extra)
+    qmcomm_port = int(server.admin.info()["qmcomm_port"])
+    receives = ctx.args.session_receives
+    rows = []
+    for clients in ctx.clients:
+        q = server.queue(f"session{clients}", bytes(1024), ctx.args.receive_messages)
+        format_name = "DIRECT=TCP:127.0.0.1\\" + q.split("\\", 1)[1]
+        specs = [SessionSpec(qmcomm_port, format_name, receives) for _ in range(clients)]
+        result = run_load(server.port, specs, ctx.args.duration, ctx.args.receive_processes, server.proc.pid,
+                          client=session_clients)
+        per_message = session_calls(receives) / receives
+        rows.append(ctx.row(clients, result, calls_per_op=per_message, unit="msg/s",
+                            processes=ctx.args.receive_processes, receives_per_session=receives,
+                            sessions=result["sessions"], messages=result["messages"],
+                            seconds=round(result["seconds"], 3)))
+        server.admin.delete_queue(q)
+    return rows
+
+
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
 
 def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server) -> dict:
@@ -1220,6 +1408,8 @@ def main() -> None:
     parser.add_argument("--walk", type=int, default=100_000, help="distinct messages the peek-next cursors walk")
     parser.add_argument("--receive-messages", type=int, default=40_000,
                         help="1 KiB messages queued per receive measurement (more than --duration drains)")
+    parser.add_argument("--session-receives", type=int, default=10,
+                        help="session: messages received (+ ACK) per qmcomm + qm2qm session")
     parser.add_argument("--receive-processes", type=int, default=1,
                         help="load processes for the receive scenarios (1 leaves the server a core of 2)")
     parser.add_argument("--backlog", type=int, default=0, help="messages queued besides (the 1,000,000 scale test)")
