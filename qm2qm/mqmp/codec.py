@@ -107,9 +107,8 @@ class FormatNameError(ValueError):
         self.status = status
 
 
-def _guid(struct: Any) -> str:
-    data = struct if isinstance(struct, (bytes, bytearray)) else struct["Data"]
-    return "{%s}" % uuid.UUID(bytes_le=bytes(data))
+def _guid_bytes(struct: Any) -> bytes:
+    return bytes(struct if isinstance(struct, (bytes, bytearray)) else struct["Data"])
 
 
 def _string(pointer: Any) -> str:
@@ -121,31 +120,58 @@ def _string(pointer: Any) -> str:
         raise FormatNameError(0xC00E001E, "direct name is not valid UTF-16") from None
 
 
-def format_name(qf: Any) -> str:
-    """The format-name text Open Queue takes for a decoded QUEUE_FORMAT; FormatNameError for the types a remote
-    read cannot open (DL, multicast, connector: MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION) and malformed ones
-    (MQ_ERROR_ILLEGAL_FORMATNAME)."""
+def _suffix(qft: int, flags: int) -> int:
+    """The suffix type of m_SuffixAndFlags; FormatNameError for the types a remote read cannot open (DL, multicast,
+    connector) and a suffix the type may not carry (MS-MQMQ 2.2.11)."""
     from shared_adm import status as st
-    qft, flags = qf["m_qft"], qf["m_SuffixAndFlags"]
     if qft in (c.QUEUE_FORMAT_TYPE_DL, c.QUEUE_FORMAT_TYPE_MULTICAST, c.QUEUE_FORMAT_TYPE_CONNECTOR):
         raise FormatNameError(st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
                               f"QUEUE_FORMAT type {qft} cannot be opened for remote read (MS-MQMP 3.1.4.2)")
     suffix = flags & 0x0F
     if qft not in _ALLOWED_SUFFIXES or suffix not in _ALLOWED_SUFFIXES[qft]:
         raise FormatNameError(st.MQ_ERROR_ILLEGAL_FORMATNAME, f"QUEUE_FORMAT type {qft} with suffix {suffix}")
+    return suffix
+
+
+def format_name(qf: Any) -> str:
+    """The format-name text Open Queue takes for a decoded QUEUE_FORMAT; FormatNameError for the types a remote
+    read cannot open (DL, multicast, connector: MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION) and malformed ones
+    (MQ_ERROR_ILLEGAL_FORMATNAME)."""
+    qft = qf["m_qft"]
+    suffix = _suffix(qft, qf["m_SuffixAndFlags"])
     arm = qf["u"]
     if qft == c.QUEUE_FORMAT_TYPE_PUBLIC:
-        text = "PUBLIC=" + _guid(arm["m_gPublicID"])
+        value = _guid_bytes(arm["m_gPublicID"])
     elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
         oid = arm["m_oPrivateID"]
-        text = "PRIVATE=%s\\%08x" % (_guid(oid["Lineage"]), oid["Uniquifier"])
+        value = (_guid_bytes(oid["Lineage"]), oid["Uniquifier"])
     elif qft == c.QUEUE_FORMAT_TYPE_MACHINE:
-        text = "MACHINE=" + _guid(arm["m_gMachineID"])
+        value = _guid_bytes(arm["m_gMachineID"])
     elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
-        text = "DIRECT=" + _string(arm.fields["m_pDirectID"])
+        value = _string(arm.fields["m_pDirectID"])
     else:
-        text = "DIRECT=" + _string(arm.fields["m_pDirectSubqueueID"])
-        return text
+        value = _string(arm.fields["m_pDirectSubqueueID"])
+    return _compose(qft, suffix, value)
+
+
+def format_name_of(qft: int, flags: int, value: Any) -> str:
+    """format_name of a QUEUE_FORMAT read without impacket (codec_fast): ``value`` is the arm's, the GUID's 16
+    bytes_le, (Lineage bytes_le, Uniquifier) or the direct name without its terminating NULs."""
+    return _compose(qft, _suffix(qft, flags), value)
+
+
+def _compose(qft: int, suffix: int, value: Any) -> str:
+    from shared_adm import status as st
+    if qft == c.QUEUE_FORMAT_TYPE_PUBLIC:
+        text = "PUBLIC={%s}" % uuid.UUID(bytes_le=value)
+    elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
+        text = "PRIVATE={%s}\\%08x" % (uuid.UUID(bytes_le=value[0]), value[1])
+    elif qft == c.QUEUE_FORMAT_TYPE_MACHINE:
+        text = "MACHINE={%s}" % uuid.UUID(bytes_le=value)
+    elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
+        text = "DIRECT=" + value
+    else:
+        return "DIRECT=" + value
     if qft == c.QUEUE_FORMAT_TYPE_DIRECT and text[7:].split(":", 1)[0].upper() in ("HTTP", "HTTPS"):
         raise FormatNameError(st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,
                               "direct HTTP/HTTPS names cannot be opened for remote read (MS-MQMP 3.1.4.2)")

@@ -1,7 +1,7 @@
 """R_QMCloseRemoteQueueContext (MS-MQMP 3.1.4.3, opnum 3) and the PCTX_OPENREMOTE_HANDLE_TYPE rundown (3.1.7.2)."""
 from __future__ import annotations
 
-from qm2qm.mqmp import codec
+from qm2qm.mqmp import codec, codec_fast
 from qm2qm.mqmp.handlers._service import QmcommService, RemoteQueueOpenContextHandle
 from qm2qm.rpc.interface import CallContext
 from shared_adm.enums import RemoteReadState
@@ -35,7 +35,9 @@ def close_remote_queue_context(service: QmcommService, ctx: CallContext, wire: b
 
 
 def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
-    """Opnum 3 on the wire: decode, apply 3.1.4.3, encode (no return value)."""
-    call = codec.decode_request(3, stub, ctx.ndr64)
-    context = close_remote_queue_context(service, ctx, codec.wire_handle(call["pphContext"]))
-    return codec.encode_response(3, ctx.ndr64, pphContext=context)
+    """Opnum 3 on the wire: decode, apply 3.1.4.3, encode (no return value): the stub each way is the context
+    handle alone, the same 20 bytes in NDR and NDR64 (codec_fast; any other stub: impacket's decode faults it)."""
+    wire = codec_fast.decode_context_handle(stub)
+    if wire is None:
+        wire = codec.wire_handle(codec.decode_request(3, stub, ctx.ndr64)["pphContext"])
+    return close_remote_queue_context(service, ctx, wire)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from qm2qm.mqmp import codec
+from qm2qm.mqmp import codec, codec_fast
 from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
 from qm2qm.mqmp.handlers._service import QmcommService, RemoteQueueOpenContextHandle
 from qm2qm.rpc.interface import ANONYMOUS, CallContext
@@ -62,10 +62,22 @@ def _format_name(call: Any) -> str | codec.FormatNameError | None:
         return exc
 
 
+def _format_name_of(qft: int, flags: int, value: Any) -> str | codec.FormatNameError:
+    try:
+        return codec.format_name_of(qft, flags, value)
+    except codec.FormatNameError as exc:
+        return exc
+
+
 def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
-    """Opnum 2 on the wire: decode, apply 3.1.4.2, encode (pdwContext = dwpQueue = phQueue = Handle, <28>)."""
-    call = codec.decode_request(2, stub, ctx.ndr64)
-    status, context, handle = open_remote_queue(service, ctx, _format_name(call), call["dwDesiredAccess"],
-                                                call["dwShareMode"])
-    return codec.encode_response(2, ctx.ndr64, pphContext=context, pdwContext=handle, dwpQueue=handle,
-                                 phQueue=handle, ErrorCode=status)
+    """Opnum 2 on the wire: decode (codec_fast, else impacket's NDR), apply 3.1.4.2, encode (pdwContext = dwpQueue
+    = phQueue = Handle, <28>)."""
+    fast = codec_fast.decode_open_remote_queue(stub, ctx.ndr64)
+    if fast is not None:
+        queue_format, desired_access, share_mode = fast
+        name = _format_name_of(*queue_format)
+    else:
+        call = codec.decode_request(2, stub, ctx.ndr64)
+        name, desired_access, share_mode = _format_name(call), call["dwDesiredAccess"], call["dwShareMode"]
+    status, context, handle = open_remote_queue(service, ctx, name, desired_access, share_mode)
+    return codec_fast.encode_open_remote_queue(context, handle, status)

@@ -1,0 +1,93 @@
+"""The qmcomm calls of every remote-read session without impacket's per-field NDR: the R_QMOpenRemoteQueue request
+and response (MS-MQMP 3.1.4.2) and R_QMCloseRemoteQueueContext's (3.1.4.3), NDR and NDR64 (C706 14; MS-RPCE
+2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it against idl.py).
+
+The request decoder takes the queue formats a reader opens (PUBLIC, PRIVATE, DIRECT, MACHINE) laid out exactly
+as impacket reads them, and answers None for anything else — a NULL pointer, another arm, a discriminant that
+differs from m_qft, an unusual string, a stub of another length — which then goes to codec.decode_request, the
+one place that decides what is malformed and how it faults. So whatever it accepts, impacket reads the same."""
+from __future__ import annotations
+
+import struct
+
+from qm2qm.mqmp import constants as c
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+# the parameters after pQueueFormat: dwCallingProcessID, dwDesiredAccess, dwShareMode, pLicGuid (a [ref] GUID,
+# inline), dwMQS -- 4-aligned in both syntaxes
+_TAIL = struct.Struct("<III16sI")
+_GUID_ARMS = (c.QUEUE_FORMAT_TYPE_PUBLIC, c.QUEUE_FORMAT_TYPE_MACHINE)
+# R_QMOpenRemoteQueue's response: pphContext pdwContext dwpQueue phQueue ErrorCode, the same 36 bytes in NDR and
+# NDR64 (a context handle is 4-aligned in both)
+_OPEN_RESPONSE = struct.Struct("<20s4I")
+CONTEXT_HANDLE_SIZE = 20
+
+
+def decode_open_remote_queue(stub: bytes, ndr64: bool) -> tuple[tuple, int, int] | None:
+    """((m_qft, m_SuffixAndFlags, the arm's value), dwDesiredAccess, dwShareMode) of an R_QMOpenRemoteQueue request
+    whose pQueueFormat is a PUBLIC/MACHINE GUID (16 bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a
+    DIRECT name (its text without the terminating NULs); None for anything else (see the module docstring)."""
+    size = len(stub)
+    pointer = 8 if ndr64 else 4
+    if size < pointer + 16 or not (_U64 if ndr64 else _U32).unpack_from(stub, 0)[0]:
+        return None
+    # QUEUE_FORMAT: m_qft, m_SuffixAndFlags, m_reserved; the union (aligned to its widest arm, a pointer) starts
+    # with its UCHAR discriminant, and its arm follows at the union's alignment
+    qft, flags = stub[pointer], stub[pointer + 1]
+    union = pointer + (8 if ndr64 else 4)
+    if stub[union] != qft:
+        return None
+    arm = union + pointer
+    if qft in _GUID_ARMS:
+        value, end = stub[arm:arm + 16], arm + 16
+    elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
+        if size < arm + 20:
+            return None
+        value, end = (stub[arm:arm + 16], _U32.unpack_from(stub, arm + 16)[0]), arm + 20
+    elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
+        value, end = _direct_name(stub, arm, ndr64)
+        if value is None:
+            return None
+    else:
+        return None
+    end += -end & 3
+    if size != end + _TAIL.size:
+        return None
+    _, access, share, _, _ = _TAIL.unpack_from(stub, end)
+    return (qft, flags, value), access, share
+
+
+def _direct_name(stub: bytes, at: int, ndr64: bool) -> tuple[str | None, int]:
+    """m_pDirectID: a non-NULL referent, then (deferred, right behind it) the conformant varying wchar_t string:
+    max count, offset 0, actual count = max count > 0, the characters; (None, 0) for anything else."""
+    if ndr64:
+        counts = at + 8
+        if len(stub) < counts + 24 or not _U64.unpack_from(stub, at)[0]:
+            return None, 0
+        maximum, offset, actual = struct.unpack_from("<3Q", stub, counts)
+        chars = counts + 24
+    else:
+        if len(stub) < at + 16 or not _U32.unpack_from(stub, at)[0]:
+            return None, 0
+        maximum, offset, actual = struct.unpack_from("<3I", stub, at + 4)
+        chars = at + 16
+    end = chars + 2 * actual
+    if offset or actual != maximum or not actual or end > len(stub):
+        return None, 0
+    try:
+        text = stub[chars:end].decode("utf-16-le")
+    except UnicodeDecodeError:      # the general path answers it (MQ_ERROR_ILLEGAL_FORMATNAME)
+        return None, 0
+    return text.rstrip("\x00"), end
+
+
+def encode_open_remote_queue(context: bytes, handle: int, status: int) -> bytes:
+    """R_QMOpenRemoteQueue's response: pphContext, then the Handle in pdwContext, dwpQueue and phQueue (<28>), and
+    the HRESULT."""
+    return _OPEN_RESPONSE.pack(context, handle, handle, handle, status & 0xFFFFFFFF)
+
+
+def decode_context_handle(stub: bytes) -> bytes | None:
+    """R_QMCloseRemoteQueueContext's request (and response): the 20-byte context handle alone; None otherwise."""
+    return bytes(stub) if len(stub) == CONTEXT_HANDLE_SIZE else None

@@ -1,0 +1,183 @@
+"""qm2qm.mqmp.codec_fast against impacket's NDR of idl.py (MS-MQMP 3.1.4.2, 3.1.4.3), NDR and NDR64: the response
+bytes are impacket's, a request it accepts reads as impacket reads it, and whatever it refuses (None) goes to the
+general path."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from impacket.dcerpc.v5.ndr import NULL
+
+from qm2qm.mqmp import codec, codec_fast, idl
+from qm2qm.mqmp import constants as c
+from qm2qm.rpc.interface import RpcFault
+
+u32 = st.integers(0, 0xFFFFFFFF)
+handle = st.binary(min_size=20, max_size=20)
+guid = st.binary(min_size=16, max_size=16)
+syntax = st.booleans()
+# any BMP character but the surrogates (impacket encodes str as UTF-16 and a lone surrogate cannot be encoded)
+direct_text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=0, max_size=40)
+
+
+@st.composite
+def queue_formats(draw):
+    """(m_qft, m_SuffixAndFlags, the arm's value) of the four arms codec_fast reads, any suffix byte."""
+    qft = draw(st.sampled_from([c.QUEUE_FORMAT_TYPE_PUBLIC, c.QUEUE_FORMAT_TYPE_PRIVATE, c.QUEUE_FORMAT_TYPE_DIRECT,
+                                c.QUEUE_FORMAT_TYPE_MACHINE]))
+    flags = draw(st.integers(0, 255))
+    if qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
+        value = (draw(guid), draw(u32))
+    elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
+        value = draw(direct_text)
+    else:
+        value = draw(guid)
+    return qft, flags, value
+
+
+def _request(ndr64: bool, queue_format, access: int, share: int, pid: int = 7, lic: bytes = bytes(16),
+             mqs: int = 0):
+    request = idl.R_QMOpenRemoteQueue(isNDR64=ndr64)
+    if queue_format is None:
+        request["pQueueFormat"] = NULL
+    else:
+        qft, flags, value = queue_format
+        qf = request["pQueueFormat"]
+        qf["m_qft"], qf["m_SuffixAndFlags"], qf["m_reserved"] = qft, flags, 0
+        qf["u"]["tag"] = qft
+        if qft == c.QUEUE_FORMAT_TYPE_PUBLIC:
+            qf["u"]["m_gPublicID"] = value
+        elif qft == c.QUEUE_FORMAT_TYPE_MACHINE:
+            qf["u"]["m_gMachineID"] = value
+        elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
+            qf["u"]["m_oPrivateID"]["Lineage"], qf["u"]["m_oPrivateID"]["Uniquifier"] = value
+        else:
+            qf["u"]["m_pDirectID"] = value + "\x00"
+    request["dwCallingProcessID"], request["dwDesiredAccess"], request["dwShareMode"] = pid, access, share
+    request["pLicGuid"], request["dwMQS"] = lic, mqs
+    return request.getData()
+
+
+def _general(stub: bytes, ndr64: bool):
+    """What the general path (impacket's decode and codec.format_name) makes of a request: (name or the
+    FormatNameError's status, access, share)."""
+    call = codec.decode_request(2, stub, ndr64)
+    if codec.is_null(call.fields["pQueueFormat"]):
+        name = None
+    else:
+        try:
+            name = codec.format_name(call["pQueueFormat"])
+        except codec.FormatNameError as exc:
+            name = exc.status
+    return name, call["dwDesiredAccess"], call["dwShareMode"]
+
+
+def _fast(stub: bytes, ndr64: bool):
+    decoded = codec_fast.decode_open_remote_queue(stub, ndr64)
+    if decoded is None:
+        return None
+    queue_format, access, share = decoded
+    try:
+        name = codec.format_name_of(*queue_format)
+    except codec.FormatNameError as exc:
+        name = exc.status
+    return name, access, share
+
+
+@settings(max_examples=300)
+@given(syntax, queue_formats(), u32, u32, u32, guid, u32)
+def test_open_remote_queue_request_reads_as_impacket_reads_it(ndr64, queue_format, access, share, pid, lic, mqs):
+    stub = _request(ndr64, queue_format, access, share, pid, lic, mqs)
+    fast = _fast(stub, ndr64)
+    assert fast is not None, stub.hex()
+    assert fast == _general(stub, ndr64)
+
+
+@settings(max_examples=300)
+@given(syntax, queue_formats(), u32, u32, st.data())
+def test_a_changed_request_is_read_as_impacket_reads_it_or_left_to_it(ndr64, queue_format, access, share, data):
+    """Truncated, extended or with one byte changed: codec_fast either refuses it or reads what impacket reads."""
+    stub = bytearray(_request(ndr64, queue_format, access, share))
+    change = data.draw(st.sampled_from(["cut", "extend", "byte"]))
+    if change == "cut":
+        stub = stub[:data.draw(st.integers(0, len(stub) - 1))]
+    elif change == "extend":
+        stub += data.draw(st.binary(min_size=1, max_size=9))
+    else:
+        stub[data.draw(st.integers(0, len(stub) - 1))] = data.draw(st.integers(0, 255))
+    stub = bytes(stub)
+    fast = _fast(stub, ndr64)
+    if fast is None:
+        return
+    assert fast == _general(stub, ndr64)
+
+
+@given(syntax, u32, u32)
+def test_a_null_queue_format_is_left_to_the_general_path(ndr64, access, share):
+    stub = _request(ndr64, None, access, share)
+    assert codec_fast.decode_open_remote_queue(stub, ndr64) is None
+    assert _general(stub, ndr64) == (None, access, share)
+
+
+@pytest.mark.parametrize("ndr64", [False, True])
+def test_a_discriminant_other_than_m_qft_is_left_to_the_general_path_which_faults(ndr64):
+    stub = bytearray(_request(ndr64, (c.QUEUE_FORMAT_TYPE_PUBLIC, 0, bytes(16)), 2, 0))
+    stub[16 if ndr64 else 8] = c.QUEUE_FORMAT_TYPE_MACHINE      # the union's tag
+    assert codec_fast.decode_open_remote_queue(bytes(stub), ndr64) is None
+    with pytest.raises(RpcFault):
+        codec.decode_request(2, bytes(stub), ndr64)
+
+
+@pytest.mark.parametrize("ndr64", [False, True])
+def test_a_direct_name_that_is_not_utf16_is_left_to_the_general_path(ndr64):
+    stub = bytearray(_request(ndr64, (c.QUEUE_FORMAT_TYPE_DIRECT, 0, "OS:a\\b"), 2, 0))
+    at = stub.index("a".encode("utf-16-le"))
+    stub[at:at + 2] = b"\x00\xd8"                                   # an unpaired high surrogate
+    assert codec_fast.decode_open_remote_queue(bytes(stub), ndr64) is None
+    assert _general(bytes(stub), ndr64)[0] == 0xC00E001E             # MQ_ERROR_ILLEGAL_FORMATNAME
+
+
+@pytest.mark.parametrize("ndr64", [False, True])
+def test_the_format_names_of_a_windows_reader_read_the_same_both_ways(ndr64):
+    public, private = uuid.uuid4(), uuid.uuid4()
+    expected = {"DIRECT=TCP:127.0.0.1\\private$\\orders": "DIRECT=TCP:127.0.0.1\\private$\\orders",
+                "DIRECT=OS:host\\q;JOURNAL": "DIRECT=OS:host\\q;JOURNAL",
+                f"PUBLIC={{{public}}}": f"PUBLIC={{{public}}}",
+                f"PRIVATE={{{private}}}\\0000000a": f"PRIVATE={{{private}}}\\0000000a",
+                "DIRECT=HTTP://host/msmq/q": 0xC00E0020}        # MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
+    for name, answer in expected.items():
+        request = idl.R_QMOpenRemoteQueue(isNDR64=ndr64)
+        codec.fill_queue_format(request["pQueueFormat"], name)
+        request["dwCallingProcessID"], request["dwDesiredAccess"], request["dwShareMode"] = 1, 2, 0
+        request["pLicGuid"], request["dwMQS"] = bytes(16), 0
+        stub = request.getData()
+        assert _fast(stub, ndr64) == _general(stub, ndr64) == (answer, 2, 0)
+
+
+@given(syntax, handle, u32, st.integers(-0x80000000, 0xFFFFFFFF))
+def test_open_remote_queue_response_equals_impacket(ndr64, context, queue_handle, status):
+    response = idl.R_QMOpenRemoteQueueResponse(isNDR64=ndr64)
+    signed = status & 0xFFFFFFFF
+    response["pphContext"], response["ErrorCode"] = context, signed - (1 << 32) if signed & 0x80000000 else signed
+    response["pdwContext"] = response["dwpQueue"] = response["phQueue"] = queue_handle
+    encoded = codec_fast.encode_open_remote_queue(context, queue_handle, status)
+    assert encoded == response.getData()
+    decoded = codec.decode_response(2, encoded, ndr64)               # and impacket reads it back
+    assert codec.wire_handle(decoded["pphContext"]) == context and decoded["phQueue"] == queue_handle
+
+
+@given(syntax, handle)
+def test_close_remote_queue_context_stubs_are_the_handle_alone_as_impacket_marshals_them(ndr64, context):
+    request = idl.R_QMCloseRemoteQueueContext(isNDR64=ndr64)
+    request["pphContext"] = context
+    assert codec_fast.decode_context_handle(request.getData()) == context
+    response = idl.R_QMCloseRemoteQueueContextResponse(isNDR64=ndr64)
+    response["pphContext"] = context
+    assert response.getData() == context
+
+
+@given(st.binary(max_size=40).filter(lambda b: len(b) != 20))
+def test_a_close_request_of_another_length_is_left_to_the_general_path(stub):
+    assert codec_fast.decode_context_handle(stub) is None
