@@ -1060,40 +1060,64 @@ _SENTINEL = 0x5EC0_0A11                                         # a handle value
 
 @dataclass
 class SessionSpec:
-    """One client of the session scenario: a qmcomm and a qm2qm connection, each bound once; every session on
-    them is R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, ``receives`` x (StartReceive2(RECEIVE)
-    + EndReceive(RR_ACK)), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext (what RemoteReader does)."""
+    """One client of the session scenarios, its connections bound once. ``protocol`` "qm2qm": a qmcomm and a
+    qm2qm connection, and every session R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, ``receives``
+    x (StartReceive2(RECEIVE) + EndReceive(RR_ACK)), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext (what
+    RemoteReader does); "mqrr": one MS-MQRR connection, and every session R_OpenQueue, ``receives`` x
+    (R_StartReceive(RECEIVE) + R_EndReceive(RR_ACK)), R_CloseQueue."""
     qmcomm_port: int
     format_name: str
     receives: int
+    protocol: str = "qm2qm"
 
 
-def session_calls(receives: int) -> int:
-    """Calls per session: two opens, the version, two per message, two closes."""
-    return 2 * receives + 5
+def session_calls(receives: int, protocol: str = "qm2qm") -> int:
+    """Calls per session: qm2qm two opens, the version, two per message, two closes; MS-MQRR one of each."""
+    return 2 * receives + (5 if protocol == "qm2qm" else 2)
+
+
+def _patchable(stub: bytes, count: int, what: str) -> tuple[bytes, list[int]]:
+    """A stub built with _SENTINEL for a handle, and the offsets of its ``count`` occurrences."""
+    offsets = [i for i in range(len(stub) - 3) if struct.unpack_from("<I", stub, i)[0] == _SENTINEL]
+    if len(offsets) != count:
+        raise SystemExit(f"{what} stub: expected the handle {count} times, found {offsets}")
+    return stub, offsets
+
+
+def _patched(template: tuple[bytes, list[int]], handle: int) -> bytes:
+    stub = bytearray(template[0])
+    for offset in template[1]:
+        struct.pack_into("<I", stub, offset, handle)
+    return bytes(stub)
 
 
 class SessionStubs:
     """The request PDUs of a session, built once with impacket's NDR and patched per session (handles only)."""
 
-    def __init__(self, format_name: str) -> None:
+    def __init__(self, format_name: str, protocol: str) -> None:
+        from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+        self.lic_guid = uuid.uuid4().bytes_le
+        self.version = request_pdu(8, b"")
+        if protocol == "mqrr":
+            from qm2qm.mqrr import idl as mqrr_idl
+            from qm2qm.mqrr.queue_format import queue_format
+            request = mqrr_idl.R_OpenQueue()
+            request["pQueueFormat"] = queue_format(format_name)
+            request["dwAccess"], request["dwShareMode"], request["pClientId"] = 1, 0, uuid.uuid4().bytes_le
+            request["fNonRoutingServer"], request["Major"], request["Minor"] = 1, 6, 1
+            request["BuildNumber"], request["fWorkgroup"] = 0, 1
+            self.open = request_pdu(2, request.getData())
+            return
         from qm2qm.mqmp import codec, idl as mqmp_idl
         from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_RECEIVE_ACCESS
         from qm2qm.mqqp import idl
-        from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
         request = mqmp_idl.R_QMOpenRemoteQueue()
         codec.fill_queue_format(request["pQueueFormat"], format_name)
         request["dwCallingProcessID"], request["dwDesiredAccess"] = os.getpid(), MQ_RECEIVE_ACCESS
         request["dwShareMode"], request["pLicGuid"], request["dwMQS"] = MQ_DENY_NONE, uuid.uuid4().bytes_le, 0
-        self.open_remote = request_pdu(2, request.getData())
-        self.lic_guid = uuid.uuid4().bytes_le
-        self.version = request_pdu(8, b"")
-        receive = _peek_stub(_SENTINEL, MQ_ACTION_RECEIVE)          # hRemoteQueue and dwQueue: the sentinel
-        self.receive_offsets = [i for i in range(len(receive) - 3)
-                                if struct.unpack_from("<I", receive, i)[0] == _SENTINEL]
-        if len(self.receive_offsets) != 2:
-            raise SystemExit(f"StartReceive2 stub: expected the handle twice, found {self.receive_offsets}")
-        self.receive_stub = receive
+        self.open = request_pdu(2, request.getData())
+        # hRemoteQueue and dwQueue: the sentinel
+        self.receive_template = _patchable(_peek_stub(_SENTINEL, MQ_ACTION_RECEIVE), 2, "StartReceive2")
         check = idl.RemoteQMOpenQueue()
         check["pLicGuid"], check["dwMQS"] = self.lic_guid, 0
         check["hQueue"], check["pQueue"], check["dwpContext"] = 1, 2, 3
@@ -1106,10 +1130,16 @@ class SessionStubs:
 
     def receive(self, handle: int) -> bytes:
         """StartReceive2(MQ_ACTION_RECEIVE) of hRemoteQueue = dwQueue = ``handle``."""
-        stub = bytearray(self.receive_stub)
-        for offset in self.receive_offsets:
-            struct.pack_into("<I", stub, offset, handle)
-        return request_pdu(9, bytes(stub))
+        return request_pdu(9, _patched(self.receive_template, handle))
+
+    @staticmethod
+    def mqrr_read(handle: bytes) -> tuple[bytes, bytes]:
+        """R_StartReceive(MQ_ACTION_RECEIVE) and R_EndReceive(RR_ACK) of request 1 on queue context ``handle``."""
+        from qm2qm.mqrr import idl as mqrr_idl
+        receive = mqrr_idl.R_StartReceive()
+        receive["phContext"], receive["ulAction"], receive["dwRequestId"] = handle, 0, 1
+        receive["dwMaxBodySize"] = receive["dwMaxCompoundMessageSize"] = 0xFFFFFFFF
+        return request_pdu(7, receive.getData()), request_pdu(9, handle + struct.pack("<II", 2, 1), call_id=3)
 
 
 # the steps of a session: each names the call whose answer the client waits for
@@ -1122,11 +1152,18 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
     sel = selectors.DefaultSelector()
     clients = []
     for spec in specs:
-        qmcomm, qm2qm = connect(spec.qmcomm_port, interface=QMCOMM), connect(port)
-        stubs = SessionStubs(spec.format_name)
-        client = {"socks": (qmcomm, qm2qm), "stubs": stubs, "receives": spec.receives, "step": OPEN_REMOTE,
-                  "left": 0, "context": b"", "session": b"", "receive": b""}
-        for sock in (qmcomm, qm2qm):
+        mqrr = spec.protocol == "mqrr"
+        if mqrr:
+            qm2qm = connect(port, interface=MQRR)
+            socks = (qm2qm,)
+        else:
+            qm2qm = connect(port)
+            socks = (connect(spec.qmcomm_port, interface=QMCOMM), qm2qm)
+        client = {"qmcomm": socks[0], "qm2qm": qm2qm, "socks": socks, "mqrr": mqrr,
+                  "stubs": SessionStubs(spec.format_name, spec.protocol), "receives": spec.receives,
+                  "step": OPEN_QUEUE if mqrr else OPEN_REMOTE, "left": 0, "context": b"", "session": b"",
+                  "receive": b"", "ack": b""}
+        for sock in socks:
             sock.setblocking(False)
             sel.register(sock, selectors.EVENT_READ, [client, bytearray()])
         clients.append(client)
@@ -1136,7 +1173,7 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
         time.sleep(0.001)
     calls = messages = errors = sessions = 0
     for client in clients:
-        client["socks"][0].send(client["stubs"].open_remote)
+        client["socks"][0].send(client["stubs"].open)
     end = start_at + duration
     live = len(clients)
     finished = None
@@ -1155,8 +1192,7 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                 del buf[:frag_len]
                 calls += 1
                 status = struct.unpack_from("<I", stub, len(stub) - 4)[0]
-                qmcomm, qm2qm = client["socks"]
-                stubs, step = client["stubs"], client["step"]
+                qm2qm, stubs, step = client["qm2qm"], client["stubs"], client["step"]
                 if step == ACK:
                     errors += status != MQ_OK
                     messages += 1
@@ -1164,13 +1200,13 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     if client["left"]:
                         client["step"] = RECEIVE
                         qm2qm.send(client["receive"])
-                    else:
+                    else:                   # RemoteQMCloseQueue and R_CloseQueue: opnum 3 of the handle alone
                         client["step"] = CLOSE_QUEUE
                         qm2qm.send(request_pdu(3, client["session"]))
                 elif step == RECEIVE:
                     if status == MQ_OK:
                         client["step"] = ACK
-                        qm2qm.send(request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
+                        qm2qm.send(client["ack"] or request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
                     else:                   # the queue is empty (MQ_ERROR_IO_TIMEOUT): this client is done
                         errors += status != MQ_ERROR_IO_TIMEOUT
                         for sock in client["socks"]:
@@ -1186,9 +1222,14 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     client["step"] = OPEN_QUEUE
                     qm2qm.send(request_pdu(2, stubs.open_queue_stub(h_queue, dwp_queue, pdw_context)))
                 elif step == OPEN_QUEUE:
+                    client["session"] = stub[:20]
+                    if client["mqrr"]:      # R_OpenQueue answers the handle alone (a failure is a fault)
+                        client["receive"], client["ack"] = stubs.mqrr_read(client["session"])
+                        client["step"], client["left"] = RECEIVE, client["receives"]
+                        qm2qm.send(client["receive"])
+                        continue
                     if status != MQ_OK:
                         raise SystemExit(f"RemoteQMOpenQueue: 0x{status:08x}")
-                    client["session"] = stub[:20]
                     client["step"] = VERSION
                     qm2qm.send(stubs.version)
                 elif step == VERSION:
@@ -1196,42 +1237,58 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     qm2qm.send(client["receive"])
                 elif step == CLOSE_QUEUE:
                     errors += status != MQ_OK
-                    client["step"] = CLOSE_CONTEXT
-                    qmcomm.send(request_pdu(3, client["context"]))
+                    if client["mqrr"]:
+                        sessions += 1
+                        client["step"] = OPEN_QUEUE
+                        qm2qm.send(stubs.open)
+                    else:
+                        client["step"] = CLOSE_CONTEXT
+                        client["qmcomm"].send(request_pdu(3, client["context"]))
                 else:                       # CLOSE_CONTEXT answers the NULL handle (MS-MQMP 3.1.4.3)
                     errors += stub != bytes(20)
                     sessions += 1
                     client["step"] = OPEN_REMOTE
-                    qmcomm.send(stubs.open_remote)
+                    client["qmcomm"].send(stubs.open)
     for client in clients:
         for sock in client["socks"]:
             sock.close()
     results.put((calls, messages, errors, finished if not live else end, sessions))
 
 
-@scenario("session", "the Windows remote-read session over raw PDUs: qmcomm open, qm2qm open, version, "
-                     "--session-receives x receive+ACK, both closes; 1 KiB express")
-def bench_session(ctx: Context) -> list[dict]:
+def _sessions(ctx: Context, protocol: str) -> list[dict]:
     """Whole sessions as a ratio to echo: msg/s ÷ (echo calls/s ÷ calls per message), the calls per message
-    being (2 × receives + 5) / receives."""
+    being session_calls / receives."""
     extra = ["--allow-anonymous-read"] if "allow_anonymous_read" in _config_keys() else []
-    server = ctx.ballast_server(*extra)
+    server = ctx.ballast_server(*extra, *(["--mqrr"] if protocol == "mqrr" else []))
     qmcomm_port = int(server.admin.info()["qmcomm_port"])
     receives = ctx.args.session_receives
     rows = []
     for clients in ctx.clients:
         q = server.queue(f"session{clients}", bytes(1024), ctx.args.receive_messages)
-        format_name = "DIRECT=TCP:127.0.0.1\\" + q.split("\\", 1)[1]
-        specs = [SessionSpec(qmcomm_port, format_name, receives) for _ in range(clients)]
+        format_name = ("DIRECT=TCP:127.0.0.1\\" if protocol == "qm2qm" else "DIRECT=OS:localhost\\") + \
+            q.split("\\", 1)[1]
+        specs = [SessionSpec(qmcomm_port, format_name, receives, protocol) for _ in range(clients)]
         result = run_load(server.port, specs, ctx.args.duration, ctx.args.receive_processes, server.proc.pid,
                           client=session_clients)
-        per_message = session_calls(receives) / receives
+        per_message = session_calls(receives, protocol) / receives
         rows.append(ctx.row(clients, result, calls_per_op=per_message, unit="msg/s",
                             processes=ctx.args.receive_processes, receives_per_session=receives,
                             sessions=result["sessions"], messages=result["messages"],
                             seconds=round(result["seconds"], 3)))
         server.admin.delete_queue(q)
     return rows
+
+
+@scenario("session", "the Windows remote-read session over raw PDUs: qmcomm open, qm2qm open, version, "
+                     "--session-receives x receive+ACK, both closes; 1 KiB express")
+def bench_session(ctx: Context) -> list[dict]:
+    return _sessions(ctx, "qm2qm")
+
+
+@scenario("session-mqrr", "the same session over MS-MQRR (`serve --mqrr`): R_OpenQueue, --session-receives x "
+                          "R_StartReceive + R_EndReceive(RR_ACK), R_CloseQueue")
+def bench_session_mqrr(ctx: Context) -> list[dict]:
+    return _sessions(ctx, "mqrr")
 
 
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
