@@ -1,6 +1,7 @@
 """The qmcomm calls of every remote-read session without impacket's per-field NDR: the R_QMOpenRemoteQueue request
 and response (MS-MQMP 3.1.4.2) and R_QMCloseRemoteQueueContext's (3.1.4.3), NDR and NDR64 (C706 14; MS-RPCE
-2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it against idl.py).
+2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it against idl.py); and the
+QUEUE_FORMAT reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
 
 The request decoder takes the queue formats a reader opens (PUBLIC, PRIVATE, DIRECT, MACHINE) laid out exactly
 as impacket reads them, and answers None for anything else — a NULL pointer, another arm, a discriminant that
@@ -26,19 +27,35 @@ CONTEXT_HANDLE_SIZE = 20
 
 def decode_open_remote_queue(stub: bytes, ndr64: bool) -> tuple[tuple, int, int] | None:
     """((m_qft, m_SuffixAndFlags, the arm's value), dwDesiredAccess, dwShareMode) of an R_QMOpenRemoteQueue request
-    whose pQueueFormat is a PUBLIC/MACHINE GUID (16 bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a
-    DIRECT name (its text without the terminating NULs); None for anything else (see the module docstring)."""
-    size = len(stub)
+    whose [unique] pQueueFormat is one read_queue_format reads; None for anything else (see the module docstring)."""
     pointer = 8 if ndr64 else 4
-    if size < pointer + 16 or not (_U64 if ndr64 else _U32).unpack_from(stub, 0)[0]:
+    if len(stub) < pointer or not (_U64 if ndr64 else _U32).unpack_from(stub, 0)[0]:
         return None
-    # QUEUE_FORMAT: m_qft, m_SuffixAndFlags, m_reserved; the union (aligned to its widest arm, a pointer) starts
-    # with its UCHAR discriminant, and its arm follows at the union's alignment
-    qft, flags = stub[pointer], stub[pointer + 1]
-    union = pointer + (8 if ndr64 else 4)
+    read = read_queue_format(stub, pointer, ndr64)
+    if read is None:
+        return None
+    queue_format, end = read
+    if len(stub) != end + _TAIL.size:
+        return None
+    _, access, share, _, _ = _TAIL.unpack_from(stub, end)
+    return queue_format, access, share
+
+
+def read_queue_format(stub: bytes, at: int, ndr64: bool) -> tuple[tuple, int] | None:
+    """The QUEUE_FORMAT (MS-MQMQ 2.2.7) at ``at`` (aligned: 8 in NDR64, 4 in NDR) and the deferred direct name
+    behind it: ((m_qft, m_SuffixAndFlags, value), the offset after it, 4-aligned) for a PUBLIC/MACHINE GUID (16
+    bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a DIRECT name (its text without the terminating NULs);
+    None for any other arm or layout. MS-MQRR's R_OpenQueue takes the same structure by [ref], at offset 0."""
+    size = len(stub)
+    if size < at + 16:
+        return None
+    # m_qft, m_SuffixAndFlags, m_reserved; the union (aligned to its widest arm, a pointer) starts with its UCHAR
+    # discriminant, and its arm follows at the union's alignment
+    qft, flags = stub[at], stub[at + 1]
+    union = at + (8 if ndr64 else 4)
     if stub[union] != qft:
         return None
-    arm = union + pointer
+    arm = union + (8 if ndr64 else 4)
     if qft in _GUID_ARMS:
         value, end = stub[arm:arm + 16], arm + 16
     elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
@@ -52,10 +69,7 @@ def decode_open_remote_queue(stub: bytes, ndr64: bool) -> tuple[tuple, int, int]
     else:
         return None
     end += -end & 3
-    if size != end + _TAIL.size:
-        return None
-    _, access, share, _, _ = _TAIL.unpack_from(stub, end)
-    return (qft, flags, value), access, share
+    return ((qft, flags, value), end) if end <= size else None
 
 
 def _direct_name(stub: bytes, at: int, ndr64: bool) -> tuple[str | None, int]:

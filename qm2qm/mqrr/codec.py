@@ -12,9 +12,12 @@ RPC_X_BAD_STUB_DATA = 0x000006F7
 _HRESULT = struct.Struct("<I")
 
 
-# the read path's fixed-layout requests (codec_fast.py): decoded by struct, anything else by impacket
-FAST_DECODERS = {7: codec_fast.decode_start_receive, 9: codec_fast.decode_end_receive,
+# the read path's requests (codec_fast.py): decoded by struct when laid out as expected, anything else by impacket
+FAST_DECODERS = {2: codec_fast.decode_open_queue, 3: codec_fast.decode_context_handle,
+                 7: codec_fast.decode_start_receive, 9: codec_fast.decode_end_receive,
                  15: codec_fast.decode_end_receive}
+# and the responses of a session's open and close, when their fields are as expected
+FAST_ENCODERS = {2: codec_fast.encode_handle, 3: codec_fast.encode_handle_and_status}
 
 
 def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
@@ -22,7 +25,7 @@ def decode(opnum: int, stub: bytes, ndr64: bool) -> Any:
     is the fault rpc_x_bad_stub_data."""
     fast = FAST_DECODERS.get(opnum)
     if fast is not None:
-        fields = fast(stub)
+        fields = fast(stub, ndr64)
         if fields is not None:
             return fields
     request = idl.OPNUMS[opnum][0](isNDR64=ndr64)
@@ -48,6 +51,11 @@ def encode(opnum: int, ndr64: bool, **fields: Any) -> bytes:
     both transfer syntaxes)."""
     if fields.keys() == {"ErrorCode"}:
         return _HRESULT.pack(fields["ErrorCode"] & 0xFFFFFFFF)
+    fast = FAST_ENCODERS.get(opnum)
+    if fast is not None:
+        stub = fast(**fields)
+        if stub is not None:
+            return stub
     response = idl.OPNUMS[opnum][1](isNDR64=ndr64)
     for name, value in fields.items():
         response[name] = value

@@ -1,10 +1,14 @@
-"""The read path's stubs without impacket's per-byte marshalling: R_StartReceive / R_EndReceive requests and the
-R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by
-tests/mqrr/test_codec.py. Pointers get the referent ids Windows writes (0x00020000, +4 in marshalling order)."""
+"""The read path's stubs without impacket's per-byte marshalling: R_OpenQueue / R_CloseQueue and R_StartReceive /
+R_EndReceive requests, the R_OpenQueue / R_CloseQueue responses and the R_StartReceive(-Transactional) response
+(MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by tests/mqrr/test_codec.py. Pointers get the
+referent ids Windows writes (0x00020000, +4 in marshalling order). A decoder answers None for a stub not laid out
+exactly as it expects; impacket's decode (codec.decode) then reads it or faults it."""
 from __future__ import annotations
 
 import struct
 from typing import Any
+
+from qm2qm.mqmp.codec_fast import read_queue_format
 
 REFERENT_ID_BASE = 0x00020000
 REFERENT_ID_STEP = 4
@@ -24,14 +28,52 @@ _START_FIELDS = ("phContext", "LookupId", "hCursor", "ulAction", "ulTimeout", "d
                  "dwMaxCompoundMessageSize")
 
 
-def decode_start_receive(stub: bytes) -> dict[str, Any] | None:
+# R_OpenQueue after its QUEUE_FORMAT: dwAccess dwShareMode pClientId fNonRoutingServer Major Minor BuildNumber
+# fWorkgroup, 4-aligned in both syntaxes
+_OPEN_QUEUE_TAIL = struct.Struct("<II16siBBHi")
+_HANDLE_AND_STATUS = struct.Struct("<20sI")
+CONTEXT_HANDLE_SIZE = 20
+
+
+def decode_open_queue(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
+    """dwAccess, dwShareMode and pQueueFormat -- as (m_qft, m_SuffixAndFlags, the arm's value), what
+    queue_format.format_name also reads -- of an R_OpenQueue request whose QUEUE_FORMAT read_queue_format reads
+    (PUBLIC, PRIVATE, DIRECT, MACHINE), or None."""
+    read = read_queue_format(stub, 0, ndr64)
+    if read is None:
+        return None
+    queue_format, end = read
+    if len(stub) != end + _OPEN_QUEUE_TAIL.size:
+        return None
+    access, share = _OPEN_QUEUE_TAIL.unpack_from(stub, end)[:2]
+    return {"pQueueFormat": queue_format, "dwAccess": access, "dwShareMode": share}
+
+
+def decode_context_handle(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
+    """R_CloseQueue's request: pphContext alone, the same 20 bytes in NDR and NDR64; or None."""
+    return {"pphContext": bytes(stub)} if len(stub) == CONTEXT_HANDLE_SIZE else None
+
+
+def encode_handle(pphContext: bytes) -> bytes | None:
+    """R_OpenQueue's response: the context handle alone (None: not 20 bytes, impacket's encode then says why)."""
+    return bytes(pphContext) if len(pphContext) == CONTEXT_HANDLE_SIZE else None
+
+
+def encode_handle_and_status(pphContext: bytes, ErrorCode: int) -> bytes | None:
+    """R_CloseQueue's response: the context handle, then the LONG ErrorCode (given signed or unsigned)."""
+    if len(pphContext) != CONTEXT_HANDLE_SIZE:
+        return None
+    return _HANDLE_AND_STATUS.pack(pphContext, ErrorCode & 0xFFFFFFFF)
+
+
+def decode_start_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:
     """The fields of an R_StartReceive request stub, or None when it is not exactly that layout."""
     if len(stub) != _START_RECEIVE.size:
         return None
     return dict(zip(_START_FIELDS, _START_RECEIVE.unpack(stub)))
 
 
-def decode_end_receive(stub: bytes) -> dict[str, Any] | None:
+def decode_end_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:
     """The fields of an R_EndReceive / R_EndTransactionalReceive request stub, or None."""
     if len(stub) != _END_RECEIVE.size:
         return None

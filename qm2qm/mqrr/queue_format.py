@@ -13,32 +13,51 @@ QUEUE_FORMAT_TYPE_SUBQUEUE = 8
 _SUFFIXES = {0: "", 1: ";JOURNAL", 2: ";DEADLETTER", 3: ";DEADXACT"}
 
 
-def _guid(value: Any) -> uuid.UUID:
-    return uuid.UUID(bytes_le=bytes(value.getData() if hasattr(value, "getData") else value))
+def _guid_bytes(value: Any) -> bytes:
+    return bytes(value.getData() if hasattr(value, "getData") else value)
 
 
 def format_name(queue_format: Any) -> str | None:
-    """The format name of an R_OpenQueue pQueueFormat, or None when MS-MQRR 3.1.4.2 does not accept it."""
+    """The format name of an R_OpenQueue pQueueFormat, or None when MS-MQRR 3.1.4.2 does not accept it. The
+    QUEUE_FORMAT is impacket's (idl.py) or, from codec_fast, the tuple (m_qft, m_SuffixAndFlags, the arm's value)."""
+    if type(queue_format) is tuple:
+        return format_name_of(*queue_format)
     qft = queue_format["m_qft"]
-    suffix = _SUFFIXES.get(queue_format["m_SuffixAndFlags"] & 0x0F)
     arm = queue_format["u"]
-    if suffix is None or arm["tag"] != qft:
+    if arm["tag"] != qft:
         return None
-    if qft == QUEUE_FORMAT_TYPE_PUBLIC:
-        return f"PUBLIC={_guid(arm['m_gPublicID'])}{suffix}"
-    if qft == QUEUE_FORMAT_TYPE_PRIVATE:
+    if qft in (QUEUE_FORMAT_TYPE_PUBLIC, QUEUE_FORMAT_TYPE_MACHINE):
+        value = _guid_bytes(arm["m_gPublicID" if qft == QUEUE_FORMAT_TYPE_PUBLIC else "m_gMachineID"])
+    elif qft == QUEUE_FORMAT_TYPE_PRIVATE:
         private = arm["m_oPrivateID"]
-        return f"PRIVATE={_guid(private['Lineage'])}\\{private['Uniquifier']:08x}{suffix}"
-    if qft == QUEUE_FORMAT_TYPE_MACHINE:
-        return f"MACHINE={_guid(arm['m_gMachineID'])}{suffix}" if suffix else None
-    if qft in (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_SUBQUEUE):
+        value = (_guid_bytes(private["Lineage"]), private["Uniquifier"])
+    elif qft in (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_SUBQUEUE):
         try:
-            text = arm["m_pDirectID" if qft == QUEUE_FORMAT_TYPE_DIRECT else "m_pDirectSubqueueID"]
+            value = arm["m_pDirectID" if qft == QUEUE_FORMAT_TYPE_DIRECT else "m_pDirectSubqueueID"]
         except UnicodeDecodeError:          # an unpaired surrogate: no format name can contain it
             return None
-        if not isinstance(text, str) or not text.rstrip("\x00"):
+        if not isinstance(value, str):
             return None
-        return "DIRECT=" + text.rstrip("\x00") + suffix
+        value = value.rstrip("\x00")
+    else:
+        return None
+    return format_name_of(qft, queue_format["m_SuffixAndFlags"], value)
+
+
+def format_name_of(qft: int, flags: int, value: Any) -> str | None:
+    """format_name of a QUEUE_FORMAT's parts: ``value`` is the arm's, the GUID's 16 bytes_le, (Lineage bytes_le,
+    Uniquifier) or the direct name without its terminating NULs."""
+    suffix = _SUFFIXES.get(flags & 0x0F)
+    if suffix is None:
+        return None
+    if qft == QUEUE_FORMAT_TYPE_PUBLIC:
+        return f"PUBLIC={uuid.UUID(bytes_le=value)}{suffix}"
+    if qft == QUEUE_FORMAT_TYPE_PRIVATE:
+        return f"PRIVATE={uuid.UUID(bytes_le=value[0])}\\{value[1]:08x}{suffix}"
+    if qft == QUEUE_FORMAT_TYPE_MACHINE:
+        return f"MACHINE={uuid.UUID(bytes_le=value)}{suffix}" if suffix else None
+    if qft in (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_SUBQUEUE):
+        return "DIRECT=" + value + suffix if value else None
     return None
 
 

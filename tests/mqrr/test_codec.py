@@ -129,3 +129,93 @@ def test_a_queue_format_cut_after_its_union_tag_is_bad_stub_data():
     with pytest.raises(RpcFault) as fault:
         codec.decode(12, stub[:tag_at + 4 + 1], False)
     assert fault.value.status == codec.RPC_X_BAD_STUB_DATA
+
+
+# --- R_OpenQueue / R_CloseQueue: a session's open and close ---------------------------------------------------------
+
+guid = st.binary(min_size=16, max_size=16)
+small_int = st.integers(0, 255)
+long_ = st.integers(-0x80000000, 0x7FFFFFFF)
+
+
+@st.composite
+def queue_formats(draw):
+    """(m_qft, m_SuffixAndFlags, the arm's value) of the arms codec_fast reads: PUBLIC, PRIVATE, DIRECT, MACHINE."""
+    qft = draw(st.sampled_from([1, 2, 3, 4]))
+    flags = draw(small_int)
+    if qft == 2:
+        return qft, flags, (draw(guid), draw(u32))
+    if qft == 3:
+        return qft, flags, draw(st.text(st.characters(blacklist_categories=("Cs",)), max_size=30))
+    return qft, flags, draw(guid)
+
+
+def open_queue_stub(ndr64, queue_format, access, share, client, routing, major, minor, build, workgroup):
+    r = idl.R_OpenQueue(isNDR64=ndr64)
+    qft, flags, value = queue_format
+    qf = r["pQueueFormat"]
+    qf["m_qft"] = qf["u"]["tag"] = qft
+    qf["m_SuffixAndFlags"], qf["m_reserved"] = flags, 0
+    arm = {1: "m_gPublicID", 2: "m_oPrivateID", 3: "m_pDirectID", 4: "m_gMachineID"}[qft]
+    if qft == 2:
+        qf["u"][arm]["Lineage"], qf["u"][arm]["Uniquifier"] = value
+    else:
+        qf["u"][arm] = value + "\x00" if qft == 3 else value
+    r["dwAccess"], r["dwShareMode"], r["pClientId"], r["fNonRoutingServer"] = access, share, client, routing
+    r["Major"], r["Minor"], r["BuildNumber"], r["fWorkgroup"] = major, minor, build, workgroup
+    return r.getData()
+
+
+def impacket_open_queue(stub, ndr64):
+    """What impacket's decode makes of an R_OpenQueue stub: (format name or None, dwAccess, dwShareMode)."""
+    from qm2qm.mqrr.queue_format import format_name
+    r = idl.R_OpenQueue(isNDR64=ndr64)
+    r.fromString(stub)
+    return format_name(r["pQueueFormat"]), r["dwAccess"], r["dwShareMode"]
+
+
+def fast_open_queue(stub, ndr64):
+    from qm2qm.mqrr.queue_format import format_name
+    fields = codec_fast.decode_open_queue(stub, ndr64)
+    return None if fields is None else (format_name(fields["pQueueFormat"]), fields["dwAccess"], fields["dwShareMode"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.booleans(), queue_formats(), u32, u32, guid, long_, small_int, small_int, st.integers(0, 0xFFFF), long_)
+def test_open_queue_request_reads_as_impacket_reads_it(ndr64, queue_format, access, share, client, routing, major,
+                                                       minor, build, workgroup):
+    stub = open_queue_stub(ndr64, queue_format, access, share, client, routing, major, minor, build, workgroup)
+    fast = fast_open_queue(stub, ndr64)
+    assert fast is not None and fast == impacket_open_queue(stub, ndr64)
+    assert isinstance(codec.decode(2, stub, ndr64), dict)          # the server's decode takes the fast path
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.booleans(), queue_formats(), u32, u32, st.data())
+def test_a_changed_open_queue_request_is_read_as_impacket_reads_it_or_left_to_it(ndr64, queue_format, access,
+                                                                                  share, data):
+    stub = bytearray(open_queue_stub(ndr64, queue_format, access, share, bytes(16), 1, 6, 1, 0, 1))
+    change = data.draw(st.sampled_from(["cut", "extend", "byte"]))
+    if change == "cut":
+        stub = stub[:data.draw(st.integers(0, len(stub) - 1))]
+    elif change == "extend":
+        stub += data.draw(st.binary(min_size=1, max_size=9))
+    else:
+        stub[data.draw(st.integers(0, len(stub) - 1))] = data.draw(small_int)
+    fast = fast_open_queue(bytes(stub), ndr64)
+    if fast is not None:
+        assert fast == impacket_open_queue(bytes(stub), ndr64)
+
+
+@given(st.booleans(), handle, u32)
+def test_open_and_close_queue_stubs_equal_impacket(ndr64, h, status):
+    request = idl.R_CloseQueue(isNDR64=ndr64)
+    request["pphContext"] = h
+    assert codec.decode(3, request.getData(), ndr64) == {"pphContext": h}
+    response = idl.R_OpenQueueResponse(isNDR64=ndr64)
+    response["pphContext"] = h
+    assert codec.encode(2, ndr64, pphContext=h) == response.getData()
+    response = idl.R_CloseQueueResponse(isNDR64=ndr64)
+    response["pphContext"], response["ErrorCode"] = h, codec.signed(status)
+    assert codec.encode(3, ndr64, pphContext=h, ErrorCode=codec.signed(status)) == response.getData()
+    assert codec.encode(3, ndr64, pphContext=h, ErrorCode=status) == response.getData()
