@@ -33,6 +33,12 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
                   R_EndReceive(RR_ACK) of 1 KiB express messages, 4 connections from one load process
   sequence        the Windows remote-read sequence (qmcomm open -> 100 x receive + RR_ACK -> close) from 4
                   impacket clients x 5 sessions, beside the same sessions opened through the admin API
+  session         the same sequence over raw PDUs, as a ratio to echo: per session R_QMGetRTQMServerPort,
+                  R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, R_QMCloseRemoteQueueContext (MS-MQMP
+                  4.2's order), --session-receives (10) x receive + RR_ACK of 1 KiB express, RemoteQMCloseQueue;
+                  ratio = msg/s / (echo calls/s / calls per message)
+  session-mqrr    the same over MS-MQRR (`serve --mqrr`): R_OpenQueue, N x R_StartReceive + R_EndReceive,
+                  R_CloseQueue
 
 `--backlog N` (the scale test of issue 13 item 4): the receive-express/-recoverable and lookup scenarios read a
 queue N messages deeper; every other scenario's server also holds N recoverable 100-byte messages in a ballast
@@ -1061,10 +1067,11 @@ _SENTINEL = 0x5EC0_0A11                                         # a handle value
 @dataclass
 class SessionSpec:
     """One client of the session scenarios, its connections bound once. ``protocol`` "qm2qm": a qmcomm and a
-    qm2qm connection, and every session R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, ``receives``
-    x (StartReceive2(RECEIVE) + EndReceive(RR_ACK)), RemoteQMCloseQueue, R_QMCloseRemoteQueueContext (what
-    RemoteReader does); "mqrr": one MS-MQRR connection, and every session R_OpenQueue, ``receives`` x
-    (R_StartReceive(RECEIVE) + R_EndReceive(RR_ACK)), R_CloseQueue."""
+    qm2qm connection, and every session as MS-MQMP 4.2 orders it -- R_QMGetRTQMServerPort(IP_HANDSHAKE),
+    R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, R_QMCloseRemoteQueueContext (step 11: the qm2qm
+    session holds the queue now), ``receives`` x (StartReceive2(RECEIVE) + EndReceive(RR_ACK)), RemoteQMCloseQueue;
+    "mqrr": one MS-MQRR connection, and every session R_OpenQueue, ``receives`` x (R_StartReceive(RECEIVE) +
+    R_EndReceive(RR_ACK)), R_CloseQueue."""
     qmcomm_port: int
     format_name: str
     receives: int
@@ -1072,8 +1079,9 @@ class SessionSpec:
 
 
 def session_calls(receives: int, protocol: str = "qm2qm") -> int:
-    """Calls per session: qm2qm two opens, the version, two per message, two closes; MS-MQRR one of each."""
-    return 2 * receives + (5 if protocol == "qm2qm" else 2)
+    """Calls per session: qm2qm the port, two opens, the version, two per message, two closes; MS-MQRR one open,
+    two per message, one close."""
+    return 2 * receives + (6 if protocol == "qm2qm" else 2)
 
 
 def _patchable(stub: bytes, count: int, what: str) -> tuple[bytes, list[int]]:
@@ -1109,7 +1117,10 @@ class SessionStubs:
             self.open = request_pdu(2, request.getData())
             return
         from qm2qm.mqmp import codec, idl as mqmp_idl
-        from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_RECEIVE_ACCESS
+        from qm2qm.mqmp.constants import IP_HANDSHAKE, MQ_DENY_NONE, MQ_RECEIVE_ACCESS
+        port = mqmp_idl.R_QMGetRTQMServerPort()
+        port["fIP"] = IP_HANDSHAKE
+        self.port = request_pdu(31, port.getData())
         from qm2qm.mqqp import idl
         request = mqmp_idl.R_QMOpenRemoteQueue()
         codec.fill_queue_format(request["pQueueFormat"], format_name)
@@ -1143,7 +1154,7 @@ class SessionStubs:
 
 
 # the steps of a session: each names the call whose answer the client waits for
-OPEN_REMOTE, OPEN_QUEUE, VERSION, RECEIVE, ACK, CLOSE_QUEUE, CLOSE_CONTEXT = range(7)
+PORT, OPEN_REMOTE, OPEN_QUEUE, VERSION, CLOSE_CONTEXT, RECEIVE, ACK, CLOSE_QUEUE = range(8)
 
 
 def session_clients(port: int, specs: list[SessionSpec], go, duration: float, ready, results) -> None:
@@ -1159,9 +1170,9 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
         else:
             qm2qm = connect(port)
             socks = (connect(spec.qmcomm_port, interface=QMCOMM), qm2qm)
-        client = {"qmcomm": socks[0], "qm2qm": qm2qm, "socks": socks, "mqrr": mqrr,
+        client = {"qmcomm": socks[0], "qm2qm": qm2qm, "socks": socks, "mqrr": mqrr, "qmcomm_port": spec.qmcomm_port,
                   "stubs": SessionStubs(spec.format_name, spec.protocol), "receives": spec.receives,
-                  "step": OPEN_QUEUE if mqrr else OPEN_REMOTE, "left": 0, "context": b"", "session": b"",
+                  "step": OPEN_QUEUE if mqrr else PORT, "left": 0, "context": b"", "session": b"",
                   "receive": b"", "ack": b""}
         for sock in socks:
             sock.setblocking(False)
@@ -1173,7 +1184,7 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
         time.sleep(0.001)
     calls = messages = errors = sessions = 0
     for client in clients:
-        client["socks"][0].send(client["stubs"].open)
+        client["socks"][0].send(client["stubs"].open if client["mqrr"] else client["stubs"].port)
     end = start_at + duration
     live = len(clients)
     finished = None
@@ -1213,6 +1224,10 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                             sel.unregister(sock)
                         live -= 1
                         finished = time.time()
+                elif step == PORT:
+                    errors += status != client["qmcomm_port"]     # IP_HANDSHAKE: the qmcomm port
+                    client["step"] = OPEN_REMOTE
+                    client["qmcomm"].send(stubs.open)
                 elif step == OPEN_REMOTE:
                     if status != MQ_OK:
                         raise SystemExit(f"R_QMOpenRemoteQueue: 0x{status:08x}")
@@ -1233,22 +1248,17 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     client["step"] = VERSION
                     qm2qm.send(stubs.version)
                 elif step == VERSION:
+                    client["step"] = CLOSE_CONTEXT
+                    client["qmcomm"].send(request_pdu(3, client["context"]))
+                elif step == CLOSE_CONTEXT:         # answers the NULL handle (MS-MQMP 3.1.4.3)
+                    errors += stub != bytes(20)
                     client["step"], client["left"] = RECEIVE, client["receives"]
                     qm2qm.send(client["receive"])
-                elif step == CLOSE_QUEUE:
+                else:                               # CLOSE_QUEUE: the session is over
                     errors += status != MQ_OK
-                    if client["mqrr"]:
-                        sessions += 1
-                        client["step"] = OPEN_QUEUE
-                        qm2qm.send(stubs.open)
-                    else:
-                        client["step"] = CLOSE_CONTEXT
-                        client["qmcomm"].send(request_pdu(3, client["context"]))
-                else:                       # CLOSE_CONTEXT answers the NULL handle (MS-MQMP 3.1.4.3)
-                    errors += stub != bytes(20)
                     sessions += 1
-                    client["step"] = OPEN_REMOTE
-                    client["qmcomm"].send(stubs.open)
+                    client["step"] = OPEN_QUEUE if client["mqrr"] else PORT
+                    client["socks"][0].send(stubs.open if client["mqrr"] else stubs.port)
     for client in clients:
         for sock in client["socks"]:
             sock.close()
@@ -1279,8 +1289,8 @@ def _sessions(ctx: Context, protocol: str) -> list[dict]:
     return rows
 
 
-@scenario("session", "the Windows remote-read session over raw PDUs: qmcomm open, qm2qm open, version, "
-                     "--session-receives x receive+ACK, both closes; 1 KiB express")
+@scenario("session", "the Windows remote-read session over raw PDUs, in MS-MQMP 4.2's order: qmcomm port and open, "
+                     "qm2qm open and version, qmcomm close, --session-receives x receive+ACK, qm2qm close")
 def bench_session(ctx: Context) -> list[dict]:
     return _sessions(ctx, "qm2qm")
 

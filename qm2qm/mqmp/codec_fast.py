@@ -1,12 +1,13 @@
 """The qmcomm calls of every remote-read session without impacket's per-field NDR: the R_QMOpenRemoteQueue request
-and response (MS-MQMP 3.1.4.2) and R_QMCloseRemoteQueueContext's (3.1.4.3), NDR and NDR64 (C706 14; MS-RPCE
-2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it against idl.py); and the
-QUEUE_FORMAT reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
+and response (MS-MQMP 3.1.4.2), R_QMCloseRemoteQueueContext's (3.1.4.3) and R_QMGetRTQMServerPort's (3.1.4.24),
+NDR and NDR64 (C706 14; MS-RPCE 2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it
+against idl.py); and the QUEUE_FORMAT reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
 
-The request decoder takes the queue formats a reader opens (PUBLIC, PRIVATE, DIRECT, MACHINE) laid out exactly
-as impacket reads them, and answers None for anything else — a NULL pointer, another arm, a discriminant that
-differs from m_qft, an unusual string, a stub of another length — which then goes to codec.decode_request, the
-one place that decides what is malformed and how it faults. So whatever it accepts, impacket reads the same."""
+The request decoders take what a reader sends (for the open, the queue formats PUBLIC, PRIVATE, DIRECT, MACHINE)
+laid out exactly as impacket reads it, and answer None for anything else — a NULL pointer, another arm, a
+discriminant that differs from m_qft, an unusual string, a stub of another length — which then goes to
+codec.decode_request, the one place that decides what is malformed and how it faults. So whatever they accept,
+impacket reads the same."""
 from __future__ import annotations
 
 import struct
@@ -105,3 +106,13 @@ def encode_open_remote_queue(context: bytes, handle: int, status: int) -> bytes:
 def decode_context_handle(stub: bytes) -> bytes | None:
     """R_QMCloseRemoteQueueContext's request (and response): the 20-byte context handle alone; None otherwise."""
     return bytes(stub) if len(stub) == CONTEXT_HANDLE_SIZE else None
+
+
+def decode_dword(stub: bytes) -> int | None:
+    """R_QMGetRTQMServerPort's request: the DWORD fIP alone, 4 bytes in NDR and NDR64; None otherwise."""
+    return _U32.unpack(stub)[0] if len(stub) == 4 else None
+
+
+def encode_dword(value: int) -> bytes:
+    """R_QMGetRTQMServerPort's response: its DWORD return value."""
+    return _U32.pack(value)

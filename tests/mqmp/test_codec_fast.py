@@ -181,3 +181,20 @@ def test_close_remote_queue_context_stubs_are_the_handle_alone_as_impacket_marsh
 @given(st.binary(max_size=40).filter(lambda b: len(b) != 20))
 def test_a_close_request_of_another_length_is_left_to_the_general_path(stub):
     assert codec_fast.decode_context_handle(stub) is None
+
+
+@given(syntax, u32)
+def test_get_rtqm_server_port_stubs_are_one_dword_as_impacket_marshals_them(ndr64, value):
+    request = idl.R_QMGetRTQMServerPort(isNDR64=ndr64)
+    request["fIP"] = value
+    assert codec_fast.decode_dword(request.getData()) == value
+    response = idl.R_QMGetRTQMServerPortResponse(isNDR64=ndr64)
+    response["ReturnValue"] = value
+    assert codec_fast.encode_dword(value) == response.getData()
+
+
+@given(st.binary(max_size=12).filter(lambda b: len(b) != 4))
+def test_a_port_request_of_another_length_is_left_to_the_general_path_which_faults(stub):
+    assert codec_fast.decode_dword(stub) is None
+    with pytest.raises(RpcFault):
+        codec.decode_request(31, stub, False)
