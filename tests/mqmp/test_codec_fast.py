@@ -13,6 +13,7 @@ from impacket.dcerpc.v5.ndr import NULL
 from qm2qm.mqmp import codec, codec_fast, idl
 from qm2qm.mqmp import constants as c
 from qm2qm.rpc.interface import RpcFault
+from tests.stub_changes import changed
 
 u32 = st.integers(0, 0xFFFFFFFF)
 handle = st.binary(min_size=20, max_size=20)
@@ -99,15 +100,7 @@ def test_open_remote_queue_request_reads_as_impacket_reads_it(ndr64, queue_forma
 @given(syntax, queue_formats(), u32, u32, st.data())
 def test_a_changed_request_is_read_as_impacket_reads_it_or_left_to_it(ndr64, queue_format, access, share, data):
     """Truncated, extended or with one byte changed: codec_fast either refuses it or reads what impacket reads."""
-    stub = bytearray(_request(ndr64, queue_format, access, share))
-    change = data.draw(st.sampled_from(["cut", "extend", "byte"]))
-    if change == "cut":
-        stub = stub[:data.draw(st.integers(0, len(stub) - 1))]
-    elif change == "extend":
-        stub += data.draw(st.binary(min_size=1, max_size=9))
-    else:
-        stub[data.draw(st.integers(0, len(stub) - 1))] = data.draw(st.integers(0, 255))
-    stub = bytes(stub)
+    stub = changed(data, _request(ndr64, queue_format, access, share))
     fast = _fast(stub, ndr64)
     if fast is None:
         return

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from impacket.dcerpc.v5.ndr import NULL
 
 from qm2qm.mqrr import codec, codec_fast, idl
+from tests.stub_changes import changed
 
 u32 = st.integers(0, 0xFFFFFFFF)
 u64 = st.integers(0, 0xFFFFFFFFFFFFFFFF)
@@ -194,17 +195,10 @@ def test_open_queue_request_reads_as_impacket_reads_it(ndr64, queue_format, acce
 @given(st.booleans(), queue_formats(), u32, u32, st.data())
 def test_a_changed_open_queue_request_is_read_as_impacket_reads_it_or_left_to_it(ndr64, queue_format, access,
                                                                                   share, data):
-    stub = bytearray(open_queue_stub(ndr64, queue_format, access, share, bytes(16), 1, 6, 1, 0, 1))
-    change = data.draw(st.sampled_from(["cut", "extend", "byte"]))
-    if change == "cut":
-        stub = stub[:data.draw(st.integers(0, len(stub) - 1))]
-    elif change == "extend":
-        stub += data.draw(st.binary(min_size=1, max_size=9))
-    else:
-        stub[data.draw(st.integers(0, len(stub) - 1))] = data.draw(small_int)
-    fast = fast_open_queue(bytes(stub), ndr64)
+    stub = changed(data, open_queue_stub(ndr64, queue_format, access, share, bytes(16), 1, 6, 1, 0, 1))
+    fast = fast_open_queue(stub, ndr64)
     if fast is not None:
-        assert fast == impacket_open_queue(bytes(stub), ndr64)
+        assert fast == impacket_open_queue(stub, ndr64)
 
 
 @given(st.booleans(), handle, u32)
