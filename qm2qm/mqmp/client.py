@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from impacket.dcerpc.v5 import transport
-from impacket.dcerpc.v5.ndr import NULL
+from impacket.dcerpc.v5.ndr import NDRPOINTER, NULL
 from impacket.dcerpc.v5.rpcrt import (RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT, RPC_C_AUTHN_WINNT,
                                       DCERPCException, rpc_status_codes)
 
@@ -118,10 +118,14 @@ class OpenedQueue:
     h_queue: int
 
 
-def create_remote_cursor_request(h_queue: int) -> Any:
-    """R_QMCreateRemoteCursor (3.1.4.4) with the zeroed CACTransferBufferV1 Windows sends (<29>)."""
-    req = idl.R_QMCreateRemoteCursor()
+def create_remote_cursor_request(h_queue: int, ndr64: bool = False) -> Any:
+    """R_QMCreateRemoteCursor (3.1.4.4) with the zeroed CACTransferBufferV1 Windows sends (<29>): every field 0 and
+    every pointer NULL (impacket would otherwise marshal a referent and a pointee for each pointer left unset)."""
+    req = idl.R_QMCreateRemoteCursor(isNDR64=ndr64)
     tb = req["ptb1"]
+    for name, _ in tb.structure:
+        if name != "u":
+            tb[name] = NULL if isinstance(tb.fields[name], NDRPOINTER) else 0
     tb["uTransferType"] = 0
     tb["u"]["tag"] = 0
     tb["u"]["Send"]["pAdminQueueFormat"] = NULL

@@ -1,6 +1,6 @@
 """The qmcomm calls of every remote-read session without impacket's per-field NDR: the R_QMOpenRemoteQueue request
-and response (MS-MQMP 3.1.4.2), R_QMCloseRemoteQueueContext's (3.1.4.3) and R_QMGetRTQMServerPort's (3.1.4.24),
-NDR and NDR64 (C706 14; MS-RPCE 2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it
+and response (MS-MQMP 3.1.4.2), R_QMCloseRemoteQueueContext's (3.1.4.3), R_QMGetRTQMServerPort's (3.1.4.24) and
+R_QMCreateRemoteCursor's request as Windows sends it (3.1.4.4 <29>), NDR and NDR64 (C706 14; MS-RPCE 2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it
 against idl.py); and the QUEUE_FORMAT reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
 
 The request decoders take what a reader sends (for the open, the queue formats PUBLIC, PRIVATE, DIRECT, MACHINE)
@@ -10,6 +10,7 @@ codec.decode_request, the one place that decides what is malformed and how it fa
 impacket reads the same."""
 from __future__ import annotations
 
+import functools
 import struct
 
 from qm2qm.mqmp import constants as c
@@ -116,3 +117,29 @@ def decode_dword(stub: bytes) -> int | None:
 def encode_dword(value: int) -> bytes:
     """R_QMGetRTQMServerPort's response: its DWORD return value."""
     return _U32.pack(value)
+
+
+@functools.cache
+def _zeroed_cursor_request(ndr64: bool) -> tuple[int, int]:
+    """(size, pad mask) of R_QMCreateRemoteCursor with a zeroed CACTransferBufferV1: the mask has the bits of the
+    alignment gaps, which are the only bytes impacket's marshalling of that request leaves non-zero (it fills gaps,
+    Windows zeroes them) besides hQueue, the last four."""
+    from qm2qm.mqmp.client import create_remote_cursor_request
+    stub = create_remote_cursor_request(0, ndr64).getData()
+    mask = int.from_bytes(bytes(0xFF if byte else 0 for byte in stub[:-4]), "little")
+    return len(stub), mask
+
+
+def decode_create_remote_cursor(stub: bytes, ndr64: bool) -> int | None:
+    """hQueue of an R_QMCreateRemoteCursor request whose ptb1 is the zeroed CACTransferBufferV1 Windows sends
+    (<29>: every field 0, every pointer NULL; the gaps between fields may hold anything); None for any other.
+    impacket takes 0.7-1.1 ms to decode that buffer, which 3.1.4.4 ignores."""
+    size, pads = _zeroed_cursor_request(ndr64)
+    if len(stub) != size or int.from_bytes(stub[:-4], "little") & ~pads:
+        return None
+    return _U32.unpack_from(stub, size - 4)[0]
+
+
+def encode_create_remote_cursor(cursor: int, status: int) -> bytes:
+    """R_QMCreateRemoteCursor's response: phCursor, then the HRESULT, 8 bytes in NDR and NDR64."""
+    return _U32.pack(cursor) + _U32.pack(status & 0xFFFFFFFF)

@@ -191,3 +191,53 @@ def test_a_port_request_of_another_length_is_left_to_the_general_path_which_faul
     assert codec_fast.decode_dword(stub) is None
     with pytest.raises(RpcFault):
         codec.decode_request(31, stub, False)
+
+
+def _zeroed_cursor_stub(ndr64: bool, h_queue: int, zero_pads: bool = False) -> bytes:
+    from qm2qm.mqmp.client import create_remote_cursor_request
+    stub = create_remote_cursor_request(h_queue, ndr64).getData()
+    if zero_pads:               # as Windows marshals it: the gaps zeroed, not filled as impacket fills them
+        stub = bytes(0 if i < len(stub) - 4 else byte for i, byte in enumerate(stub))
+    return stub
+
+
+@given(syntax, u32, st.booleans())
+def test_the_zeroed_cursor_request_windows_sends_reads_its_h_queue_as_impacket_reads_it(ndr64, h_queue, zero_pads):
+    stub = _zeroed_cursor_stub(ndr64, h_queue, zero_pads)
+    assert codec_fast.decode_create_remote_cursor(stub, ndr64) == h_queue
+    assert codec.decode_request(4, stub, ndr64)["hQueue"] == h_queue
+
+
+@settings(max_examples=300)
+@given(syntax, u32, st.data())
+def test_a_changed_cursor_request_is_read_as_impacket_reads_it_or_left_to_it(ndr64, h_queue, data):
+    stub = changed(data, _zeroed_cursor_stub(ndr64, h_queue))
+    fast = codec_fast.decode_create_remote_cursor(stub, ndr64)
+    if fast is not None:
+        assert fast == codec.decode_request(4, stub, ndr64)["hQueue"]
+
+
+@pytest.mark.parametrize("ndr64", [False, True])
+def test_a_cursor_request_with_a_receive_transfer_buffer_is_left_to_the_general_path(ndr64):
+    from impacket.dcerpc.v5.ndr import NDRPOINTER
+    request = idl.R_QMCreateRemoteCursor(isNDR64=ndr64)
+    tb = request["ptb1"]
+    for name, _ in tb.structure:
+        if name != "u":
+            tb[name] = NULL if isinstance(tb.fields[name], NDRPOINTER) else 0
+    tb["uTransferType"] = tb["u"]["tag"] = c.CACTB_RECEIVE
+    receive = tb["u"]["Receive"]
+    for name, _ in receive.structure:
+        receive[name] = NULL if isinstance(receive.fields[name], NDRPOINTER) else 0
+    receive["ulDestFormatNameLen"] = 2048                          # outside [range(0,1024)]
+    request["hQueue"] = 9
+    stub = request.getData()
+    assert codec_fast.decode_create_remote_cursor(stub, ndr64) is None
+    with pytest.raises(RpcFault):
+        codec.decode_request(4, stub, ndr64)
+
+
+@given(syntax, u32, st.integers(-0x80000000, 0xFFFFFFFF))
+def test_create_remote_cursor_response_equals_impacket(ndr64, cursor, status):
+    assert codec_fast.encode_create_remote_cursor(cursor, status) == \
+        codec.encode_response(4, ndr64, phCursor=cursor, ErrorCode=status)

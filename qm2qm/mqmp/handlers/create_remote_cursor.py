@@ -2,7 +2,7 @@
 (Windows sends a zeroed CACTransferBufferV1, <29>) and ignored."""
 from __future__ import annotations
 
-from qm2qm.mqmp import codec
+from qm2qm.mqmp import codec, codec_fast
 from qm2qm.mqmp.handlers._service import QmcommService
 from qm2qm.remote_read.cursors import open_cursor
 from qm2qm.rpc.interface import CallContext
@@ -21,7 +21,10 @@ def create_remote_cursor(service: QmcommService, h_queue: int) -> tuple[int, int
 
 
 def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
-    """Opnum 4 on the wire: decode (ptb1 included, then dropped), apply 3.1.4.4, encode."""
-    call = codec.decode_request(4, stub, ctx.ndr64)
-    status, cursor = create_remote_cursor(service, call["hQueue"])
-    return codec.encode_response(4, ctx.ndr64, phCursor=cursor, ErrorCode=status)
+    """Opnum 4 on the wire: decode (ptb1 included, then dropped), apply 3.1.4.4, encode (codec_fast; an unusual ptb1
+    goes to impacket's decode, which checks it)."""
+    h_queue = codec_fast.decode_create_remote_cursor(stub, ctx.ndr64)     # the zeroed ptb1 Windows sends (<29>)
+    if h_queue is None:
+        h_queue = codec.decode_request(4, stub, ctx.ndr64)["hQueue"]
+    status, cursor = create_remote_cursor(service, h_queue)
+    return codec_fast.encode_create_remote_cursor(cursor, status)
