@@ -37,6 +37,8 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
                   R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, R_QMCloseRemoteQueueContext (MS-MQMP
                   4.2's order), --session-receives (10) x receive + RR_ACK of 1 KiB express, RemoteQMCloseQueue;
                   ratio = msg/s / (echo calls/s / calls per message)
+  session-cursor  the same through a remote cursor (MS-MQMP 4.4), a queue per client: R_QMCreateRemoteCursor after
+                  the open, a positioning PEEK_CURRENT, the receives at the cursor, RemoteQMCloseCursor
   session-mqrr    the same over MS-MQRR (`serve --mqrr`): R_OpenQueue, N x R_StartReceive + R_EndReceive,
                   R_CloseQueue
 
@@ -1062,6 +1064,7 @@ def bench_sequence_scenario(ctx: Context) -> list[dict]:
 
 QMCOMM = ("fdb3a030-065f-11d1-bb9b-00a024ea5525", 1, 0)        # MS-MQMP qmcomm v1.0
 _SENTINEL = 0x5EC0_0A11                                         # a handle value no stub holds by chance
+_CURSOR_SENTINEL = 0x5EC0_0C22                                  # and a cursor's
 
 
 @dataclass
@@ -1070,8 +1073,10 @@ class SessionSpec:
     qm2qm connection, and every session as MS-MQMP 4.2 orders it -- R_QMGetRTQMServerPort(IP_HANDSHAKE),
     R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, R_QMCloseRemoteQueueContext (step 11: the qm2qm
     session holds the queue now), ``receives`` x (StartReceive2(RECEIVE) + EndReceive(RR_ACK)), RemoteQMCloseQueue;
-    "mqrr": one MS-MQRR connection, and every session R_OpenQueue, ``receives`` x (R_StartReceive(RECEIVE) +
-    R_EndReceive(RR_ACK)), R_CloseQueue."""
+    "qm2qm-cursor": the same through a remote cursor (MS-MQMP 4.4) -- R_QMCreateRemoteCursor (the zeroed
+    CACTransferBufferV1 Windows sends) after the open, a PEEK_CURRENT that positions it, the receives at the
+    cursor, RemoteQMCloseCursor before the close; "mqrr": one MS-MQRR connection, and every session R_OpenQueue,
+    ``receives`` x (R_StartReceive(RECEIVE) + R_EndReceive(RR_ACK)), R_CloseQueue."""
     qmcomm_port: int
     format_name: str
     receives: int
@@ -1079,23 +1084,25 @@ class SessionSpec:
 
 
 def session_calls(receives: int, protocol: str = "qm2qm") -> int:
-    """Calls per session: qm2qm the port, two opens, the version, two per message, two closes; MS-MQRR one open,
-    two per message, one close."""
-    return 2 * receives + (6 if protocol == "qm2qm" else 2)
+    """Calls per session: qm2qm the port, two opens, the version, two per message, two closes (with a cursor also
+    its creation, the positioning peek and its close); MS-MQRR one open, two per message, one close."""
+    return 2 * receives + {"qm2qm": 6, "qm2qm-cursor": 9, "mqrr": 2}[protocol]
 
 
-def _patchable(stub: bytes, count: int, what: str) -> tuple[bytes, list[int]]:
-    """A stub built with _SENTINEL for a handle, and the offsets of its ``count`` occurrences."""
-    offsets = [i for i in range(len(stub) - 3) if struct.unpack_from("<I", stub, i)[0] == _SENTINEL]
+def _patchable(stub: bytes, count: int, what: str, sentinel: int = _SENTINEL) -> tuple[bytes, list[int]]:
+    """A stub built with ``sentinel`` for a handle, and the offsets of its ``count`` occurrences."""
+    offsets = [i for i in range(len(stub) - 3) if struct.unpack_from("<I", stub, i)[0] == sentinel]
     if len(offsets) != count:
         raise SystemExit(f"{what} stub: expected the handle {count} times, found {offsets}")
     return stub, offsets
 
 
-def _patched(template: tuple[bytes, list[int]], handle: int) -> bytes:
+def _patched(template: tuple[bytes, list[int]], handle: int, cursor_offsets: list[int] = (), cursor: int = 0) -> bytes:
     stub = bytearray(template[0])
     for offset in template[1]:
         struct.pack_into("<I", stub, offset, handle)
+    for offset in cursor_offsets:
+        struct.pack_into("<I", stub, offset, cursor)
     return bytes(stub)
 
 
@@ -1129,6 +1136,15 @@ class SessionStubs:
         self.open = request_pdu(2, request.getData())
         # hRemoteQueue and dwQueue: the sentinel
         self.receive_template = _patchable(_peek_stub(_SENTINEL, MQ_ACTION_RECEIVE), 2, "StartReceive2")
+        if protocol == "qm2qm-cursor":
+            from qm2qm.mqmp.client import create_remote_cursor_request
+            from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
+            self.create_cursor = create_remote_cursor_request(0).getData()[:-4]     # + hQueue
+            self.cursor_templates = []
+            for action in (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE):
+                stub = _peek_stub(_SENTINEL, action, _CURSOR_SENTINEL)
+                self.cursor_templates.append((_patchable(stub, 2, "StartReceive2"),
+                                              _patchable(stub, 1, "StartReceive2", _CURSOR_SENTINEL)[1]))
         check = idl.RemoteQMOpenQueue()
         check["pLicGuid"], check["dwMQS"] = self.lic_guid, 0
         check["hQueue"], check["pQueue"], check["dwpContext"] = 1, 2, 3
@@ -1143,6 +1159,11 @@ class SessionStubs:
         """StartReceive2(MQ_ACTION_RECEIVE) of hRemoteQueue = dwQueue = ``handle``."""
         return request_pdu(9, _patched(self.receive_template, handle))
 
+    def cursor_reads(self, handle: int, cursor: int) -> tuple[bytes, bytes]:
+        """StartReceive2 PEEK_CURRENT and RECEIVE at ``cursor`` of queue ``handle``."""
+        return tuple(request_pdu(9, _patched(template, handle, cursor_offsets, cursor))
+                     for template, cursor_offsets in self.cursor_templates)
+
     @staticmethod
     def mqrr_read(handle: bytes) -> tuple[bytes, bytes]:
         """R_StartReceive(MQ_ACTION_RECEIVE) and R_EndReceive(RR_ACK) of request 1 on queue context ``handle``."""
@@ -1154,7 +1175,8 @@ class SessionStubs:
 
 
 # the steps of a session: each names the call whose answer the client waits for
-PORT, OPEN_REMOTE, OPEN_QUEUE, VERSION, CLOSE_CONTEXT, RECEIVE, ACK, CLOSE_QUEUE = range(8)
+PORT, OPEN_REMOTE, CREATE_CURSOR, OPEN_QUEUE, VERSION, CLOSE_CONTEXT, POSITION, RECEIVE, ACK, CLOSE_CURSOR, \
+    CLOSE_QUEUE = range(11)
 
 
 def session_clients(port: int, specs: list[SessionSpec], go, duration: float, ready, results) -> None:
@@ -1171,6 +1193,7 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
             qm2qm = connect(port)
             socks = (connect(spec.qmcomm_port, interface=QMCOMM), qm2qm)
         client = {"qmcomm": socks[0], "qm2qm": qm2qm, "socks": socks, "mqrr": mqrr, "qmcomm_port": spec.qmcomm_port,
+                  "cursor": spec.protocol == "qm2qm-cursor", "h_queue": 0, "h_cursor": 0, "position": b"",
                   "stubs": SessionStubs(spec.format_name, spec.protocol), "receives": spec.receives,
                   "step": OPEN_QUEUE if mqrr else PORT, "left": 0, "context": b"", "session": b"",
                   "receive": b"", "ack": b""}
@@ -1211,6 +1234,9 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     if client["left"]:
                         client["step"] = RECEIVE
                         qm2qm.send(client["receive"])
+                    elif client["cursor"]:
+                        client["step"] = CLOSE_CURSOR
+                        qm2qm.send(request_pdu(4, struct.pack("<II", client["h_queue"], client["h_cursor"])))
                     else:                   # RemoteQMCloseQueue and R_CloseQueue: opnum 3 of the handle alone
                         client["step"] = CLOSE_QUEUE
                         qm2qm.send(request_pdu(3, client["session"]))
@@ -1233,9 +1259,22 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                         raise SystemExit(f"R_QMOpenRemoteQueue: 0x{status:08x}")
                     client["context"] = stub[:20]
                     pdw_context, dwp_queue, h_queue = struct.unpack_from("<III", stub, 20)
+                    client["h_queue"] = h_queue
                     client["receive"] = stubs.receive(h_queue)
+                    client["open_queue"] = request_pdu(2, stubs.open_queue_stub(h_queue, dwp_queue, pdw_context))
+                    if client["cursor"]:
+                        client["step"] = CREATE_CURSOR
+                        client["qmcomm"].send(request_pdu(4, stubs.create_cursor + struct.pack("<I", h_queue)))
+                    else:
+                        client["step"] = OPEN_QUEUE
+                        qm2qm.send(client["open_queue"])
+                elif step == CREATE_CURSOR:
+                    if status != MQ_OK:
+                        raise SystemExit(f"R_QMCreateRemoteCursor: 0x{status:08x}")
+                    client["h_cursor"] = struct.unpack_from("<I", stub)[0]
+                    client["position"], client["receive"] = stubs.cursor_reads(client["h_queue"], client["h_cursor"])
                     client["step"] = OPEN_QUEUE
-                    qm2qm.send(request_pdu(2, stubs.open_queue_stub(h_queue, dwp_queue, pdw_context)))
+                    qm2qm.send(client["open_queue"])
                 elif step == OPEN_QUEUE:
                     client["session"] = stub[:20]
                     if client["mqrr"]:      # R_OpenQueue answers the handle alone (a failure is a fault)
@@ -1252,8 +1291,20 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     client["qmcomm"].send(request_pdu(3, client["context"]))
                 elif step == CLOSE_CONTEXT:         # answers the NULL handle (MS-MQMP 3.1.4.3)
                     errors += stub != bytes(20)
+                    if client["cursor"]:
+                        client["step"] = POSITION
+                        qm2qm.send(client["position"])
+                    else:
+                        client["step"], client["left"] = RECEIVE, client["receives"]
+                        qm2qm.send(client["receive"])
+                elif step == POSITION:              # the cursor is at the first message: receive from there
+                    errors += status != MQ_OK
                     client["step"], client["left"] = RECEIVE, client["receives"]
                     qm2qm.send(client["receive"])
+                elif step == CLOSE_CURSOR:
+                    errors += status != MQ_OK
+                    client["step"] = CLOSE_QUEUE
+                    qm2qm.send(request_pdu(3, client["session"]))
                 else:                               # CLOSE_QUEUE: the session is over
                     errors += status != MQ_OK
                     sessions += 1
@@ -1274,10 +1325,15 @@ def _sessions(ctx: Context, protocol: str) -> list[dict]:
     receives = ctx.args.session_receives
     rows = []
     for clients in ctx.clients:
-        q = server.queue(f"session{clients}", bytes(1024), ctx.args.receive_messages)
-        format_name = ("DIRECT=TCP:127.0.0.1\\" if protocol == "qm2qm" else "DIRECT=OS:localhost\\") + \
-            q.split("\\", 1)[1]
-        specs = [SessionSpec(qmcomm_port, format_name, receives, protocol) for _ in range(clients)]
+        # a queue per client through cursors (two cursors at one head would race for its message, as in
+        # receive-cursor), else one queue for all
+        if protocol == "qm2qm-cursor":
+            queues = [server.queue(f"session{clients}-{i}", bytes(1024), ctx.args.receive_messages // clients)
+                      for i in range(clients)]
+        else:
+            queues = [server.queue(f"session{clients}", bytes(1024), ctx.args.receive_messages)] * clients
+        prefix = "DIRECT=OS:localhost\\" if protocol == "mqrr" else "DIRECT=TCP:127.0.0.1\\"
+        specs = [SessionSpec(qmcomm_port, prefix + q.split("\\", 1)[1], receives, protocol) for q in queues]
         result = run_load(server.port, specs, ctx.args.duration, ctx.args.receive_processes, server.proc.pid,
                           client=session_clients)
         per_message = session_calls(receives, protocol) / receives
@@ -1285,7 +1341,8 @@ def _sessions(ctx: Context, protocol: str) -> list[dict]:
                             processes=ctx.args.receive_processes, receives_per_session=receives,
                             sessions=result["sessions"], messages=result["messages"],
                             seconds=round(result["seconds"], 3)))
-        server.admin.delete_queue(q)
+        for q in set(queues):
+            server.admin.delete_queue(q)
     return rows
 
 
@@ -1293,6 +1350,12 @@ def _sessions(ctx: Context, protocol: str) -> list[dict]:
                      "qm2qm open and version, qmcomm close, --session-receives x receive+ACK, qm2qm close")
 def bench_session(ctx: Context) -> list[dict]:
     return _sessions(ctx, "qm2qm")
+
+
+@scenario("session-cursor", "the same session through a remote cursor (MS-MQMP 4.4): R_QMCreateRemoteCursor, "
+                            "a positioning PEEK_CURRENT, the receives at the cursor, RemoteQMCloseCursor")
+def bench_session_cursor(ctx: Context) -> list[dict]:
+    return _sessions(ctx, "qm2qm-cursor")
 
 
 @scenario("session-mqrr", "the same session over MS-MQRR (`serve --mqrr`): R_OpenQueue, --session-receives x "
