@@ -1,8 +1,9 @@
-"""The read path's stubs without impacket's per-byte marshalling: R_OpenQueue / R_CloseQueue and R_StartReceive /
-R_EndReceive requests, the R_OpenQueue / R_CloseQueue responses and the R_StartReceive(-Transactional) response
-(MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by tests/mqrr/test_codec.py. Pointers get the
-referent ids Windows writes (0x00020000, +4 in marshalling order). A decoder answers None for a stub not laid out
-exactly as it expects; impacket's decode (codec.decode) then reads it or faults it."""
+"""The read path's stubs without impacket's per-byte marshalling: the R_OpenQueue / R_CloseQueue, R_StartReceive /
+R_StartTransactionalReceive and R_EndReceive requests, the R_OpenQueue / R_CloseQueue responses and the
+R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by
+tests/mqrr/test_codec.py. Pointers get the referent ids Windows writes (0x00020000, +4 in marshalling order). A
+decoder answers None for a stub not laid out exactly as it expects; impacket's decode (codec.decode) then reads it
+or faults it."""
 from __future__ import annotations
 
 import struct
@@ -16,6 +17,7 @@ REFERENT_ID_STEP = 4
 # R_StartReceive request: phContext(20) pad(4) LookupId(8) hCursor ulAction ulTimeout dwRequestId dwMaxBodySize
 # dwMaxCompoundMessageSize — the same 56 bytes in NDR and NDR64 (the context handle is 4-aligned in both)
 _START_RECEIVE = struct.Struct("<20s4xQ6I")
+_START_TRANSACTIONAL_RECEIVE = struct.Struct("<20s4xQ6I16s")
 # R_EndReceive request: phContext(20) dwAck dwRequestId
 _END_RECEIVE = struct.Struct("<20s2I")
 # R_StartReceive response with one section (a whole packet, the common answer): pdwArriveTime pad pSequenceId
@@ -71,6 +73,17 @@ def decode_start_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | N
     if len(stub) != _START_RECEIVE.size:
         return None
     return dict(zip(_START_FIELDS, _START_RECEIVE.unpack(stub)))
+
+
+def decode_start_transactional_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:
+    """R_StartTransactionalReceive: R_StartReceive's fields, then pTransactionId (a [ref] XACTUOW: its 16 bytes,
+    right after them in both syntaxes), as {"rgb": bytes} the way handlers read it; or None."""
+    if len(stub) != _START_TRANSACTIONAL_RECEIVE.size:
+        return None
+    *values, uow = _START_TRANSACTIONAL_RECEIVE.unpack(stub)
+    fields = dict(zip(_START_FIELDS, values))
+    fields["pTransactionId"] = {"rgb": uow}
+    return fields
 
 
 def decode_end_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:

@@ -213,3 +213,25 @@ def test_open_and_close_queue_stubs_equal_impacket(ndr64, h, status):
     response["pphContext"], response["ErrorCode"] = h, codec.signed(status)
     assert codec.encode(3, ndr64, pphContext=h, ErrorCode=codec.signed(status)) == response.getData()
     assert codec.encode(3, ndr64, pphContext=h, ErrorCode=status) == response.getData()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.booleans(), handle, u64, u32, u32, u32, u32, u32, u32, guid)
+def test_start_transactional_receive_request_reads_as_impacket_reads_it(ndr64, h, lookup, cursor, action, timeout,
+                                                                         request_id, body, compound, uow):
+    from qm2qm.mqrr.handlers._transaction import uow_of
+    r = idl.R_StartTransactionalReceive(isNDR64=ndr64)
+    r["phContext"], r["LookupId"], r["hCursor"], r["ulAction"] = h, lookup, cursor, action
+    r["ulTimeout"], r["dwRequestId"], r["dwMaxBodySize"], r["dwMaxCompoundMessageSize"] = \
+        timeout, request_id, body, compound
+    r["pTransactionId"]["rgb"] = uow
+    stub = r.getData()
+    fields = codec.decode(13, stub, ndr64)
+    assert isinstance(fields, dict)
+    theirs = idl.R_StartTransactionalReceive(isNDR64=ndr64)
+    theirs.fromString(stub)
+    for name in ("LookupId", "hCursor", "ulAction", "ulTimeout", "dwRequestId", "dwMaxBodySize",
+                 "dwMaxCompoundMessageSize"):
+        assert fields[name] == theirs[name]
+    assert fields["phContext"] == codec.handle_bytes(theirs["phContext"]) == h
+    assert uow_of(fields["pTransactionId"]) == uow_of(theirs["pTransactionId"]) == uow
