@@ -1,6 +1,6 @@
 """The read path's stubs without impacket's per-byte marshalling: the R_OpenQueue / R_CloseQueue, R_StartReceive /
-R_StartTransactionalReceive and R_EndReceive requests, the R_OpenQueue / R_CloseQueue responses and the
-R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by
+R_StartTransactionalReceive / R_EndReceive, cursor, purge and cancel requests, the R_OpenQueue / R_CloseQueue /
+R_CreateCursor responses and the R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by
 tests/mqrr/test_codec.py. Pointers get the referent ids Windows writes (0x00020000, +4 in marshalling order). A
 decoder answers None for a stub not laid out exactly as it expects; impacket's decode (codec.decode) then reads it
 or faults it."""
@@ -18,8 +18,6 @@ REFERENT_ID_STEP = 4
 # dwMaxCompoundMessageSize — the same 56 bytes in NDR and NDR64 (the context handle is 4-aligned in both)
 _START_RECEIVE = struct.Struct("<20s4xQ6I")
 _START_TRANSACTIONAL_RECEIVE = struct.Struct("<20s4xQ6I16s")
-# R_EndReceive request: phContext(20) dwAck dwRequestId
-_END_RECEIVE = struct.Struct("<20s2I")
 # R_StartReceive response with one section (a whole packet, the common answer): pdwArriveTime pad pSequenceId
 # pdwNumberOfSections, the array's referent and conformance, its SectionBuffer and the deferred conformance of its
 # bytes (the general layout below, its pads folded in); then the bytes, their pad to 4 and ErrorCode
@@ -34,6 +32,7 @@ _START_FIELDS = ("phContext", "LookupId", "hCursor", "ulAction", "ulTimeout", "d
 # fWorkgroup, 4-aligned in both syntaxes
 _OPEN_QUEUE_TAIL = struct.Struct("<II16siBBHi")
 _HANDLE_AND_STATUS = struct.Struct("<20sI")
+_DWORD_AND_STATUS = struct.Struct("<II")
 CONTEXT_HANDLE_SIZE = 20
 
 
@@ -51,14 +50,35 @@ def decode_open_queue(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
     return {"pQueueFormat": queue_format, "dwAccess": access, "dwShareMode": share}
 
 
-def decode_context_handle(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
-    """R_CloseQueue's request: pphContext alone, the same 20 bytes in NDR and NDR64; or None."""
-    return {"pphContext": bytes(stub)} if len(stub) == CONTEXT_HANDLE_SIZE else None
+class HandleAndDwords:
+    """The decoder of a request that is a 20-byte context handle and DWORDs, the same bytes in NDR and NDR64 (the
+    handle is 4-aligned in both): their fields by name, or None for a stub of another length."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+        self.layout = struct.Struct("<20s" + "I" * (len(names) - 1))
+
+    def __call__(self, stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:
+        if len(stub) != self.layout.size:
+            return None
+        return dict(zip(self.names, self.layout.unpack(stub)))
+
+
+decode_context_handle = HandleAndDwords("pphContext")                      # R_CloseQueue
+decode_queue_handle = HandleAndDwords("phContext")                         # R_CreateCursor, R_PurgeQueue
+decode_close_cursor = HandleAndDwords("phContext", "hCursor")
+decode_cancel_receive = HandleAndDwords("phContext", "dwRequestId")
+decode_end_receive = HandleAndDwords("phContext", "dwAck", "dwRequestId")  # and R_EndTransactionalReceive
 
 
 def encode_handle(pphContext: bytes) -> bytes | None:
     """R_OpenQueue's response: the context handle alone (None: not 20 bytes, impacket's encode then says why)."""
     return bytes(pphContext) if len(pphContext) == CONTEXT_HANDLE_SIZE else None
+
+
+def encode_dword_and_status(phCursor: int, ErrorCode: int) -> bytes:
+    """R_CreateCursor's response: phCursor, then the LONG ErrorCode (given signed or unsigned)."""
+    return _DWORD_AND_STATUS.pack(phCursor, ErrorCode & 0xFFFFFFFF)
 
 
 def encode_handle_and_status(pphContext: bytes, ErrorCode: int) -> bytes | None:
@@ -84,14 +104,6 @@ def decode_start_transactional_receive(stub: bytes, ndr64: bool = False) -> dict
     fields = dict(zip(_START_FIELDS, values))
     fields["pTransactionId"] = {"rgb": uow}
     return fields
-
-
-def decode_end_receive(stub: bytes, ndr64: bool = False) -> dict[str, Any] | None:
-    """The fields of an R_EndReceive / R_EndTransactionalReceive request stub, or None."""
-    if len(stub) != _END_RECEIVE.size:
-        return None
-    handle, ack, request_id = _END_RECEIVE.unpack(stub)
-    return {"phContext": handle, "dwAck": ack, "dwRequestId": request_id}
 
 
 def _pad(out: bytearray, alignment: int) -> None:

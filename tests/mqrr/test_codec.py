@@ -235,3 +235,20 @@ def test_start_transactional_receive_request_reads_as_impacket_reads_it(ndr64, h
         assert fields[name] == theirs[name]
     assert fields["phContext"] == codec.handle_bytes(theirs["phContext"]) == h
     assert uow_of(fields["pTransactionId"]) == uow_of(theirs["pTransactionId"]) == uow
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.booleans(), handle, u32, u32)
+def test_the_handle_and_dword_requests_read_as_impacket_reads_them(ndr64, h, value, status):
+    """R_CreateCursor, R_CloseCursor, R_PurgeQueue, R_CancelReceive; and R_CreateCursor's response."""
+    for cls, dword in ((idl.R_CreateCursor, None), (idl.R_CloseCursor, "hCursor"), (idl.R_PurgeQueue, None),
+                       (idl.R_CancelReceive, "dwRequestId")):
+        r = cls(isNDR64=ndr64)
+        r["phContext"] = h
+        if dword:
+            r[dword] = value
+        fields = codec.decode(cls.opnum, r.getData(), ndr64)
+        assert fields == {"phContext": h, **({dword: value} if dword else {})}
+    response = idl.R_CreateCursorResponse(isNDR64=ndr64)
+    response["phCursor"], response["ErrorCode"] = value, codec.signed(status)
+    assert codec.encode(4, ndr64, phCursor=value, ErrorCode=codec.signed(status)) == response.getData()
