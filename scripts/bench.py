@@ -33,6 +33,8 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
                   R_EndReceive(RR_ACK) of 1 KiB express messages, 4 connections from one load process
   sequence        the Windows remote-read sequence (qmcomm open -> 100 x receive + RR_ACK -> close) from 4
                   impacket clients x 5 sessions, beside the same sessions opened through the admin API
+  auth            what RPC authentication costs: server CPU per receive + ACK call from one impacket RemoteReader
+                  bound anonymously, with NTLM PKT_INTEGRITY and with PKT_PRIVACY (`--auth-receives` each)
   session         the same sequence over raw PDUs, as a ratio to echo: per session R_QMGetRTQMServerPort,
                   R_QMOpenRemoteQueue, RemoteQMOpenQueue, RemoteQmGetVersion, R_QMCloseRemoteQueueContext (MS-MQMP
                   4.2's order), --session-receives (10) x receive + RR_ACK of 1 KiB express, RemoteQMCloseQueue;
@@ -1060,6 +1062,46 @@ def bench_sequence_scenario(ctx: Context) -> list[dict]:
              "unit": "msg/s"} for name, rate in rates.items()]
 
 
+# --- what RPC authentication costs the server (MS-RPCE 3.3.1.5.2 with NTLM) -----------------------------------------
+
+AUTH_LEVELS = {"anonymous": None, "NTLM integrity": 5, "NTLM privacy": 6}   # RPC_C_AUTHN_LEVEL_PKT_*
+
+
+@scenario("auth", "server CPU per receive + ACK call, unauthenticated vs NTLM PKT_INTEGRITY vs PKT_PRIVACY "
+                  "(one impacket RemoteReader each)")
+def bench_auth(ctx: Context) -> list[dict]:
+    """The server's CPU per call of the same reads bound anonymously, then signed, then sealed. impacket's client
+    (~1 ms per call) bounds the rate, so the figure is the server's CPU per call, not a ratio to echo."""
+    from qm2qm.client import RemoteReader
+    with tempfile.NamedTemporaryFile("w", suffix=".users", delete=False) as users:
+        users.write("QM2QM:bench:bench-secret:S-1-5-21-1004336348-1177238915-682003330-1001\n")
+    rows = []
+    try:
+        server = ctx.server("--users", users.name, "--allow-anonymous-read")
+        qmcomm_port = int(server.admin.info()["qmcomm_port"])
+        receives = ctx.args.auth_receives
+        for kind, level in AUTH_LEVELS.items():
+            q = server.queue(f"auth{level}", bytes(1024), receives + 50)
+            credentials = {} if level is None else dict(user="bench", domain="QM2QM", password="bench-secret",
+                                                        auth_level=level)
+            with RemoteReader("127.0.0.1", "DIRECT=TCP:127.0.0.1\\" + q.split("\\", 1)[1],
+                              qmcomm_port=qmcomm_port, qm2qm_port=server.port, **credentials) as reader:
+                for _ in range(50):                             # warm-up
+                    reader.receive()
+                cpu0, t0 = cpu_seconds(server.proc.pid), time.perf_counter()
+                errors = sum(not reader.receive().ok for _ in range(receives))
+                cpu, seconds = cpu_seconds(server.proc.pid) - cpu0, time.perf_counter() - t0
+            per_call = cpu / (2 * receives) * 1e6
+            print(f"  auth {kind:16s} {receives} x receive + RR_ACK: {2 * receives / seconds:7.0f} calls/s, server "
+                  f"CPU {per_call:.1f} µs/call, errors {errors}", flush=True)
+            rows.append({"scenario": ctx.scenario, "loop": ctx.loop, "clients": 1, "kind": kind,
+                         "rate": round(2 * receives / seconds, 1), "unit": "calls/s", "errors": errors,
+                         "server_cpu_us_per_call": round(per_call, 1)})
+    finally:
+        os.unlink(users.name)
+    return rows
+
+
 # --- the Windows remote-read session over raw PDUs (MS-MQMP 4.2 with MS-MQQP 4.1), as a ratio to echo ------------
 
 QMCOMM = ("fdb3a030-065f-11d1-bb9b-00a024ea5525", 1, 0)        # MS-MQMP qmcomm v1.0
@@ -1538,6 +1580,8 @@ def main() -> None:
     parser.add_argument("--walk", type=int, default=100_000, help="distinct messages the peek-next cursors walk")
     parser.add_argument("--receive-messages", type=int, default=40_000,
                         help="1 KiB messages queued per receive measurement (more than --duration drains)")
+    parser.add_argument("--auth-receives", type=int, default=2000,
+                        help="auth: receives (+ ACK) per authentication level")
     parser.add_argument("--session-receives", type=int, default=10,
                         help="session: messages received (+ ACK) per qmcomm + qm2qm session")
     parser.add_argument("--receive-processes", type=int, default=1,
