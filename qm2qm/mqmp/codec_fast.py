@@ -1,7 +1,8 @@
 """The qmcomm calls of every remote-read session without impacket's per-field NDR: the R_QMOpenRemoteQueue request
 and response (MS-MQMP 3.1.4.2), R_QMCloseRemoteQueueContext's (3.1.4.3), R_QMGetRTQMServerPort's (3.1.4.24) and
-R_QMCreateRemoteCursor's request as Windows sends it (3.1.4.4 <29>), NDR and NDR64 (C706 14; MS-RPCE 2.2.5), in impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it
-against idl.py); and the QUEUE_FORMAT reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
+R_QMCreateRemoteCursor's request as Windows sends it (3.1.4.4 <29>), NDR and NDR64 (C706 14; MS-RPCE 2.2.5), in
+impacket's layout byte for byte (tests/mqmp/test_codec_fast.py proves it against idl.py); and the QUEUE_FORMAT
+reader MS-MQRR's R_OpenQueue shares (qm2qm.mqrr.codec_fast).
 
 The request decoders take what a reader sends (for the open, the queue formats PUBLIC, PRIVATE, DIRECT, MACHINE)
 laid out exactly as impacket reads it, and answer None for anything else — a NULL pointer, another arm, a

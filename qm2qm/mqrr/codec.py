@@ -14,8 +14,9 @@ _HRESULT = struct.Struct("<I")
 
 # the read path's requests (codec_fast.py): decoded by struct when laid out as expected, anything else by impacket
 FAST_DECODERS = {2: codec_fast.decode_open_queue, 3: codec_fast.decode_context_handle,
-                 4: codec_fast.decode_queue_handle, 5: codec_fast.decode_close_cursor, 6: codec_fast.decode_queue_handle,
-                 7: codec_fast.decode_start_receive, 8: codec_fast.decode_cancel_receive,
+                 4: codec_fast.decode_queue_handle, 5: codec_fast.decode_close_cursor,
+                 6: codec_fast.decode_queue_handle, 7: codec_fast.decode_start_receive,
+                 8: codec_fast.decode_cancel_receive,
                  9: codec_fast.decode_end_receive, 13: codec_fast.decode_start_transactional_receive,
                  15: codec_fast.decode_end_receive}
 # and the responses of a session's open, cursor and close, when their fields are as expected

@@ -1,9 +1,9 @@
 """The read path's stubs without impacket's per-byte marshalling: the R_OpenQueue / R_CloseQueue, R_StartReceive /
 R_StartTransactionalReceive / R_EndReceive, cursor, purge and cancel requests, the R_OpenQueue / R_CloseQueue /
-R_CreateCursor responses and the R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5 NDR64), proven equal to idl.py by
-tests/mqrr/test_codec.py. Pointers get the referent ids Windows writes (0x00020000, +4 in marshalling order). A
-decoder answers None for a stub not laid out exactly as it expects; impacket's decode (codec.decode) then reads it
-or faults it."""
+R_CreateCursor responses and the R_StartReceive(-Transactional) response (MS-MQRR 6; C706 14, MS-RPCE 2.2.5
+NDR64), proven equal to idl.py by tests/mqrr/test_codec.py. Pointers get the referent ids Windows writes
+(0x00020000, +4 in marshalling order). A decoder answers None for a stub not laid out exactly as it expects;
+impacket's decode (codec.decode) then reads it or faults it."""
 from __future__ import annotations
 
 import struct
