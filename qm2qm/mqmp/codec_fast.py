@@ -15,6 +15,7 @@ import functools
 import struct
 
 from qm2qm.mqmp import constants as c
+from qm2qm.rpc.ndr_codec import CONTEXT_HANDLE_SIZE
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -25,7 +26,7 @@ _GUID_ARMS = (c.QUEUE_FORMAT_TYPE_PUBLIC, c.QUEUE_FORMAT_TYPE_MACHINE)
 # R_QMOpenRemoteQueue's response: pphContext pdwContext dwpQueue phQueue ErrorCode, the same 36 bytes in NDR and
 # NDR64 (a context handle is 4-aligned in both)
 _OPEN_RESPONSE = struct.Struct("<20s4I")
-CONTEXT_HANDLE_SIZE = 20
+_DWORD_AND_STATUS = struct.Struct("<II")        # R_QMCreateRemoteCursor's response: phCursor, the HRESULT
 
 
 def decode_open_remote_queue(stub: bytes, ndr64: bool) -> tuple[tuple, int, int] | None:
@@ -143,4 +144,4 @@ def decode_create_remote_cursor(stub: bytes, ndr64: bool) -> int | None:
 
 def encode_create_remote_cursor(cursor: int, status: int) -> bytes:
     """R_QMCreateRemoteCursor's response: phCursor, then the HRESULT, 8 bytes in NDR and NDR64."""
-    return _U32.pack(cursor) + _U32.pack(status & 0xFFFFFFFF)
+    return _DWORD_AND_STATUS.pack(cursor, status & 0xFFFFFFFF)

@@ -10,6 +10,7 @@ import struct
 from typing import Any
 
 from qm2qm.mqmp.codec_fast import read_queue_format
+from qm2qm.rpc.ndr_codec import CONTEXT_HANDLE_SIZE
 
 REFERENT_ID_BASE = 0x00020000
 REFERENT_ID_STEP = 4
@@ -33,7 +34,6 @@ _START_FIELDS = ("phContext", "LookupId", "hCursor", "ulAction", "ulTimeout", "d
 _OPEN_QUEUE_TAIL = struct.Struct("<II16siBBHi")
 _HANDLE_AND_STATUS = struct.Struct("<20sI")
 _DWORD_AND_STATUS = struct.Struct("<II")
-CONTEXT_HANDLE_SIZE = 20
 
 
 def decode_open_queue(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
