@@ -877,11 +877,11 @@ class SqliteStore:
                         batches = self._take()
                     if batches:
                         ready, error = self._commit_taken(batches)
+            if ready:                       # before a checkpoint: its page copy and fsyncs are not theirs to wait for
+                _resolve_all(ready, error)
             if batches or checkpoint:
                 with self._db_lock:
                     self._maybe_checkpoint()
-            if ready:
-                _resolve_all(ready, error)
 
     def _take(self) -> list[tuple[int, _Batch]]:
         """The batches to commit now, oldest first (holding _lock): failed ones, then the pending one."""

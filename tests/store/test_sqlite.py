@@ -707,6 +707,23 @@ async def test_under_normal_the_event_loops_thread_commits_what_durable_waits_fo
     store.close()
 
 
+async def test_a_writer_thread_commit_answers_its_waiters_before_it_checkpoints(data_dir):
+    store = SqliteStore(data_dir, synchronous="FULL")       # FULL: the writer thread commits what durable() awaits
+    checkpointing, release = threading.Event(), threading.Event()
+
+    def slow_checkpoint():                      # a checkpoint's page copy and fsyncs, held until the test lets go
+        checkpointing.set()
+        release.wait(30)
+    store._maybe_checkpoint = slow_checkpoint
+    store.put_message(_msg(1))
+    try:
+        await asyncio.wait_for(store.durable(), 5)          # answered though the checkpoint has not finished
+        assert checkpointing.wait(5)
+    finally:
+        release.set()
+    store.close()
+
+
 async def test_the_wal_is_checkpointed_off_the_event_loop_and_stays_bounded(data_dir):
     store = SqliteStore(data_dir, commit_interval_ms=60_000)
     assert store._conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (0,)  # the store's: no checkpoint in a commit
