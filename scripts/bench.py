@@ -24,6 +24,8 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
                   clients staggered through them
   receive-express   StartReceive2(RECEIVE) + EndReceive(RR_ACK) of 1 KiB express messages until the duration ends
   receive-recoverable  the same with recoverable messages (each ACK deletes a row: group commit)
+  receive-recoverable-full  the same on `serve --store-synchronous full`: durable against power loss, an fsync
+                  per group commit (what a user who needs that pays; no target)
   receive-cursor  RECEIVE through a cursor (positioned by PEEK_CURRENT) + RR_ACK, a queue per client
   large           one 4 MiB - 1 KiB message (MS-MQMQ 2.2.19.1 caps the packet at 0x400000 bytes): PEEK_CURRENT
                   and RECEIVE + RR_ACK, one client, max_recv_frag 5840; latency to the last response fragment
@@ -849,10 +851,10 @@ def bench_lookup(ctx: Context) -> list[dict]:
                     queue_depth=max(4096, ctx.args.backlog)) for c in ctx.clients]
 
 
-def _receive(ctx: Context, delivery: str, cursor: bool) -> list[dict]:
-    """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty)."""
+def _receive(ctx: Context, delivery: str, cursor: bool, *serve: str) -> list[dict]:
+    """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty); ``serve``: more serve options."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
-    server = ctx.server()
+    server = ctx.server(*serve)
     if cursor:
         _ballast(ctx, server)      # (without a cursor the received queue itself is --backlog deep)
     rows = []
@@ -897,6 +899,11 @@ def bench_receive_express(ctx: Context) -> list[dict]:
 @scenario("receive-recoverable", "the same with recoverable messages (group commit of the ACK deletes)")
 def bench_receive_recoverable(ctx: Context) -> list[dict]:
     return _receive(ctx, "recoverable", cursor=False)
+
+
+@scenario("receive-recoverable-full", "the same on `serve --store-synchronous full` (an fsync per group commit)")
+def bench_receive_recoverable_full(ctx: Context) -> list[dict]:
+    return _receive(ctx, "recoverable", False, "--store-synchronous", "full")
 
 
 @scenario("receive-cursor", "RECEIVE through a cursor + RR_ACK, 1 KiB express, a queue per client")
