@@ -852,7 +852,7 @@ def bench_lookup(ctx: Context) -> list[dict]:
 
 
 def _receive(ctx: Context, delivery: str, cursor: bool, *serve: str) -> list[dict]:
-    """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty); ``serve``: more serve options."""
+    """RECEIVE + RR_ACK of 1 KiB messages for --duration (or until the queue is empty); ``serve``: serve options."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
     server = ctx.server(*serve)
     if cursor:
