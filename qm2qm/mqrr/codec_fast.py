@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from qm2qm.mqmp.codec_fast import read_queue_format
+from qm2qm.mqmp.codec_fast import encode_create_remote_cursor, read_queue_format
 from qm2qm.rpc.ndr_codec import CONTEXT_HANDLE_SIZE
 
 REFERENT_ID_BASE = 0x00020000
@@ -33,7 +33,6 @@ _START_FIELDS = ("phContext", "LookupId", "hCursor", "ulAction", "ulTimeout", "d
 # fWorkgroup, 4-aligned in both syntaxes
 _OPEN_QUEUE_TAIL = struct.Struct("<II16siBBHi")
 _HANDLE_AND_STATUS = struct.Struct("<20sI")
-_DWORD_AND_STATUS = struct.Struct("<II")
 
 
 def decode_open_queue(stub: bytes, ndr64: bool) -> dict[str, Any] | None:
@@ -77,8 +76,9 @@ def encode_handle(pphContext: bytes) -> bytes | None:
 
 
 def encode_dword_and_status(phCursor: int, ErrorCode: int) -> bytes:
-    """R_CreateCursor's response: phCursor, then the LONG ErrorCode (given signed or unsigned)."""
-    return _DWORD_AND_STATUS.pack(phCursor, ErrorCode & 0xFFFFFFFF)
+    """R_CreateCursor's response: phCursor, then the LONG ErrorCode (given signed or unsigned) -- the layout of
+    MS-MQMP's R_QMCreateRemoteCursor response, packed by its encoder."""
+    return encode_create_remote_cursor(phCursor, ErrorCode)
 
 
 def encode_handle_and_status(pphContext: bytes, ErrorCode: int) -> bytes | None:
