@@ -103,15 +103,22 @@ def empty_call() -> dict[str, Any]:
     return dict.fromkeys(CALL_COLUMNS)
 
 
+# Rows per Arrow batch in table(): one struct array of 200,000 calls took 0.79-1.71 s CPU, 10,000-row slices of the
+# same rows 0.45-0.50 s (BENCHMARKS.md, twelfth pass); the builder's buffers of a slice stay small.
+TABLE_SLICE_ROWS = 10_000
+
+
 def table(rows: Iterable[dict], schema: pa.Schema) -> pa.Table:
     """Rows (dicts) as an Arrow table of ``schema``; missing keys are null."""
     rows = rows if isinstance(rows, list) else list(rows)
-    # Arrow reads the dicts itself (one struct array, then its fields as columns): a third less CPU than
+    # Arrow reads the dicts itself (one struct array per slice, then its fields as columns): a third less CPU than
     # transposing them into per-column lists in Python first. The collector is paused meanwhile: with it on,
     # its full passes rescan every row of a large ingest again and again.
+    struct = pa.struct(list(schema))
     with collector_paused():
-        struct = pa.array(rows, type=pa.struct(list(schema)))
-    return pa.Table.from_struct_array(struct).cast(schema)
+        batches = [pa.RecordBatch.from_struct_array(pa.array(rows[at:at + TABLE_SLICE_ROWS], type=struct))
+                   for at in range(0, len(rows), TABLE_SLICE_ROWS)]
+    return pa.Table.from_batches(batches, schema=pa.schema(list(struct))).cast(schema)
 
 
 def number_sessions(rows: list[dict]) -> None:
