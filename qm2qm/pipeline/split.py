@@ -3,14 +3,14 @@ reads only frame headers and assigns whole connections to parts of about equal b
 its own (capture.ingest_capture with ``keep``); connection and session numbers are then made file-wide again."""
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qm2qm.pipeline.capture import IngestResult, ingest_capture, report_link_type, report_unknown_interfaces
+from qm2qm.pipeline.headerscan import scan_ethernet_pcap
 from qm2qm.pipeline.pcapfile import (LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES, CaptureError, Frame, PcapRecords,
-                                     address_text, flow_key, raw_flow_key, read_frames, sniff, tcp_segment)
+                                     flow_key, read_frames, sniff, tcp_segment)
 from qm2qm.pipeline.tcp import FIN, RST, SYN
 
 FlowKey = tuple[bytes, bytes]
@@ -109,37 +109,28 @@ class _Scan:
             conn.closed = True
 
 
-def _scan_pcap(scan: _Scan, fh: Any, magic: bytes) -> None:
-    """The first pass over a pcap: Ethernet/IPv4/TCP frames are read in the read buffer (the fields
-    pcapfile._ipv4_tcp reads, no Frame made), any other frame as a Frame."""
-    records = PcapRecords(fh, magic)
-    linktype, per_second = records.linktype, records.per_second
-    ethernet = linktype == LINKTYPE_ETHERNET
-    span, current, connection, segment = scan.span, scan.current, scan.connection, scan.segment
-    for buf, d, end, offset, sec, frac in records.records():
-        key = raw_flow_key(buf, d, end) if ethernet else None
-        if key is None:
-            scan.frame(Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, linktype, buf[d:end], offset))
-            continue
-        span(key, offset, end - d)
-        flags = buf[d + 47]
-        conn = current.get(key)
-        if conn is not None and conn.saw_data and conn.first_call is not None and not flags & (SYN | FIN | RST):
-            continue                                               # the common frame: nothing left to learn
-        total = buf[d + 16] << 8 | buf[d + 17]
-        ip_end = 14 + total if total else end - d                  # total 0: segmentation offload, as dpkt
-        tcp_len = (buf[d + 46] >> 4) << 2
-        if ip_end < 54 or tcp_len < 20:                            # as tcp_segment: not a segment
-            continue
-        if conn is None or flags & SYN and not flags & ACK:
-            conn = connection(key, flags, offset, lambda: (
-                address_text(socket.AF_INET, buf[d + 26:d + 30]), buf[d + 34] << 8 | buf[d + 35],
-                address_text(socket.AF_INET, buf[d + 30:d + 34]), buf[d + 36] << 8 | buf[d + 37]))
-        at = d + 34 + tcp_len
-        size = min(ip_end, end - d) - 34 - tcp_len
-        if size > 0 or flags & (FIN | RST):
-            segment(conn, flags, buf, at, max(size, 0),
-                    lambda: sec * 1_000_000 + frac * 1_000_000 // per_second)
+def scan_file(path: str | Path, vectorized: bool = True) -> _Scan:
+    """The first pass over one capture: an Ethernet pcap through headerscan (``vectorized``), any other file
+    Frame by Frame; a file that cannot be read on is reported in the scan's head (after what came before)."""
+    scan = _Scan(path)
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+            if vectorized and sniff(magic) == "pcap":
+                records = PcapRecords(fh, magic)
+                if records.linktype == LINKTYPE_ETHERNET:
+                    scan_ethernet_pcap(scan, records)
+                    return scan
+            fh.seek(0)
+            for frame in read_frames(fh):
+                scan.frame(frame)
+    except OSError as exc:
+        scan.head.report("unreadable", None, f"{path}: cannot open: {exc.strerror or exc}")
+    except CaptureError as exc:
+        scan.head.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
+    finally:
+        scan.spans = dict(sorted(scan.spans.items(), key=lambda item: item[1][0]))     # in first-frame order
+    return scan
 
 
 def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
@@ -147,22 +138,8 @@ def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
     link types, an unreadable record; the parts). Connections, in order of their first frame, are cut into at most
     ``parts`` runs of about equal captured bytes, so each part reads a narrow range of the file. Each part also
     carries the numbering the pass predicts (Part.expect, Part.numbers)."""
-    scan = _Scan(path)
-    head = scan.head
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-            if sniff(magic) == "pcap":
-                _scan_pcap(scan, fh, magic)
-            else:
-                fh.seek(0)
-                for frame in read_frames(fh):
-                    scan.frame(frame)
-    except OSError as exc:
-        head.report("unreadable", None, f"{path}: cannot open: {exc.strerror or exc}")
-    except CaptureError as exc:
-        head.report(exc.kind, exc.offset, f"{path}: offset {exc.offset}: {exc}")
-    spans = scan.spans
+    scan = scan_file(path)
+    head, spans = scan.head, scan.spans
     share = sum(span[2] for span in spans.values()) / max(1, min(parts, len(spans)))
     out: list[Part] = []
     done = 0
