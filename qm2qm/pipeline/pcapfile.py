@@ -60,12 +60,22 @@ def sniff(head: bytes) -> str | None:
     return None
 
 
+class _EveryFlow:
+    """``keep`` of a part whose byte range holds only its own connections' frames (split.Part.exclusive)."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
+EVERY_FLOW: Collection = _EveryFlow()      # type: ignore[assignment]
+
+
 def read_frames(fh: BinaryIO, start: int | None = None, stop: int | None = None,
                 keep: Collection | None = None) -> Iterator[Frame]:
     """Every packet record of a pcap or pcapng stream; raises CaptureError at the first unreadable record.
     ``start``/``stop``: file offsets of the first and last records wanted (a pcap is read from ``start`` on; a
     pcapng from its beginning, its interface blocks being needed). ``keep``: only the frames whose flow_key is in
-    it (a pcap's Ethernet/IPv4 frames are tested in the read buffer, before a Frame is made)."""
+    it (a pcap's Ethernet/IPv4 frames are tested in the read buffer, before a Frame is made; EVERY_FLOW: no test)."""
     head = fh.read(4)
     kind = sniff(head)
     if kind == "pcap":
@@ -133,6 +143,8 @@ def _read_pcap(fh: BinaryIO, magic: bytes, start: int | None = None, stop: int |
                keep: Collection | None = None) -> Iterator[Frame]:
     records = PcapRecords(fh, magic)
     linktype, per_second = records.linktype, records.per_second
+    if keep is EVERY_FLOW:
+        keep = None
     for buf, begin, end, offset, sec, frac in records.records(start):
         if stop is not None and offset > stop:
             return

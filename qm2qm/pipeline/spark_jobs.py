@@ -113,7 +113,8 @@ def _ingest_part(path: str, spec: dict) -> Any:
     expect = spec.get("expect")                 # [session_id, first_offset, first_call, connection_id, session_seq]
     result = ingest_part(path, Part(keys, spec["start"], spec["stop"], 0,
                                     None if expect is None else [e[:3] for e in expect],
-                                    None if expect is None else {e[0]: (e[3], e[4]) for e in expect}))
+                                    None if expect is None else {e[0]: (e[3], e[4]) for e in expect},
+                                    exclusive=spec.get("exclusive", False)))
     head = spec.get("head")
     if head is not None:
         result.problems[:0] = head["problems"]
@@ -206,7 +207,7 @@ def plan_tasks(paths: list[str], parallelism: int, split_min_bytes: int = SPLIT_
         head.count("file_bytes", size)
         for index, part in enumerate(planned):
             spec = {"keys": [[a.hex(), b.hex()] for a, b in part.keys], "start": part.start, "stop": part.stop,
-                    "expect": [[*e, *part.numbers[e[0]]] for e in part.expect]}
+                    "exclusive": part.exclusive, "expect": [[*e, *part.numbers[e[0]]] for e in part.expect]}
             if index == 0:
                 spec["head"] = {"problems": head.problems, "counters": head.counters}
             tasks.append((path, json.dumps(spec), part.bytes))

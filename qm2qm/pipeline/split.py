@@ -3,20 +3,23 @@ reads only frame headers and assigns whole connections to parts of about equal b
 its own (capture.ingest_capture with ``keep``); connection and session numbers are then made file-wide again."""
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from qm2qm.pipeline.capture import IngestResult, ingest_capture, report_link_type, report_unknown_interfaces
 from qm2qm.pipeline.headerscan import scan_ethernet_pcap
-from qm2qm.pipeline.pcapfile import (LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES, CaptureError, Frame, PcapRecords,
-                                     flow_key, read_frames, sniff, tcp_segment)
+from qm2qm.pipeline.pcapfile import (EVERY_FLOW, LINKTYPE_ETHERNET, SUPPORTED_LINKTYPES, CaptureError, Frame,
+                                     PcapRecords, flow_key, read_frames, sniff, tcp_segment)
 from qm2qm.pipeline.tcp import FIN, RST, SYN
 
 FlowKey = tuple[bytes, bytes]
 # A connection as the first pass predicts it and a part finds it: (session_id, first_offset, first_call)
 Found = tuple[str, int, tuple[int, int] | None]
 ACK = 0x10
+# Offsets of frames of no TCP connection the first pass keeps to tell exclusive parts; past this, no part is.
+KEYLESS_KEPT = 1 << 16
 
 
 @dataclass
@@ -30,6 +33,8 @@ class Part:
     bytes: int
     expect: list[Found] | None = None
     numbers: dict[str, tuple[int, int | None]] | None = None
+    # no frame of another part and no frame of no TCP connection between start and stop: read without a filter
+    exclusive: bool = False
 
 
 class _Connection:
@@ -53,11 +58,20 @@ class _Scan:
         self.connections: list[_Connection] = []
         self.prefixes: dict[str, int] = {}
         self.warned: set[int] = set()
+        self.keyless: list[int] | None = []                    # offsets of frames of no flow (None: too many)
+
+    def no_flow(self, offset: int) -> None:
+        """A frame of no TCP connection at ``offset``: the parts whose range holds it must filter (Part.exclusive)."""
+        if self.keyless is not None:
+            self.keyless.append(offset)
+            if len(self.keyless) > KEYLESS_KEPT:
+                self.keyless = None
 
     def frame(self, frame: Frame) -> None:
         """One frame read as a Frame (any link type): as flow_key and tcp_segment read it."""
         key = flow_key(frame)
         if key is None:
+            self.no_flow(frame.offset)
             self.head.count("frames")
             self.head.count("capture_bytes", len(frame.data))
             if frame.linktype in SUPPORTED_LINKTYPES:
@@ -151,6 +165,7 @@ def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
         part.keys.append(key)
         part.start, part.stop, part.bytes = min(part.start, first), max(part.stop, last), part.bytes + size
         done += size
+    mark_exclusive(out, scan.keyless)
     numbers = renumber([{"session_id": c.session_id, "first_offset": c.first_offset, "first_call": c.first_call}
                         for c in scan.connections])
     for conn in scan.connections:
@@ -160,10 +175,25 @@ def plan(path: str | Path, parts: int) -> tuple[IngestResult, list[Part]]:
     return head, out
 
 
+def mark_exclusive(parts: list[Part], keyless: list[int] | None) -> None:
+    """Set Part.exclusive where no other part's connection and no frame of no connection has a frame between the
+    part's start and stop. Parts hold runs of connections in first-frame order, so a later part's connections
+    start at or after its start, and an earlier one's end by the latest stop of the parts before."""
+    if keyless is None:
+        return
+    latest_stop = -1
+    for index, part in enumerate(parts):
+        later = parts[index + 1].start if index + 1 < len(parts) else None
+        holds_keyless = bisect.bisect_left(keyless, part.start) < bisect.bisect_right(keyless, part.stop)
+        part.exclusive = latest_stop < part.start and (later is None or later > part.stop) and not holds_keyless
+        latest_stop = max(latest_stop, part.stop)
+
+
 def ingest_part(path: str | Path, part: Part) -> IngestResult:
     """The calls of one part's connections (capture.ingest_capture with ``keep``), numbered file-wide when the
     part finds exactly the connections the first pass predicted (``numbered``); else merge/renumber must."""
-    result = ingest_capture(path, keep=frozenset(part.keys), start=part.start, stop=part.stop)
+    keep = EVERY_FLOW if part.exclusive else frozenset(part.keys)
+    result = ingest_capture(path, keep=keep, start=part.start, stop=part.stop)
     if part.expect is not None and part.numbers is not None and found(result) == sorted(map(_found, part.expect)):
         apply_numbers(result.calls, part.numbers)
         apply_numbers(result.sessions, part.numbers)

@@ -148,6 +148,51 @@ def test_plan_keeps_connections_whole_and_parts_balanced(tmp_path):
     assert max(sizes) < 2 * min(sizes)
 
 
+def _frames_of(path) -> list:
+    frames = []
+    with open(path, "rb") as fh:
+        try:
+            frames.extend(read_frames(fh))
+        except Exception:                                                # noqa: BLE001 - the cut last record
+            pass
+    return frames
+
+
+@pytest.mark.parametrize("parts", [2, 3, 5, 16])
+def test_a_part_is_read_without_a_filter_only_when_its_range_holds_only_its_connections(tmp_path, parts):
+    """Part.exclusive exactly when no other part's connection spans into the part's range and no frame of no
+    connection lies in it (pairwise here); such a part then holds only its own frames. The UDP frame and the reused
+    4-tuple (whose span crosses the parts between) leave some parts filtered."""
+    path = tmp_path / "c.pcap"
+    _capture(path, pcapng=False)
+    _head, planned = split.plan(path, parts)
+    scan, frames = split.scan_file(path), _frames_of(path)
+    keyless = [f.offset for f in frames if flow_key(f) is None]
+    for part in planned:
+        others = [span for key, span in scan.spans.items() if key not in part.keys]
+        expected = not any(first <= part.stop and last >= part.start for first, last, _ in others) and \
+            not any(part.start <= offset <= part.stop for offset in keyless)
+        assert part.exclusive == expected
+        if part.exclusive:
+            assert all(flow_key(f) in part.keys for f in frames if part.start <= f.offset <= part.stop)
+    assert not all(p.exclusive for p in planned) and (any(p.exclusive for p in planned) or parts < 5)
+    results = [split.ingest_part(path, part) for part in planned]
+    assert all(r.numbered for r in results)
+    assert _rows(split.merge([_head, *results])) == _rows(ingest_capture(path))
+
+
+def test_sessions_one_after_another_make_parts_read_without_a_filter(tmp_path):
+    path = tmp_path / "c.pcap"
+    sink = PcapSink(path)
+    for i in range(4):
+        _session(Wire(sink, client=("10.0.0.1", 50000 + i), server=SERVER), calls=3)
+    sink.close()
+    _head, planned = split.plan(path, 2)
+    assert [part.exclusive for part in planned] == [True, True]
+    assert _rows(split.merge([_head, *(split.ingest_part(path, part) for part in planned)])) == \
+        _rows(ingest_capture(path))
+
+
 def test_plan_tasks_splits_only_a_capture_above_its_share(tmp_path):
     big, small = tmp_path / "big.pcap", tmp_path / "small.pcap"
     _capture(big, pcapng=False)
