@@ -20,7 +20,7 @@ from qm2qm.pipeline.tcp import FIN, RST, SYN
 
 ACK = 0x10
 # Bytes of records walked and then read at once; a block's header fields take ~100 bytes of numpy arrays a record.
-BLOCK_BYTES = 32 << 20
+BLOCK_BYTES = 16 << 20
 
 
 def scan_ethernet_pcap(scan: Any, records: PcapRecords) -> None:
@@ -43,7 +43,7 @@ def scan_ethernet_pcap(scan: Any, records: PcapRecords) -> None:
 
 def _walk(scan: Any, buf: mmap.mmap, caplen_of: Any, times: Any, per_second: int) -> None:
     """Walk the records after the file header block by block (BLOCK_BYTES), scanning each block (_block)."""
-    size, pos = len(buf), 24                       # the file as mapped
+    size, pos, released = len(buf), 24, 0          # the file as mapped; released: pages given back below it
     while pos + 16 <= size:
         limit, starts = min(size, pos + BLOCK_BYTES), array("q")
         append = starts.append
@@ -61,6 +61,10 @@ def _walk(scan: Any, buf: mmap.mmap, caplen_of: Any, times: Any, per_second: int
             walked = walked[:damaged[0]]
         if len(walked):
             _block(scan, buf, walked, pos, times, per_second)
+        done = pos - pos % mmap.PAGESIZE                       # pages scanned: out of this process's memory
+        if done > released and hasattr(buf, "madvise"):     # (not on Windows)
+            buf.madvise(mmap.MADV_DONTNEED, released, done - released)
+            released = done
         if len(damaged) or pos + 16 <= limit:    # a damaged record, or one that does not fit in the file
             break
     if pos + 16 > size:
