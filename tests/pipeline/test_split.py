@@ -158,13 +158,14 @@ def _frames_of(path) -> list:
     return frames
 
 
+@pytest.mark.parametrize("pcapng", [False, True], ids=["pcap", "pcapng"])
 @pytest.mark.parametrize("parts", [2, 3, 5, 16])
-def test_a_part_is_read_without_a_filter_only_when_its_range_holds_only_its_connections(tmp_path, parts):
+def test_a_part_is_read_without_a_filter_only_when_its_range_holds_only_its_connections(tmp_path, parts, pcapng):
     """Part.exclusive exactly when no other part's connection spans into the part's range and no frame of no
     connection lies in it (pairwise here); such a part then holds only its own frames. The UDP frame and the reused
     4-tuple (whose span crosses the parts between) leave some parts filtered."""
     path = tmp_path / "c.pcap"
-    _capture(path, pcapng=False)
+    _capture(path, pcapng)
     _head, planned = split.plan(path, parts)
     scan, frames = split.scan_file(path), _frames_of(path)
     keyless = [f.offset for f in frames if flow_key(f) is None]
