@@ -1,9 +1,9 @@
 """The split's first pass over an Ethernet pcap (split.plan, docs/pipeline.md), vectorized: records are walked
 in Python (each record's length gives the next one's place), then a block of records has its IPv4/TCP header
 fields (RFC 791, RFC 9293 3.1) read at once with numpy. Only the frames that can change what the pass learns go
-through split._Scan one by one: every SYN, FIN and RST, and per run of one connection's frames its first
-segment, first data segment and first whole request PDU, plus each frame the in-place reader does not read
-(not IPv4/TCP without options, a fragment, short). The others only add to their connection's span."""
+through split._Scan one by one: every SYN, FIN and RST; each frame the in-place reader does not read (not IPv4/TCP
+without options, a fragment, short); and, per connection of the block, the first segment, first data segment and
+first whole request PDU after each SYN or frame not read in place. The others only add to their connection's span."""
 from __future__ import annotations
 
 import mmap
@@ -118,16 +118,30 @@ def _block(scan: Any, buf: Any, starts: np.ndarray, stop: int, times: Any, per_s
     cut = np.ones(len(r), dtype=bool)
     cut[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1]) | (r[1:] != r[:-1] + 1) | opens[1:]
     runs = np.flatnonzero(cut)
-    index = np.arange(len(r))
+    if not len(runs):
+        picked = runs
+    else:
+        # a connection's runs, in order, grouped while no SYN opens one and no frame not read in place comes between
+        # (it could be the connection's own SYN): each group's first segment, data segment and request are picked
+        run_ends = np.append(runs[1:], len(r)) - 1
+        high, high_rank = np.unique(hi[runs], return_inverse=True)   # a flow's number: its two ends' ranks
+        flow_of_run = np.unique(lo[runs], return_inverse=True)[1].ravel() * len(high) + high_rank.ravel()
+        by_flow = np.argsort(flow_of_run, kind="stable")
+        not_in_place = np.cumsum(~raw)                         # frames not read in place up to each frame
+        sorted_flows, sorted_starts, sorted_ends = flow_of_run[by_flow], runs[by_flow], run_ends[by_flow]
+        group = np.ones(len(runs), dtype=bool)
+        group[1:] = ((sorted_flows[1:] != sorted_flows[:-1]) | opens[sorted_starts[1:]]
+                     | (not_in_place[r[sorted_starts[1:]]] != not_in_place[r[sorted_ends[:-1]]]))
+        groups = np.flatnonzero(group)
+        index = np.arange(len(r))
 
-    def firsts(mask: np.ndarray) -> np.ndarray:
-        if not len(runs):
-            return runs
-        first = np.minimum.reduceat(np.where(mask, index, len(r)), runs)
-        return first[first < len(r)]
+        def firsts(mask: np.ndarray) -> np.ndarray:
+            per_run = np.minimum.reduceat(np.where(mask, index, len(r)), runs)[by_flow]
+            first = np.minimum.reduceat(per_run, groups)
+            return first[first < len(r)]
 
-    picked = np.union1d(np.union1d(firsts(valid), firsts(valid & (size > 0))),
-                        np.union1d(firsts(request), np.flatnonzero(valid & (flags & (SYN | FIN | RST) != 0))))
+        picked = np.union1d(np.union1d(firsts(valid), firsts(valid & (size > 0))),
+                            np.union1d(firsts(request), np.flatnonzero(valid & (flags & (SYN | FIN | RST) != 0))))
     keys: dict[tuple[int, int], tuple[bytes, bytes]] = {}
 
     def key_of(i: int) -> tuple[bytes, bytes]:
@@ -162,12 +176,14 @@ def _block(scan: Any, buf: Any, starts: np.ndarray, stop: int, times: Any, per_s
         if seg_size > 0 or flag & (FIN | RST):
             segment(conn, flag, buf, seg_at, max(seg_size, 0),
                     lambda sec=sec, frac=frac: sec * 1_000_000 + frac * 1_000_000 // per_second)
-    # spans last: a Frame scanned above may be of a flow whose span the runs below extend (min/max, not order)
+    # spans last, one fold a flow: a Frame scanned above may be of a flow whose span these extend (min/max)
     if len(runs):
-        run_ends = np.append(runs[1:], len(r)) - 1
+        flows = np.flatnonzero(np.append(True, sorted_flows[1:] != sorted_flows[:-1]))
         spans = scan.spans
-        for run, first, last, nbytes in zip(runs.tolist(), starts[r[runs]].tolist(),
-                                            starts[r[run_ends]].tolist(), np.add.reduceat(cap, runs).tolist()):
+        for run, first, last, nbytes in zip(sorted_starts[flows].tolist(),
+                                            np.minimum.reduceat(starts[r[sorted_starts]], flows).tolist(),
+                                            np.maximum.reduceat(starts[r[sorted_ends]], flows).tolist(),
+                                            np.add.reduceat(np.add.reduceat(cap, runs)[by_flow], flows).tolist()):
             key = key_of(run)
             span = spans.get(key)
             if span is None:

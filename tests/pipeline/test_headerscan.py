@@ -13,6 +13,9 @@ SYN, FIN, RST, PSH, ACK = 0x02, 0x01, 0x04, 0x08, 0x10
 FLAGS = [ACK] * 6 + [PSH | ACK] * 6 + [SYN, SYN | ACK, FIN | ACK, RST, RST | ACK, SYN | FIN, 0]     # mostly data
 CLIENTS = [("10.0.0.1", 50000), ("10.0.0.1", 50001), ("10.0.0.2", 50000)]
 SERVER = ("10.0.0.9", 2105)
+# endpoints above and below the server's address, talking among themselves too: flow keys whose two ends rank
+# every which way (headerscan numbers a flow by the ranks of its ends)
+PEERS = [("10.0.0.3", 1), ("10.0.0.20", 7), ("10.0.0.21", 7), ("10.0.0.22", 9), SERVER]
 
 
 def _request_pdu(frag_len: int, length: int, flags: int = 3) -> bytes:
@@ -42,6 +45,8 @@ def _frame(draw) -> bytes:
     kind = draw(st.sampled_from(["tcp"] * 14 + ["options", "fragment", "udp", "ipv6", "short", "tso", "badtcp"]))
     client = draw(st.sampled_from(CLIENTS[:1] * 6 + CLIENTS))         # long runs of one connection's frames
     src, dst = (client, SERVER) if draw(st.booleans()) else (SERVER, client)
+    if draw(st.integers(0, 5)) == 0:
+        src, dst = draw(st.lists(st.sampled_from(PEERS), min_size=2, max_size=2, unique=True))
     flags = draw(st.sampled_from(FLAGS))
     length = draw(st.integers(16, 80))
     payload = draw(st.one_of(st.just(b""), st.binary(min_size=1, max_size=40),
@@ -93,3 +98,49 @@ def test_a_capture_of_only_its_file_header_teaches_nothing(tmp_path):
     path.write_bytes(_pcap([], b"", False))
     scan = split.scan_file(path)
     assert _learned(scan) == ([], [], [], {})
+
+
+def test_every_pair_of_endpoints_in_one_block_keeps_its_own_span_and_connection(tmp_path):
+    """15 connections among 6 endpoints, their frames interleaved in one block: each is numbered apart from the
+    others (by the ranks of both its ends) and learned as the Frame-by-Frame pass learns it."""
+    import itertools
+    pairs = list(itertools.combinations(PEERS + [("10.0.0.2", 50000)], 2))
+    frames = []
+    for round_ in range(3):
+        for src, dst in pairs:
+            flags = SYN if round_ == 0 else PSH | ACK
+            frames.append(_tcp(src, dst, flags, b"" if round_ == 0 else _request_pdu(40, 40)))
+    path = tmp_path / "mesh.pcap"
+    path.write_bytes(_pcap(frames, b"", False))
+    learned = _learned(split.scan_file(path))
+    assert len(learned[0]) == len(pairs) and len(learned[1]) == len(pairs)
+    assert learned == _learned(split.scan_file(path, vectorized=False))
+
+
+def test_a_4_tuple_reused_in_one_block_is_a_new_connection_with_its_own_first_call(tmp_path):
+    """Data, then a SYN on the same 4-tuple (a new connection), then that connection's data and first request,
+    all in one run of frames: the new connection's first data segment and request are picked too."""
+    client = CLIENTS[0]
+    frames = [_tcp(client, SERVER, SYN, b""), _tcp(client, SERVER, PSH | ACK, b"hello"),
+              _tcp(client, SERVER, PSH | ACK, _request_pdu(40, 40)), _tcp(client, SERVER, SYN, b""),
+              _tcp(client, SERVER, PSH | ACK, b"again"), _tcp(client, SERVER, PSH | ACK, _request_pdu(48, 48))]
+    path = tmp_path / "reused.pcap"
+    path.write_bytes(_pcap(frames, b"", False))
+    learned = _learned(split.scan_file(path))
+    assert [(c[1], c[3] is not None, c[4]) for c in learned[1]] == [
+        ("10.0.0.1:50000-10.0.0.9:2105", True, True), ("10.0.0.1:50000-10.0.0.9:2105#1", True, True)]
+    assert learned == _learned(split.scan_file(path, vectorized=False))
+
+
+def test_a_syn_not_read_in_place_between_two_runs_starts_a_new_group(tmp_path):
+    """The SYN that reuses the 4-tuple carries IP options (a Frame, not read in place): the connection it opens
+    still gets its first data segment and request picked."""
+    client = CLIENTS[0]
+    frames = [_tcp(client, SERVER, SYN, b""), _tcp(client, SERVER, PSH | ACK, _request_pdu(40, 40)),
+              _tcp(client, SERVER, SYN, b"", ip_options=b"\x01\x01\x01\x00"),
+              _tcp(client, SERVER, PSH | ACK, b"again"), _tcp(client, SERVER, PSH | ACK, _request_pdu(48, 48))]
+    path = tmp_path / "reused.pcap"
+    path.write_bytes(_pcap(frames, b"", False))
+    learned = _learned(split.scan_file(path))
+    assert [c[3] is not None for c in learned[1]] == [True, True]
+    assert learned == _learned(split.scan_file(path, vectorized=False))
