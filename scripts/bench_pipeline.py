@@ -1,11 +1,11 @@
 """Pipeline benchmarks: trace overhead on server throughput; in-process ingest against tshark on the same
 32 MB / 100,000-call capture; Spark ingest (many files, and one large capture split by session) as a ratio to
 cores x the in-process rate (each workload's first file ingested in fresh processes before any Spark session
-starts); stats and diff over a large synthetic call table.
+starts); stats and diff over a large synthetic call table; the split's first pass, vectorized and Frame by Frame.
 
-    .venv/bin/python scripts/bench_pipeline.py [--skip-trace] [--rounds 3] [--masters 'local[2],local-cluster[2,1,1024]']
-        [--large-calls 400000]
-        [--scale-calls 10000000] [--json out.json] [--skip-tshark]
+    .venv/bin/python scripts/bench_pipeline.py [--skip-trace] [--rounds 3]
+        [--masters 'local[2],local-cluster[2,1,1024]'] [--large-calls 400000] [--scale-calls 10000000]
+        [--first-pass-calls 200000] [--json out.json] [--skip-tshark] [--skip-ingest]
 """
 from __future__ import annotations
 
@@ -195,6 +195,77 @@ def make_capture(path: Path, calls: int, sessions: int = 20) -> None:
             append_response(answer, i + 2, 0, resp, 5840)
             send(server, client, bytes(answer))
     sink.close()
+
+
+def make_interleaved_capture(path: Path, calls: int, sessions: int = 200) -> None:
+    """A busy server's capture: `sessions` connections opened first, then `calls` calls (opnums 8 and 7) taken
+    round-robin across them, so consecutive frames are of different connections."""
+    from qm2qm.pipeline.recorder import PcapSink
+    from qm2qm.rpc.events import ContextItem
+    from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, fragment_request
+
+    ops = [(8, b"", codec.encode_response(8, codec.RemoteQmGetVersionResponse(6, 1, 20348), False)),
+           (7, b"\x00\x00\x00\x00", b"\x37\x08\x00\x00")]
+    syntax = (NDR20[0], NDR20[1], 0)
+    sink = PcapSink(path)
+    ends = []
+    for s in range(sessions):
+        client, server = (f"10.1.{s // 250}.{s % 250 + 1}", 40000 + s), ("10.2.0.2", 2105)
+        sink.segment(client, server, 999, 0, 0x02)
+        sink.segment(server, client, 4999, 1000, 0x12)
+        ends.append((client, server, {client: 1000, server: 5000}))
+
+    def send(end, to_server: bool, data: bytes) -> None:
+        client, server, seq = end
+        a, b = (client, server) if to_server else (server, client)
+        seq[a] = sink.data(a, b, seq[a], seq[b], data)
+
+    for s, end in enumerate(ends):
+        send(end, True, build_bind(1, [ContextItem(0, (QM2QM_UUID, *QM2QM_VERSION), (syntax,))]))
+        send(end, False, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
+                                        assoc_group_id=s + 1, secondary_address="2105", results=[(0, 0, syntax)]))
+    for i in range(calls):
+        opnum, request, response = ops[i % len(ops)]
+        send(ends[i % sessions], True, b"".join(fragment_request(i // sessions + 2, 0, opnum, request, 5840)))
+        answer = bytearray()
+        append_response(answer, i // sessions + 2, 0, response, 5840)
+        send(ends[i % sessions], False, bytes(answer))
+    sink.close()
+
+
+def bench_first_pass(calls: int, rounds: int) -> dict:
+    """The split's first pass (split.scan_file) on a capture of sessions one after another (make_capture) and on
+    one of interleaved sessions (make_interleaved_capture): vectorized (headerscan) against Frame by Frame, the
+    best of `rounds` alternated runs each, and that both learn the same."""
+    from qm2qm.pipeline import split
+
+    def learned(scan):
+        return (list(scan.spans.items()), [(c.session_id, c.first_offset, c.first_call) for c in scan.connections],
+                scan.head.problems, scan.head.counters)
+
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in (("sequential", make_capture), ("interleaved", make_interleaved_capture)):
+            path = Path(tmp) / f"{name}.pcap"
+            make(path, calls)
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(rounds):
+                for vectorized in (True, False):
+                    t0 = time.perf_counter()
+                    split.scan_file(path, vectorized)
+                    times[vectorized].append(time.perf_counter() - t0)
+            frames = sum(1 for _ in _frame_offsets(path))
+            out[name] = {"calls": calls, "mb": round(path.stat().st_size / 1e6, 1), "frames": frames,
+                         "vectorized_s": round(min(times[True]), 3), "frame_by_frame_s": round(min(times[False]), 3),
+                         "same": learned(split.scan_file(path)) == learned(split.scan_file(path, False))}
+    return out
+
+
+def _frame_offsets(path: Path):
+    from qm2qm.pipeline.pcapfile import read_frames
+    with open(path, "rb") as fh:
+        for frame in read_frames(fh):
+            yield frame.offset
 
 
 def tshark_command(path: Path) -> list[str] | None:
@@ -480,6 +551,9 @@ def main() -> None:
                         help="comma-separated Spark masters for the ingest runs ('' for none)")
     parser.add_argument("--scale-calls", type=int, default=0,
                         help="also time stats and diff over a synthetic call table of this many rows (e.g. 10000000)")
+    parser.add_argument("--first-pass-calls", type=int, default=0,
+                        help="also time the split's first pass on captures of this many calls, sessions one after "
+                             "another and interleaved (e.g. 200000)")
     parser.add_argument("--json", type=Path, help="write every figure to this file")
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--skip-ingest", action="store_true")
@@ -525,6 +599,12 @@ def main() -> None:
                   f"({x['in_process_parquet_calls_per_s']} calls/s): ratio "
                   f"{x['ratio_to_cores_x_in_process_parquet']}, cpu_ratio {x['cpu_ratio_parquet']}; "
                   f"{x['renumbered_files']} file(s) renumbered")
+    if args.first_pass_calls:
+        r = figures["first_pass"] = bench_first_pass(args.first_pass_calls, args.rounds)
+        for name, f in r.items():
+            print(f"first pass, {name} sessions: {f['calls']} calls, {f['frames']} frames, {f['mb']} MB: vectorized "
+                  f"{f['vectorized_s']} s ({f['vectorized_s'] / f['frames'] * 1e6:.2f} µs a frame), frame by frame "
+                  f"{f['frame_by_frame_s']} s; same result: {f['same']}", flush=True)
     if args.scale_calls:
         r = figures["scale"] = bench_stats_diff(args.scale_calls, "local[2]")
         print(f"stats of {r['calls']} calls: {r['stats_s']} s; diff: {r['diff_s']} s ({r['diff_aligned']} aligned, "
