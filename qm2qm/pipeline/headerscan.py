@@ -23,15 +23,19 @@ ACK = 0x10
 BLOCK_BYTES = 16 << 20
 
 
-def scan_ethernet_pcap(scan: Any, records: PcapRecords) -> None:
+def scan_ethernet_pcap(scan: Any, records: PcapRecords) -> bool:
     """Feed every record of an Ethernet pcap (after its file header) to ``scan`` (split._Scan) as a scan of each
-    Frame would; raises CaptureError at an unreadable record, after scanning the records before it."""
+    Frame would; raises CaptureError at an unreadable record, after scanning the records before it. False, having
+    scanned nothing, when the file cannot be mapped (not a regular file): the caller reads it Frame by Frame."""
     fh, per_second = records.fh, records.per_second
     caplen_of = struct.Struct(records.order + "I").unpack_from
     times = struct.Struct(records.order + "II").unpack_from
-    if os.fstat(fh.fileno()).st_size <= 24:          # no record (an empty file cannot be mapped)
-        return
-    buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        if os.fstat(fh.fileno()).st_size <= 24:      # no record (an empty file cannot be mapped)
+            return True
+        buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return False
     try:
         _walk(scan, buf, caplen_of, lambda at: times(buf, at), per_second)
     finally:
@@ -39,6 +43,7 @@ def scan_ethernet_pcap(scan: Any, records: PcapRecords) -> None:
             buf.close()
         except BufferError:                  # an exception's traceback still holds a view of it: GC closes it
             pass
+    return True
 
 
 def _walk(scan: Any, buf: mmap.mmap, caplen_of: Any, times: Any, per_second: int) -> None:

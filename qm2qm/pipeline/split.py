@@ -132,8 +132,7 @@ def scan_file(path: str | Path, vectorized: bool = True) -> _Scan:
             magic = fh.read(4)
             if vectorized and sniff(magic) == "pcap":
                 records = PcapRecords(fh, magic)
-                if records.linktype == LINKTYPE_ETHERNET:
-                    scan_ethernet_pcap(scan, records)
+                if records.linktype == LINKTYPE_ETHERNET and scan_ethernet_pcap(scan, records):
                     return scan
             fh.seek(0)
             for frame in read_frames(fh):

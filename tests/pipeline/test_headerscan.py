@@ -144,3 +144,15 @@ def test_a_syn_not_read_in_place_between_two_runs_starts_a_new_group(tmp_path):
     learned = _learned(split.scan_file(path))
     assert [c[3] is not None for c in learned[1]] == [True, True]
     assert learned == _learned(split.scan_file(path, vectorized=False))
+
+
+def test_a_capture_that_cannot_be_mapped_is_read_frame_by_frame(tmp_path, monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise OSError(19, "No such device")
+    client = CLIENTS[0]
+    path = tmp_path / "c.pcap"
+    path.write_bytes(_pcap([_tcp(client, SERVER, SYN, b""), _tcp(client, SERVER, PSH | ACK, _request_pdu(40, 40))],
+                           b"", False))
+    expected = _learned(split.scan_file(path, vectorized=False))
+    monkeypatch.setattr(headerscan.mmap, "mmap", refuse)
+    assert _learned(split.scan_file(path)) == expected and expected[1][0][3] is not None
