@@ -360,8 +360,8 @@ def test_a_worker_freezes_its_long_lived_objects_once(monkeypatch):
         spark_jobs._freeze_long_lived_objects()
         frozen = gc.get_freeze_count()
         assert frozen > 0
-        junk = [object() for _ in range(1000)]                                  # noqa: F841 - new, not frozen
+        later = [[] for _ in range(1000)]                  # noqa: F841 - tracked objects a second freeze would take
         spark_jobs._freeze_long_lived_objects()
-        assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() < frozen + 1000       # (frozen objects freed by refcount leave the count)
     finally:
         gc.unfreeze()
