@@ -214,9 +214,10 @@ def _one_by_one(scan: Any, buf: Any, f: _Fields, picked: np.ndarray, times: Any,
     for frame_index, i in zip(order[sequence].tolist(), kinds[sequence].tolist()):
         start = int(f.starts[frame_index])
         sec, frac = times(start)
+        time_us = sec * 1_000_000 + frac * 1_000_000 // per_second
         if i < 0:
-            scan.frame(Frame(sec * 1_000_000 + frac * 1_000_000 // per_second, LINKTYPE_ETHERNET,
-                             buf[start + 16:start + 16 + int(f.caplen[frame_index])], start))
+            scan.frame(Frame(time_us, LINKTYPE_ETHERNET, buf[start + 16:start + 16 + int(f.caplen[frame_index])],
+                             start))
             continue
         key, flag, seg_size = f.key_of(i), flag_of[i], size_of[i]
         conn = current.get(key)
@@ -226,8 +227,7 @@ def _one_by_one(scan: Any, buf: Any, f: _Fields, picked: np.ndarray, times: Any,
                 address_text(socket.AF_INET, buf[d + 26:d + 30]), buf[d + 34] << 8 | buf[d + 35],
                 address_text(socket.AF_INET, buf[d + 30:d + 34]), buf[d + 36] << 8 | buf[d + 37]))
         if seg_size > 0 or flag & (FIN | RST):
-            segment(conn, flag, buf, at_of[i], max(seg_size, 0),
-                    lambda sec=sec, frac=frac: sec * 1_000_000 + frac * 1_000_000 // per_second)
+            segment(conn, flag, buf, at_of[i], max(seg_size, 0), time_us)
 
 
 def _fold_spans(scan: Any, f: _Fields, runs: _Runs) -> None:

@@ -76,6 +76,8 @@ def read_frames(fh: BinaryIO, start: int | None = None, stop: int | None = None,
     ``start``/``stop``: file offsets of the first and last records wanted (a pcap is read from ``start`` on; a
     pcapng from its beginning, its interface blocks being needed). ``keep``: only the frames whose flow_key is in
     it (a pcap's Ethernet/IPv4 frames are tested in the read buffer, before a Frame is made; EVERY_FLOW: no test)."""
+    if keep is EVERY_FLOW:
+        keep = None
     head = fh.read(4)
     kind = sniff(head)
     if kind == "pcap":
@@ -143,8 +145,6 @@ def _read_pcap(fh: BinaryIO, magic: bytes, start: int | None = None, stop: int |
                keep: Collection | None = None) -> Iterator[Frame]:
     records = PcapRecords(fh, magic)
     linktype, per_second = records.linktype, records.per_second
-    if keep is EVERY_FLOW:
-        keep = None
     for buf, begin, end, offset, sec, frac in records.records(start):
         if stop is not None and offset > stop:
             return
