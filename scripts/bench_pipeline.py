@@ -239,10 +239,6 @@ def bench_first_pass(calls: int, rounds: int) -> dict:
     best of `rounds` alternated runs each, and that both learn the same."""
     from qm2qm.pipeline import split
 
-    def learned(scan):
-        return (list(scan.spans.items()), [(c.session_id, c.first_offset, c.first_call) for c in scan.connections],
-                scan.head.problems, scan.head.counters)
-
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in (("sequential", make_capture), ("interleaved", make_interleaved_capture)):
@@ -257,7 +253,7 @@ def bench_first_pass(calls: int, rounds: int) -> dict:
             frames = sum(1 for _ in _frame_offsets(path))
             out[name] = {"calls": calls, "mb": round(path.stat().st_size / 1e6, 1), "frames": frames,
                          "vectorized_s": round(min(times[True]), 3), "frame_by_frame_s": round(min(times[False]), 3),
-                         "same": learned(split.scan_file(path)) == learned(split.scan_file(path, False))}
+                         "same": split.scan_file(path).learned() == split.scan_file(path, False).learned()}
     return out
 
 

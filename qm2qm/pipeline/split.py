@@ -60,6 +60,13 @@ class _Scan:
         self.warned: set[int] = set()
         self.keyless: list[int] | None = []                    # offsets of frames of no flow (None: too many)
 
+    def learned(self) -> tuple:
+        """Everything the pass learned, comparable between two passes over one file (headerscan's and Frame by
+        Frame's): spans in first-frame order, connections, the head's problems and counters."""
+        return (list(self.spans.items()),
+                [(c.key, c.session_id, c.first_offset, c.first_call, c.saw_data, c.closed) for c in self.connections],
+                self.head.problems, self.head.counters)
+
     def no_flow(self, offset: int) -> None:
         """A frame of no TCP connection at ``offset``: the parts whose range holds it must filter (Part.exclusive)."""
         if self.keyless is not None:

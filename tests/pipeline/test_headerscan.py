@@ -69,12 +69,6 @@ def _pcap(frames: list[bytes], tail: bytes, big_endian: bool) -> bytes:
     return b"".join(out) + tail
 
 
-def _learned(scan: split._Scan):
-    return (list(scan.spans.items()),
-            [(c.key, c.session_id, c.first_offset, c.first_call, c.saw_data, c.closed) for c in scan.connections],
-            scan.head.problems, scan.head.counters)
-
-
 _TAILS = st.sampled_from([b"", b"\x01\x02\x03",                                     # a cut record header
                           struct.pack("<IIII", 1, 0, 60, 60) + bytes(10),          # a cut record
                           struct.pack("<IIII", 1, 0, 1 << 30, 60) + bytes(100)])   # an implausible length
@@ -90,14 +84,14 @@ def test_the_vectorized_first_pass_learns_what_the_frame_by_frame_pass_learns(tm
     path = tmp_path / "capture.pcap"
     path.write_bytes(_pcap(frames, tail, big_endian))
     monkeypatch.setattr(headerscan, "BLOCK_BYTES", block)          # records walked in several blocks
-    assert _learned(split.scan_file(path)) == _learned(split.scan_file(path, vectorized=False))
+    assert split.scan_file(path).learned() == split.scan_file(path, vectorized=False).learned()
 
 
 def test_a_capture_of_only_its_file_header_teaches_nothing(tmp_path):
     path = tmp_path / "empty.pcap"
     path.write_bytes(_pcap([], b"", False))
     scan = split.scan_file(path)
-    assert _learned(scan) == ([], [], [], {})
+    assert scan.learned() == ([], [], [], {})
 
 
 def test_every_pair_of_endpoints_in_one_block_keeps_its_own_span_and_connection(tmp_path):
@@ -112,9 +106,9 @@ def test_every_pair_of_endpoints_in_one_block_keeps_its_own_span_and_connection(
             frames.append(_tcp(src, dst, flags, b"" if round_ == 0 else _request_pdu(40, 40)))
     path = tmp_path / "mesh.pcap"
     path.write_bytes(_pcap(frames, b"", False))
-    learned = _learned(split.scan_file(path))
+    learned = split.scan_file(path).learned()
     assert len(learned[0]) == len(pairs) and len(learned[1]) == len(pairs)
-    assert learned == _learned(split.scan_file(path, vectorized=False))
+    assert learned == split.scan_file(path, vectorized=False).learned()
 
 
 def test_a_4_tuple_reused_in_one_block_is_a_new_connection_with_its_own_first_call(tmp_path):
@@ -126,10 +120,10 @@ def test_a_4_tuple_reused_in_one_block_is_a_new_connection_with_its_own_first_ca
               _tcp(client, SERVER, PSH | ACK, b"again"), _tcp(client, SERVER, PSH | ACK, _request_pdu(48, 48))]
     path = tmp_path / "reused.pcap"
     path.write_bytes(_pcap(frames, b"", False))
-    learned = _learned(split.scan_file(path))
+    learned = split.scan_file(path).learned()
     assert [(c[1], c[3] is not None, c[4]) for c in learned[1]] == [
         ("10.0.0.1:50000-10.0.0.9:2105", True, True), ("10.0.0.1:50000-10.0.0.9:2105#1", True, True)]
-    assert learned == _learned(split.scan_file(path, vectorized=False))
+    assert learned == split.scan_file(path, vectorized=False).learned()
 
 
 def test_a_syn_not_read_in_place_between_two_runs_starts_a_new_group(tmp_path):
@@ -141,9 +135,9 @@ def test_a_syn_not_read_in_place_between_two_runs_starts_a_new_group(tmp_path):
               _tcp(client, SERVER, PSH | ACK, b"again"), _tcp(client, SERVER, PSH | ACK, _request_pdu(48, 48))]
     path = tmp_path / "reused.pcap"
     path.write_bytes(_pcap(frames, b"", False))
-    learned = _learned(split.scan_file(path))
+    learned = split.scan_file(path).learned()
     assert [c[3] is not None for c in learned[1]] == [True, True]
-    assert learned == _learned(split.scan_file(path, vectorized=False))
+    assert learned == split.scan_file(path, vectorized=False).learned()
 
 
 def test_a_capture_that_cannot_be_mapped_is_read_frame_by_frame(tmp_path, monkeypatch):
@@ -153,6 +147,6 @@ def test_a_capture_that_cannot_be_mapped_is_read_frame_by_frame(tmp_path, monkey
     path = tmp_path / "c.pcap"
     path.write_bytes(_pcap([_tcp(client, SERVER, SYN, b""), _tcp(client, SERVER, PSH | ACK, _request_pdu(40, 40))],
                            b"", False))
-    expected = _learned(split.scan_file(path, vectorized=False))
+    expected = split.scan_file(path, vectorized=False).learned()
     monkeypatch.setattr(headerscan.mmap, "mmap", refuse)
-    assert _learned(split.scan_file(path)) == expected and expected[1][0][3] is not None
+    assert split.scan_file(path).learned() == expected and expected[1][0][3] is not None

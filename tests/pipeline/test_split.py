@@ -84,6 +84,17 @@ def _fragmented_first_call_capture(path) -> None:
     sink.close()
 
 
+def _frames_of(path) -> list:
+    """Every frame read_frames gives before the capture's cut last record."""
+    frames = []
+    with open(path, "rb") as fh:
+        try:
+            frames.extend(read_frames(fh))
+        except Exception:                                                # noqa: BLE001 - the cut last record
+            pass
+    return frames
+
+
 def _rows(result):
     by_seq = lambda r: (r["session_seq"] if r["session_seq"] is not None else -1, r["session_id"],  # noqa: E731
                         r.get("call_index") or 0)
@@ -135,27 +146,13 @@ def test_plan_keeps_connections_whole_and_parts_balanced(tmp_path):
     assert len(parts) == 3
     owner = {key: index for index, part in enumerate(parts) for key in part.keys}
     assert sum(len(part.keys) for part in parts) == len(owner)          # no connection in two parts
-    with open(path, "rb") as fh:
-        try:
-            for frame in read_frames(fh):
-                key = flow_key(frame)
-                if key is not None:
-                    part = parts[owner[key]]
-                    assert part.start <= frame.offset <= part.stop       # every frame inside its part's range
-        except Exception:                                                # noqa: BLE001 - the cut last record
-            pass
+    for frame in _frames_of(path):
+        key = flow_key(frame)
+        if key is not None:
+            part = parts[owner[key]]
+            assert part.start <= frame.offset <= part.stop               # every frame inside its part's range
     sizes = [part.bytes for part in parts]
     assert max(sizes) < 2 * min(sizes)
-
-
-def _frames_of(path) -> list:
-    frames = []
-    with open(path, "rb") as fh:
-        try:
-            frames.extend(read_frames(fh))
-        except Exception:                                                # noqa: BLE001 - the cut last record
-            pass
-    return frames
 
 
 @pytest.mark.parametrize("pcapng", [False, True], ids=["pcap", "pcapng"])
@@ -220,17 +217,6 @@ def _dpkt_segment(data: bytes):
             ip.data.flags, bytes(ip.data.data))
 
 
-def _frames(path) -> list[bytes]:
-    out = []
-    with open(path, "rb") as fh:
-        try:
-            for frame in read_frames(fh):
-                out.append(frame.data)
-        except Exception:                                                  # noqa: BLE001 - the cut last record
-            pass
-    return out
-
-
 def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
     """Ethernet/IPv4/TCP frames with options, fragments, truncation and bad lengths: the struct-based reader
     (pcapfile._ipv4_tcp) gives the segment dpkt gives, or None where dpkt gives none; the in-buffer flow key
@@ -241,7 +227,7 @@ def test_ipv4_fast_path_reads_what_dpkt_reads(tmp_path):
     _capture(path, pcapng=False)
     rng = random.Random(7)
     checked = 0
-    for data in _frames(path)[:60]:
+    for data in [frame.data for frame in _frames_of(path)][:60]:
         variants = [data, data[:rng.randrange(14, len(data))]]
         for pos in (16, 17, 20, 21, 23, 14, 46):                # length, fragment, protocol, IHL, TCP offset
             mutated = bytearray(data)
