@@ -144,9 +144,10 @@ def bench_trace(seconds: float, rounds: int, connections: int) -> dict:
 
 # --------------------------------------------------------------------------------------------- ingest rate
 
-def make_capture(path: Path, calls: int, sessions: int = 20) -> None:
+def make_capture(path: Path, calls: int, sessions: int = 20, interleaved: bool = False) -> None:
     """A synthetic ncacn_ip_tcp capture of `calls` qm2qm calls (opnums 2, 9 with a message, 1, 3, 7, 8) over
-    `sessions` connections, 1460-byte segments, written with dpkt."""
+    `sessions` connections, 1460-byte segments, written with dpkt: one connection after another, or `interleaved`
+    (a busy server's capture: every connection opened and bound first, then the calls taken round-robin)."""
     from qm2qm.pipeline.recorder import PcapSink
     from qm2qm.rpc.events import ContextItem
     from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, fragment_request
@@ -175,7 +176,9 @@ def make_capture(path: Path, calls: int, sessions: int = 20) -> None:
     sink = PcapSink(path)
     per_session = calls // sessions
     abstract = (QM2QM_UUID, *QM2QM_VERSION)
-    for s in range(sessions):
+
+    def connection(s: int):
+        """Session s's frames, a step at a time: opened and bound, then one call a step."""
         client, server = ("10.1.0.1", 40000 + s), ("10.1.0.2", 2105)
         seq = {client: 1000, server: 5000}
         sink.segment(client, server, 999, 0, 0x02)
@@ -188,62 +191,38 @@ def make_capture(path: Path, calls: int, sessions: int = 20) -> None:
         send(server, client, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
                                             assoc_group_id=s + 1, secondary_address="2105",
                                             results=[(0, 0, (NDR20[0], NDR20[1], 0))]))
+        yield
         for i in range(per_session):
             opnum, req, resp = ops[i % len(ops)]
             send(client, server, b"".join(fragment_request(i + 2, 0, opnum, req, 5840)))
             answer = bytearray()
             append_response(answer, i + 2, 0, resp, 5840)
             send(server, client, bytes(answer))
-    sink.close()
+            yield
 
-
-def make_interleaved_capture(path: Path, calls: int, sessions: int = 200) -> None:
-    """A busy server's capture: `sessions` connections opened first, then `calls` calls (opnums 8 and 7) taken
-    round-robin across them, so consecutive frames are of different connections."""
-    from qm2qm.pipeline.recorder import PcapSink
-    from qm2qm.rpc.events import ContextItem
-    from qm2qm.rpc.pdu import append_response, build_bind, build_bind_ack, fragment_request
-
-    ops = [(8, b"", codec.encode_response(8, codec.RemoteQmGetVersionResponse(6, 1, 20348), False)),
-           (7, b"\x00\x00\x00\x00", b"\x37\x08\x00\x00")]
-    syntax = (NDR20[0], NDR20[1], 0)
-    sink = PcapSink(path)
-    ends = []
-    for s in range(sessions):
-        client, server = (f"10.1.{s // 250}.{s % 250 + 1}", 40000 + s), ("10.2.0.2", 2105)
-        sink.segment(client, server, 999, 0, 0x02)
-        sink.segment(server, client, 4999, 1000, 0x12)
-        ends.append((client, server, {client: 1000, server: 5000}))
-
-    def send(end, to_server: bool, data: bytes) -> None:
-        client, server, seq = end
-        a, b = (client, server) if to_server else (server, client)
-        seq[a] = sink.data(a, b, seq[a], seq[b], data)
-
-    for s, end in enumerate(ends):
-        send(end, True, build_bind(1, [ContextItem(0, (QM2QM_UUID, *QM2QM_VERSION), (syntax,))]))
-        send(end, False, build_bind_ack(1, alter_context=False, max_xmit_frag=5840, max_recv_frag=5840,
-                                        assoc_group_id=s + 1, secondary_address="2105", results=[(0, 0, syntax)]))
-    for i in range(calls):
-        opnum, request, response = ops[i % len(ops)]
-        send(ends[i % sessions], True, b"".join(fragment_request(i // sessions + 2, 0, opnum, request, 5840)))
-        answer = bytearray()
-        append_response(answer, i // sessions + 2, 0, response, 5840)
-        send(ends[i % sessions], False, bytes(answer))
+    steps = [connection(s) for s in range(sessions)]
+    if interleaved:
+        for _ in range(per_session + 1):              # the opening and binding, then a call of each in turn
+            for step in steps:
+                next(step, None)
+    else:
+        for step in steps:
+            for _ in step:
+                pass
     sink.close()
 
 
 def bench_first_pass(calls: int, rounds: int) -> dict:
-    """The split's first pass (split.scan_file) on a capture of sessions one after another (make_capture) and on
-    one of interleaved sessions (make_interleaved_capture): vectorized (headerscan) against Frame by Frame, the
+    """The split's first pass (split.scan_file) on a capture of 20 sessions one after another and on one of 200
+    interleaved ones (make_capture): vectorized (headerscan) against Frame by Frame, the
     best of `rounds` alternated runs each, and that both learn the same."""
     from qm2qm.pipeline import split
 
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, make in (("sequential", make_capture), ("interleaved", make_interleaved_capture)):
+        for name in ("sequential", "interleaved"):
             path = Path(tmp) / f"{name}.pcap"
-            make(path, calls)
+            make_capture(path, calls, **({"sessions": 200, "interleaved": True} if name == "interleaved" else {}))
             times: dict[bool, list[float]] = {True: [], False: []}
             for _ in range(rounds):
                 for vectorized in (True, False):
