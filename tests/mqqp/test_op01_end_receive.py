@@ -8,6 +8,7 @@ from shared_adm.enums import PositionState
 from shared_adm.message import DeliveryGuarantee
 from shared_adm.store.base import MemoryStore
 
+from tests.store.durable_rows import durable_rows
 from tests.mqqp.conftest import NULL_HANDLE
 
 RECOVERABLE = DeliveryGuarantee.RECOVERABLE
@@ -155,9 +156,8 @@ async def _recoverable_received(make_env, tmp_path):
 
 
 def _stored_rows(store) -> int:
-    import sqlite3
-    with sqlite3.connect(store.path) as conn:
-        return conn.execute("SELECT count(*) FROM messages").fetchone()[0]
+    """The messages a restart of the store would load (its rows less the deletions only its journal holds)."""
+    return len(durable_rows(store.path))
 
 
 async def test_end_receive_ack_on_sqlite_is_answered_once_its_delete_is_committed(make_env, tmp_path):
@@ -175,9 +175,13 @@ async def test_end_receive_ack_on_sqlite_whose_commit_fails_is_insufficient_reso
     import sqlite3
     original = store._apply
 
-    def full(conn, batch):
+    def full(*args):
         raise sqlite3.OperationalError("database or disk is full")
+
+    def journal_full(record):
+        raise OSError(28, "No space left on device")
     monkeypatch.setattr(store, "_apply", full)
+    monkeypatch.setattr(store._journal, "append", journal_full)     # the deletion falls back to SQLite: full too
     assert await c.call(c.end_receive, context, RR_ACK) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE)
     monkeypatch.setattr(store, "_apply", original)
     await env.qm.durable()                  # the retried batch: the ACKed message is not stored any more
@@ -191,12 +195,12 @@ async def test_end_receive_ack_on_sqlite_whose_connection_is_lost_before_the_com
     store._inline = False                   # the writer thread commits, after the gate: the ACK waits meanwhile
     original = store._commit_taken
 
-    def gated(batches):
+    def gated(batches, *stash_and_mark):
         import time
         deadline = time.monotonic() + 30
         while not gate and time.monotonic() < deadline:
             time.sleep(0.001)
-        return original(batches)
+        return original(batches, *stash_and_mark)
     store._commit_taken = gated
     c.dce.get_rpc_transport().get_socket().settimeout(5)
     ack = asyncio.ensure_future(c.call(c.end_receive, context, RR_ACK))

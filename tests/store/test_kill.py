@@ -11,7 +11,9 @@ from shared_adm.enums import PositionState
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import SqliteStore
 from tests.store import kill_qm_writer as qm_child
+from shared_adm.store.sqlite import DB_FILE_NAME
 from tests.store import kill_store_writer as child
+from tests.store.durable_rows import unapplied_deletions
 
 SCRIPT = os.path.abspath(child.__file__)
 QM_SCRIPT = os.path.abspath(qm_child.__file__)
@@ -98,12 +100,21 @@ def test_kill_9_loses_no_acknowledged_mutation(tmp_path):
 
 def test_kill_9_through_the_queue_manager(tmp_path):
     """No acknowledged enqueue lost, no ACKed message back, every Locked message Available after initialize()."""
+    _kill_rounds_through_the_queue_manager(tmp_path / "qm", (300, 120, 500))
+
+
+def test_kill_9_while_acked_deletions_are_only_in_the_delete_journal(tmp_path):
+    """The same, killed while the ACKs' deletions are journaled and not yet in the database: a restart replays them."""
     data_dir = tmp_path / "qm"
+    _kill_rounds_through_the_queue_manager(data_dir, (1800, 1700), "drain")
+
+
+def _kill_rounds_through_the_queue_manager(data_dir, rounds, *mode):
     enqueued: dict[int, bytes] = {}     # acknowledged Enqueue Message: lookup id -> body
     acked: set[int] = set()             # acknowledged Dequeue Message End with delete
     in_doubt: set[int] = set()          # read, then killed before its End was acknowledged: either outcome
-    for round_number, acks in enumerate((300, 120, 500)):
-        lines = _run_until_killed(data_dir, acks, QM_SCRIPT, f"r{round_number}")
+    for round_number, acks in enumerate(rounds):
+        lines = _run_until_killed(data_dir, acks, QM_SCRIPT, f"r{round_number}", *mode)
         got, held = set(), set()
         for line in lines[1:]:
             kind, lookup = line[0], int(line[1])
@@ -117,6 +128,9 @@ def test_kill_9_through_the_queue_manager(tmp_path):
             else:
                 held.add(lookup)
         in_doubt |= got - held - acked
+        if mode:
+            journaled = {lookup + (1 << 63) for _, lookup in unapplied_deletions(data_dir / DB_FILE_NAME)}
+            assert journaled and journaled <= acked | in_doubt, "no ACKed deletion was left to replay"
         store = SqliteStore(data_dir)
         try:
             stored_states = {m.lookup_identifier: m.state for m in store.load().messages}

@@ -78,8 +78,9 @@ def test_a_version_1_store_is_upgraded_once_in_place_with_every_message(data_dir
         assert not wal.exists() or wal.stat().st_size == 0       # the upgrade's WAL given back while open
         _check_fixture_contents(store.load())
         store.close()
-    assert "upgrading the store from schema version 1 to 2 (8 messages" in caplog.text      # said before it starts
-    assert "upgraded the store from schema version 1 to 2 (8 messages" in caplog.text
+    # said before it starts
+    assert f"upgrading the store from schema version 1 to {SCHEMA_VERSION} (8 messages" in caplog.text
+    assert f"upgraded the store from schema version 1 to {SCHEMA_VERSION} (8 messages" in caplog.text
     assert _rows(path, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
     assert _rows(path, "SELECT value FROM meta WHERE key = 'compact_layout'") == [(json.dumps(layout(),
                                                                                             separators=(",", ":")),)]

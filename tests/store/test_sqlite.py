@@ -15,6 +15,7 @@ import pytest
 from shared_adm.message import Message
 from shared_adm.store import SqliteStore, StoredMessage, StoredQueue, StoreError
 from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION
+from tests.store.durable_rows import durable_rows
 
 Q = "6f1d3c52-0b7e-4f4e-9a51-2d3c4b5a6978"
 BIAS = 1 << 63      # lookup identifiers are stored shifted into SQLite's signed range
@@ -528,7 +529,7 @@ async def test_a_dead_commit_path_fails_waiters_instead_of_hanging(data_dir, cap
     event loop's thread commits what durable() waits for, under FULL the writer thread does."""
     store = SqliteStore(data_dir, commit_interval_ms=60_000, synchronous=synchronous)
 
-    def broken_commit(batches):
+    def broken_commit(batches, *stash_and_mark):
         raise RuntimeError("simulated bug in the writer")
 
     store._commit = broken_commit       # a defect inside the commit path itself, not a commit error
@@ -661,7 +662,7 @@ async def test_an_ack_waits_for_the_acks_of_recently_locked_messages_and_shares_
         store.delete_message(Q, lookup)
     await asyncio.gather(first, store.durable())
     assert store.commits == before + 1
-    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
+    assert durable_rows(store.path) == set()
     store.close()
 
 
@@ -678,7 +679,7 @@ async def test_an_ack_with_no_other_recent_lock_commits_at_the_end_of_the_loop_t
     store = _locked_store(data_dir, 1, noted, group_wait_ms=60_000)
     store.delete_message(Q, 1)
     await asyncio.wait_for(store.durable(), 30)     # not held: nothing else is Locked
-    assert _rows(store.path, "SELECT count(*) FROM messages") == [(0,)]
+    assert durable_rows(store.path) == set()
     store.close()
 
 
