@@ -7,12 +7,12 @@ store answers a batch of deletions only from this journal and applies them to SQ
 few hundred per transaction, together with the journal offset they reach (``meta``), so a restart replays exactly
 the deletions the database does not yet hold.
 
-File: a 16-byte header (``QM2QMDEL`` and the generation, u64 little-endian), then records:
-u32 payload length, u32 CRC-32 of the payload, payload = keys, each u16 length + UTF-8 queue identifier + i64 row key
-(the database's: LookupIdentifier - 2**63, little-endian). A record whose length runs past the end of the file or whose CRC does not match
-is a write cut short by a crash: its ACKs were never answered, and it and anything after it are ignored. Starting a
-new generation empties the file first and then writes the new header, so a crash between the two leaves an empty
-file, never the old records under the new generation.
+File: a 16-byte header (``QM2QMDEL`` and the generation, u64 little-endian), then records: u32 payload length,
+u32 CRC-32 of the payload, payload = keys, each u16 length + UTF-8 queue identifier + i64 row key (the database's:
+LookupIdentifier - 2**63), little-endian. A record whose length runs past the end of the file or whose CRC does not
+match is a write cut short by a crash: its ACKs were never answered, and it and anything after it are ignored.
+Starting a new generation empties the file first and then writes the new header, so a crash between the two leaves an
+empty file, never the old records under the new generation.
 """
 from __future__ import annotations
 
@@ -92,15 +92,16 @@ def decode_records(data: bytes, start: int) -> tuple[list[tuple[str, int]], int,
 class DeleteJournal:
     """The journal file of one store; every method is called with the store's lock held (one writer at a time)."""
 
-    @property
-    def usable(self) -> bool:
-        return self._fd is not None
-
     def __init__(self, path: os.PathLike | str) -> None:
         self.path = os.fspath(path)
         self.generation = 0
         self.end = HEADER_SIZE          # where the next record goes
         self._fd: int | None = None
+
+    @property
+    def usable(self) -> bool:
+        """Open (a failed restart closes it: deletions then commit in the database)."""
+        return self._fd is not None
 
     def read_unapplied(self, applied_generation: int, applied_offset: int) -> tuple[list[tuple[str, int]], int]:
         """The keys recorded and not yet applied to the database (meta says how far it got in which generation),

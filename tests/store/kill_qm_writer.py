@@ -1,4 +1,5 @@
-"""Child process of test_kill.py: a QueueManager on SqliteStore, enqueuing and two-phase reading (MS-MQDMPR 3.1.7.1.9-12).
+"""Child process of test_kill.py: a QueueManager on SqliteStore, enqueuing and two-phase reading
+(MS-MQDMPR 3.1.7.1.9-12).
 
 Usage: python kill_qm_writer.py DATA_DIR TAG [drain]. Runs until killed. With ``drain`` it enqueues FILL messages first,
 then only reads them, and its store leaves every deletion in the delete journal (as a crash finds them). stdout lines:

@@ -132,8 +132,8 @@ async def test_a_record_cut_short_by_a_crash_is_ignored(data_dir, tmp_path, no_a
     reopened.close()
 
 
-async def test_a_record_whose_checksum_does_not_match_is_ignored_with_every_later_one(data_dir, tmp_path, no_apply,
-                                                                                     caplog):
+async def test_a_record_whose_checksum_does_not_match_is_ignored_with_every_later_one(
+        data_dir, tmp_path, no_apply, caplog):
     store = _store_of(data_dir, 4)
     for lookup in (1, 2, 3):
         store.delete_message(Q, lookup)
