@@ -74,6 +74,7 @@ _CHECK_EVERY = 64                   # loop-thread commits between two looks at t
 _RETRY_S = 0.001                    # the loop thread found the writer holding the connection: it tries again then
 _AWAKE_AFTER_WRITES_S = 1.0         # the writer looks every commit interval this long after a batch's first mutation
 _APPLY_AFTER_S = 0.05               # journaled deletions wait at most this long for the writer to move them into SQLite
+_KEYS_PER_DELETE = 900              # under SQLite's oldest limit of 999 parameters per statement
 _RESTART_JOURNAL_BYTES = 1 << 20    # a journal this long, all of it applied, begins a new generation (empty)
 # meta keys: the delete journal's generation and the offset up to which its deletions are in the database
 _JOURNAL_GENERATION_KEY = "delete_journal_generation"
@@ -413,8 +414,7 @@ class SqliteStore:
         except ValueError as exc:
             raise self._fail(str(exc)) from None
         if keys:
-            conn.executemany("DELETE FROM messages WHERE queue_identifier = ? AND lookup_identifier = ?",
-                             keys)
+            _delete_keys(conn, keys)
             log.info("%s: applied %d journaled deletions", self.path, len(keys))
         generation = max(applied_generation, found_generation) + 1
         conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -1088,10 +1088,9 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if stash:                   # older than every batch taken with them
-                    conn.executemany("DELETE FROM messages WHERE queue_identifier = ? AND lookup_identifier = ?",
-                                     stash)
-                    conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                                     ((_JOURNAL_GENERATION_KEY, mark[0]), (_JOURNAL_APPLIED_KEY, mark[1])))
+                    _delete_keys(conn, stash)
+                    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
+                                 (_JOURNAL_GENERATION_KEY, mark[0], _JOURNAL_APPLIED_KEY, mark[1]))
                 for _, batch in batches:
                     self._apply(conn, batch)
                 conn.execute("COMMIT")
@@ -1243,6 +1242,20 @@ class SqliteStore:
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
             yield loaded
+
+
+def _delete_keys(conn: sqlite3.Connection, keys: list[tuple[str, int]]) -> None:
+    """DELETE the rows of ``keys`` with one statement per queue and 900 keys, not one per key: the sqlite3 module lets
+    go of the GIL around each step, and on the writer thread each step meant two hand-offs with the event loop (per-key
+    statements: 61 against 47-55 µs of server CPU per call, receive + ACK of recoverable messages at 16 clients)."""
+    by_queue: dict[str, list[int]] = {}
+    for queue_id, lookup in keys:
+        by_queue.setdefault(queue_id, []).append(lookup)
+    for queue_id, lookups in by_queue.items():
+        for at in range(0, len(lookups), _KEYS_PER_DELETE):
+            chunk = lookups[at:at + _KEYS_PER_DELETE]
+            conn.execute(f"DELETE FROM messages WHERE queue_identifier = ? AND lookup_identifier IN"
+                         f" ({','.join('?' * len(chunk))})", (queue_id, *chunk))
 
 
 _ROW_ERRORS = (RecordError, CompactError, KeyError, TypeError, ValueError, RecursionError)
