@@ -413,6 +413,8 @@ class SqliteStore:
             keys, found_generation = self._journal.read_unapplied(applied_generation, applied_offset)
         except ValueError as exc:
             raise self._fail(str(exc)) from None
+        except OSError as exc:
+            raise self._fail(f"cannot read its delete journal {self._journal.path}: {exc.strerror or exc}") from None
         if keys:
             _delete_keys(conn, keys)
             log.info("%s: applied %d journaled deletions", self.path, len(keys))

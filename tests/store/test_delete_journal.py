@@ -231,6 +231,15 @@ def test_a_file_that_is_not_a_delete_journal_is_refused(data_dir):
         SqliteStore(data_dir)
 
 
+def test_a_delete_journal_that_cannot_be_read_is_named_in_the_error(data_dir):
+    SqliteStore(data_dir).close()
+    journal = data_dir / f"{DB_FILE_NAME}{JOURNAL_SUFFIX}"
+    journal.unlink()
+    journal.mkdir()
+    with pytest.raises(StoreError, match=f"cannot read its delete journal {journal}: Is a directory"):
+        SqliteStore(data_dir)
+
+
 def test_a_schema_2_store_opens_as_schema_3(data_dir):
     store = _store_of(data_dir, 1)
     store.close()
