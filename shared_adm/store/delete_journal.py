@@ -7,6 +7,9 @@ store answers a batch of deletions only from this journal and applies them to SQ
 few hundred per transaction, together with the journal offset they reach (``meta``), so a restart replays exactly
 the deletions the database does not yet hold.
 
+Durability is a NORMAL commit's: when pwrite returns, the record is in the kernel's page cache, so a kill -9 of the
+process cannot lose it and a power loss can (the store does not use the journal under FULL).
+
 File: a 16-byte header (``QM2QMDEL`` and the generation, u64 little-endian), then records: u32 payload length,
 u32 CRC-32 of the payload, payload = keys, each u16 length + UTF-8 queue identifier + i64 row key (the database's:
 LookupIdentifier - 2**63), little-endian. A record whose length runs past the end of the file or whose CRC does not
