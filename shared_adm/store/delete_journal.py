@@ -2,10 +2,10 @@
 beside the SQLite store, and moved into the database later, many per transaction.
 
 An acknowledged receive deletes its message, and the ACK's answer waits until the deletion is durable. A SQLite
-commit of three DELETEs costs ~40-60 µs (eight WAL pages, locks); one pwrite(2) of their keys costs a few. The
-store answers a batch of deletions only from this journal and applies them to SQLite on its writer thread, a
-few hundred per transaction, together with the journal offset they reach (``meta``), so a restart replays exactly
-the deletions the database does not yet hold.
+commit of three DELETEs costs ~40-60 µs (eight WAL pages, locks); one pwrite(2) of their keys costs a few. So the
+store makes a batch that holds deletions alone durable here, and moves the deletions into SQLite on its writer thread,
+a few hundred per transaction, together with the journal offset they reach (``meta``): a restart replays exactly the
+deletions the database does not yet hold.
 
 Durability is a NORMAL commit's: when pwrite returns, the record is in the kernel's page cache, so a kill -9 of the
 process cannot lose it and a power loss can (the store does not use the journal under FULL).
