@@ -161,10 +161,11 @@ class Qm2qmCollector:
         yield from self._runtime(app.rpc, metrics)
         yield from self._reads(app.service, app.qm)
         yield from self._queues(app.qm)
+        yield from self._store(getattr(app, "store", None))
         if metrics is not None:
             yield _histogram("qm2qm_store_commit_duration_seconds",
-                             "Time of one group commit of the SQLite store (the writer thread's transaction)",
-                             [], [([], metrics.commit_latency)])
+                             "Time of one group commit of the SQLite store (a transaction, or an append to its "
+                             "delete journal)", [], [([], metrics.commit_latency)])
 
     @staticmethod
     def _calls(metrics: RpcMetrics | None) -> Iterator[Any]:
@@ -232,6 +233,18 @@ class Qm2qmCollector:
         yield GaugeMetricFamily("qm2qm_waiting_reads", "WaitingMessageReadOperation elements of remote-read "
                                 "handles: reads blocked until a message arrives or they time out "
                                 "(MS-MQDMPR 3.1.1.10)", value=waiting)
+
+    @staticmethod
+    def _store(store: Any) -> Iterator[Any]:
+        if not hasattr(store, "journaled"):         # MemoryStore: nothing is committed
+            return
+        commits = CounterMetricFamily("qm2qm_store_group_commits", "Group commits of the SQLite store, by how they "
+                                      "were made durable", labels=["how"])
+        commits.add_metric(["database"], store.commits - store.journaled)
+        commits.add_metric(["delete_journal"], store.journaled)
+        yield commits
+        yield GaugeMetricFamily("qm2qm_store_journaled_deletions", "Deletions durable in the delete journal and not "
+                                "yet moved into the database", value=store.journal_backlog())
 
     @staticmethod
     def _queues(qm: Any) -> Iterator[Any]:

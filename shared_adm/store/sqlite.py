@@ -852,6 +852,10 @@ class SqliteStore:
         waiter = self._register(loop or asyncio.get_running_loop(), then)
         return None if waiter is None else waiter.future
 
+    def journal_backlog(self) -> int:
+        """Deletions durable in the delete journal and not yet moved into the database."""
+        return len(self._stash)
+
     def flush(self) -> None:
         """Blocking durable(): commit every recorded mutation before returning, journaled deletions into the
         database too (what load() reads)."""

@@ -145,6 +145,22 @@ def test_metrics_after_a_scripted_remote_read(qm2qm_server, qm2qm_queues, qm2qm_
     assert after[("qm2qm_store_commit_duration_seconds_sum", frozenset())] > 0
 
 
+def test_the_store_reports_acks_made_durable_by_its_delete_journal(qm2qm_server, qm2qm_queues, qm2qm_reader):
+    queue = qm2qm_queues.make(messages=[{"body": f"m{i}", "delivery": "recoverable"} for i in range(3)])
+    before = scrape(qm2qm_server)
+    reader = qm2qm_reader(queue)
+    for _ in range(3):
+        assert reader.receive(ack=True).hresult == st.MQ_OK
+    store = qm2qm_server.app.store
+    until(lambda: store.journal_backlog() == 0)         # moved into the database by the writer
+    after = scrape(qm2qm_server)
+    journal, database = (frozenset({"how": how}.items()) for how in ("delete_journal", "database"))
+    assert after[("qm2qm_store_group_commits_total", journal)] - before[("qm2qm_store_group_commits_total", journal)] \
+        == store.journaled >= 1                         # the three ACKs, in one to three appends
+    assert after[("qm2qm_store_group_commits_total", database)] == store.commits - store.journaled >= 3   # sends
+    assert after[("qm2qm_store_journaled_deletions", frozenset())] == 0
+
+
 def test_metrics_off_keeps_scrape_time_gauges(tmp_path):
     from qm2qm.pytest_plugin import start_in_process
     handle, server = start_in_process(tmp_path / "data", metrics=False)
