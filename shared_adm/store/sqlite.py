@@ -780,10 +780,14 @@ class SqliteStore:
         a failed batch waits for its retry."""
         batches = None
         if self._inline:
-            with self._lock:
-                ready = None
-                if self._waiters and self._dirty and not (self._closed or self._broken is not None):
-                    ready = self._journal_pending()
+            try:
+                with self._lock:
+                    ready = None
+                    if self._waiters and self._dirty and not (self._closed or self._broken is not None):
+                        ready = self._journal_pending()
+            except BaseException as exc:    # a defect (append errors fall back to SQLite): fail, never hang
+                self._die(exc, "delete journal append")
+                return
             if ready is not None:
                 if self.on_commit is not None:
                     self.on_commit(self._journal_seconds)

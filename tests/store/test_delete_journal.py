@@ -199,6 +199,24 @@ async def test_a_failed_journal_append_commits_in_the_database(data_dir, monkeyp
     store.close()
 
 
+async def test_a_defect_in_the_journal_append_fails_the_waiters_instead_of_hanging(data_dir, monkeypatch, caplog):
+    store = _store_of(data_dir, 1)
+
+    def defect(keys):
+        raise RuntimeError("simulated bug")
+    monkeypatch.setattr(sqlite_module, "encode_keys", defect)
+    store.delete_message(Q, 1)
+    with caplog.at_level(logging.CRITICAL, logger="shared_adm.store.sqlite"):
+        with pytest.raises(StoreError, match="delete journal append died.*simulated bug"):
+            await asyncio.wait_for(store.durable(), 30)
+    with pytest.raises(StoreError, match="delete journal append died"):
+        store.close()
+    monkeypatch.undo()
+    reopened = SqliteStore(data_dir)                # the file and its lock were released; nothing was deleted
+    assert [m.lookup_identifier for m in reopened.load().messages] == [1]
+    reopened.close()
+
+
 async def test_a_failed_move_into_the_database_keeps_the_deletions_and_is_retried(data_dir, monkeypatch, caplog):
     store = _store_of(data_dir, 3)
     original = store._commit
