@@ -2,7 +2,8 @@
 (MS-MQDMPR 3.1.7.1.9-12).
 
 Usage: python kill_qm_writer.py DATA_DIR TAG [drain]. Runs until killed. With ``drain`` it enqueues FILL messages first,
-then only reads them, and its store leaves every deletion in the delete journal (as a crash finds them). stdout lines:
+then only reads them, and its store's writer leaves the ACKs' deletions in the delete journal (as a crash finds
+them). stdout lines:
 ``enq <lookup id> <body>`` after Enqueue Message + ``await qm.durable()``;
 ``got <lookup id>`` when Dequeue Message Begin returned it (Locked, not durable yet);
 ``ack <lookup id>`` after Dequeue Message End with delete + durable();

@@ -10,8 +10,8 @@ from shared_adm.clock import ManualScheduler
 from shared_adm.enums import PositionState
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import SqliteStore
-from tests.store import kill_qm_writer as qm_child
 from shared_adm.store.sqlite import DB_FILE_NAME
+from tests.store import kill_qm_writer as qm_child
 from tests.store import kill_store_writer as child
 from tests.store.durable_rows import unapplied_deletions
 
