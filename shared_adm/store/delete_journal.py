@@ -131,7 +131,7 @@ class DeleteJournal:
     def start(self, generation: int) -> None:
         """Open the file and begin ``generation``, empty: truncate first, then write the header."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)  # as SQLite its files
         self.restart(generation)
 
     def restart(self, generation: int) -> None:
