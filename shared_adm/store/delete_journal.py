@@ -131,7 +131,8 @@ class DeleteJournal:
     def start(self, generation: int) -> None:
         """Open the file and begin ``generation``, empty: truncate first, then write the header."""
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)  # as SQLite its files
+            # 0644 less the umask, as SQLite creates the database beside it
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         self.restart(generation)
 
     def restart(self, generation: int) -> None:
