@@ -332,6 +332,7 @@ def tree_cpu_s() -> float:
 
 
 REFERENCE_RUNS = 3           # --reference-runs
+SPARK_RUNS = 3               # --spark-runs
 
 
 def _fresh_ingest(path: Path) -> tuple[float, float, int, float, float]:
@@ -358,7 +359,10 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str]) -> dict:
     each in a fresh process before any Spark session starts (in_process_reference). On a
     shared machine the CPU figures are the ones to read: cpu_ratio = in-process CPU per call / Spark's CPU per
     call (every process of the job), the ratio the job would reach on idle cores with nothing waiting, and
-    cores_used = Spark's CPU / (wall × cores), the share of the cores the job got."""
+    cores_used = Spark's CPU / (wall × cores), the share of the cores the job got. Each workload's job runs
+    SPARK_RUNS times in the warm session and the median run is the cell's figure (``seconds_runs`` keeps every run,
+    the first included: it read 4-8 % slower than the next ones, measured), as the in-process reference is the
+    median of warm runs."""
     from qm2qm.pipeline import spark_jobs
 
     references = {name: in_process_reference(Path(paths[0]), REFERENCE_RUNS) for name, paths in workloads.items()}
@@ -372,15 +376,19 @@ def bench_spark(workloads: dict[str, list[str]], masters: list[str]) -> dict:
             for name, paths in workloads.items():
                 out = Path(tmp) / ("out-" + "".join(ch for ch in master + name if ch.isalnum()))   # no [] in paths
                 load = os.getloadavg()[0]
-                cpu0, t0 = tree_cpu_s(), time.perf_counter()
-                summary = spark_jobs.ingest(spark, paths, out)
-                elapsed, spark_cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
+                timed = []
+                for run in range(SPARK_RUNS):
+                    cpu0, t0 = tree_cpu_s(), time.perf_counter()
+                    summary = spark_jobs.ingest(spark, paths, out)
+                    timed.append((time.perf_counter() - t0, tree_cpu_s() - cpu0))
+                elapsed, spark_cpu = sorted(timed)[len(timed) // 2]
                 runs = references[name]
                 wall, cpu_ref, calls_ref, wall_pq, cpu_pq = runs[len(runs) // 2]
                 calls = summary["totals"]["calls"]
                 rate, inproc, inproc_pq = calls / elapsed, calls_ref / wall, calls_ref / wall_pq
                 results[f"{master} {name}"] = {
                     "calls": calls, "seconds": round(elapsed, 2), "calls_per_s": round(rate),
+                    "seconds_runs": [round(wall_s, 3) for wall_s, _ in timed],
                     "mb_per_s": round(sum(Path(p).stat().st_size for p in paths) / 1e6 / elapsed, 2),
                     "cores": cores, "executors": summary["executors"], "tasks": summary["tasks"],
                     "spark_tasks": summary.get("spark_tasks"), "split_files": summary["split_files"],
@@ -512,7 +520,7 @@ def _jvm_peak_rss_mb(spark) -> int | None:
 
 
 def main() -> None:
-    global REFERENCE_RUNS
+    global REFERENCE_RUNS, SPARK_RUNS
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=4.0, help="load duration per throughput run")
     parser.add_argument("--rounds", type=int, default=3, help="untraced/traced pairs, ingest/tshark pairs (median)")
@@ -536,10 +544,15 @@ def main() -> None:
     parser.add_argument("--reference-runs", type=int, default=REFERENCE_RUNS,
                         help="in-process runs (fresh processes, before Spark) per workload; the median is the "
                              "ratio's reference")
+    parser.add_argument("--spark-runs", type=int, default=SPARK_RUNS,
+                        help="timed Spark jobs per workload and master; the median is the cell's figure")
     args = parser.parse_args()
     if args.reference_runs < 1:
         parser.error("--reference-runs must be at least 1")
+    if args.spark_runs < 1:
+        parser.error("--spark-runs must be at least 1")
     REFERENCE_RUNS = args.reference_runs
+    SPARK_RUNS = args.spark_runs
     figures: dict = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     if not args.skip_trace:
         r = figures["trace"] = bench_trace(args.seconds, args.rounds, args.connections)
@@ -563,7 +576,8 @@ def main() -> None:
         elif not args.skip_tshark:
             print("tshark not installed: no ratio (apt-get install tshark)")
         for name, x in r.get("spark", {}).items():
-            print(f"spark ingest {name}: {x['calls']} calls in {x['seconds']} s -> {x['calls_per_s']} calls/s, "
+            print(f"spark ingest {name}: {x['calls']} calls in {x['seconds']} s (median of "
+                  f"{' / '.join(map(str, x['seconds_runs']))} s) -> {x['calls_per_s']} calls/s, "
                   f"{x['mb_per_s']} MB/s ({x['tasks']} tasks in {x['spark_tasks']} Spark tasks, {x['split_files']} "
                   f"split, {x['executors']} executor JVMs); in-process (fresh processes, before Spark) "
                   f"{x['in_process_calls_per_s']} calls/s (median of "
