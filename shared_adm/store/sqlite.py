@@ -419,8 +419,7 @@ class SqliteStore:
             _delete_keys(conn, keys)
             log.info("%s: applied %d journaled deletions", self.path, len(keys))
         generation = max(applied_generation, found_generation) + 1
-        conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                         ((_JOURNAL_GENERATION_KEY, generation), (_JOURNAL_APPLIED_KEY, HEADER_SIZE)))
+        _set_journal_position(conn, generation, HEADER_SIZE)
         return generation
 
     def _describe(self, exc: sqlite3.Error) -> str:
@@ -1019,14 +1018,15 @@ class SqliteStore:
                 self._wake.notify()
         self._stash.extend(messages)
         self._stash_end = end
-        self._pending = _Batch()
-        self._committed_seq = self._pending_seq
-        self._pending_seq += 1
-        self._dirty = False
+        [(self._committed_seq, _)] = self._take()      # the pending batch alone: nothing failed waits before it
         self.commits += 1
         self.journaled += 1
         self._journal_seconds = time.perf_counter() - started
-        last = self._committed_seq
+        return self._settled_waiters(self._committed_seq)
+
+    def _settled_waiters(self, last: int) -> list[_Waiter]:
+        """The waiters whose batches are committed now that batch ``last`` is, taken out of the list (holding
+        _lock)."""
         ready = [w for w in self._waiters if w.target <= last]
         if ready:
             self._waiters = [w for w in self._waiters if w.target > last]
@@ -1042,7 +1042,13 @@ class SqliteStore:
             self.on_commit(time.perf_counter() - started)
         with self._lock:
             self._in_flight = False
-            if error is not None:
+            if error is None:
+                if batches:
+                    self._committed_seq = batches[-1][0]
+                    self._retry_delay = 0.0
+                    self.commits += 1
+                self._restart_journal_if_applied(mark)
+            else:
                 self._retry_delay = min(2.0, max(0.05, self._retry_delay * 2))
                 if stash:                   # durable in the journal already: a later transaction applies them
                     self._stash[:0] = stash
@@ -1050,20 +1056,7 @@ class SqliteStore:
                 if batches:
                     self._failed = batches + self._failed
                 self._wake.notify()         # the writer retries it after the back-off
-                if not batches:
-                    return [], f"{self.path}: commit failed: {error}"
-            elif not batches:
-                self._restart_journal_if_applied(mark)
-                return [], None
-            last = batches[-1][0]
-            if error is None:
-                self._committed_seq = last
-                self._retry_delay = 0.0
-                self.commits += 1
-                self._restart_journal_if_applied(mark)
-            ready = [w for w in self._waiters if w.target <= last]
-            if ready:
-                self._waiters = [w for w in self._waiters if w.target > last]
+            ready = self._settled_waiters(batches[-1][0]) if batches else []
         return ready, None if error is None else f"{self.path}: commit failed: {error}"
 
     def _restart_journal_if_applied(self, mark: tuple[int, int]) -> None:
@@ -1099,8 +1092,7 @@ class SqliteStore:
             try:
                 if stash:                   # older than every batch taken with them
                     _delete_keys(conn, stash)
-                    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
-                                 (_JOURNAL_GENERATION_KEY, mark[0], _JOURNAL_APPLIED_KEY, mark[1]))
+                    _set_journal_position(conn, *mark)
                 for _, batch in batches:
                     self._apply(conn, batch)
                 conn.execute("COMMIT")
@@ -1148,8 +1140,7 @@ class SqliteStore:
             else:
                 deletes.append((queue, lookup))
         if deletes:
-            conn.executemany("DELETE FROM messages WHERE queue_identifier = ? AND lookup_identifier = ?",
-                             deletes)
+            _delete_keys(conn, deletes)
         if states:
             conn.executemany("UPDATE messages SET state = ? WHERE queue_identifier = ? AND lookup_identifier = ?",
                              states)
@@ -1252,6 +1243,12 @@ class SqliteStore:
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
                     raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
             yield loaded
+
+
+def _set_journal_position(conn: sqlite3.Connection, generation: int, offset: int) -> None:
+    """Record in meta that the database holds the delete journal's deletions of ``generation`` up to ``offset``."""
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?), (?, ?)",
+                 (_JOURNAL_GENERATION_KEY, generation, _JOURNAL_APPLIED_KEY, offset))
 
 
 def _delete_keys(conn: sqlite3.Connection, keys: list[tuple[str, int]]) -> None:
