@@ -4,7 +4,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import sqlite3
 import time
 
@@ -14,7 +13,7 @@ from shared_adm.store import SqliteStore, StoreError
 from shared_adm.store import sqlite as sqlite_module
 from shared_adm.store.delete_journal import HEADER_SIZE, JOURNAL_SUFFIX, decode_records, encode_keys
 from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION
-from tests.store.durable_rows import durable_rows, unapplied_deletions
+from tests.store.durable_rows import crash_copy, durable_rows, unapplied_deletions
 from tests.store.test_sqlite import BIAS, Q, _msg, _rows
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -42,14 +41,16 @@ def _store_of(data_dir, count) -> SqliteStore:
     return store
 
 
-def _crash_copy(store, target) -> os.PathLike:
-    """The files a kill -9 of the process would leave now (the database, its WAL, the journal; no lock, no -shm)."""
-    target.mkdir()
-    for suffix in ("", "-wal", JOURNAL_SUFFIX):
-        source = f"{store.path}{suffix}"
-        if os.path.exists(source):
-            shutil.copyfile(source, target / f"{DB_FILE_NAME}{suffix}")
-    return target
+async def _crashed_after_deletions(data_dir, target, count, deleted) -> os.PathLike:
+    """A store of ``count`` messages, each of ``deleted`` then deleted and made durable (journaled, not moved):
+    the files a kill -9 leaves then, copied to ``target`` (crash_copy)."""
+    store = _store_of(data_dir, count)
+    for lookup in deleted:
+        store.delete_message(Q, lookup)
+        await store.durable()
+    crashed = crash_copy(store, target)
+    store.close()
+    return crashed
 
 
 async def test_a_batch_of_deletions_alone_is_made_durable_by_one_journal_append(data_dir, no_apply):
@@ -87,12 +88,7 @@ async def test_the_writer_moves_journaled_deletions_into_the_database_within_app
 
 
 async def test_journaled_deletions_are_replayed_when_the_store_opens_after_a_crash(data_dir, tmp_path, no_apply):
-    store = _store_of(data_dir, 5)
-    for lookup in (1, 3, 4):
-        store.delete_message(Q, lookup)
-        await store.durable()
-    crashed = _crash_copy(store, tmp_path / "crashed")
-    store.close()
+    crashed = await _crashed_after_deletions(data_dir, tmp_path / "crashed", 5, (1, 3, 4))
     assert _db_lookups(crashed / DB_FILE_NAME) == [1, 2, 3, 4, 5]
     reopened = SqliteStore(crashed)
     assert sorted(m.lookup_identifier for m in reopened.load().messages) == [2, 5]
@@ -108,7 +104,7 @@ async def test_a_later_put_of_a_journaled_key_is_applied_after_its_deletion(data
     store.put_message(_msg(1, body=b"again"))       # the same key stored again: a database commit
     await store.durable()
     assert _db_lookups(store.path) == [1, 2] and unapplied_deletions(store.path) == []
-    crashed = _crash_copy(store, tmp_path / "crashed")
+    crashed = crash_copy(store, tmp_path / "crashed")
     store.close()
     reopened = SqliteStore(crashed)
     [again] = [m for m in reopened.load().messages if m.lookup_identifier == 1]
@@ -117,11 +113,7 @@ async def test_a_later_put_of_a_journaled_key_is_applied_after_its_deletion(data
 
 
 async def test_a_record_cut_short_by_a_crash_is_ignored(data_dir, tmp_path, no_apply, caplog):
-    store = _store_of(data_dir, 3)
-    store.delete_message(Q, 1)
-    await store.durable()
-    crashed = _crash_copy(store, tmp_path / "crashed")
-    store.close()
+    crashed = await _crashed_after_deletions(data_dir, tmp_path / "crashed", 3, (1,))
     cut = encode_keys([(Q, 2 - BIAS)])
     with open(crashed / f"{DB_FILE_NAME}{JOURNAL_SUFFIX}", "ab") as journal:
         journal.write(cut[:-3])                     # its write never finished: its ACK was never answered
@@ -134,12 +126,7 @@ async def test_a_record_cut_short_by_a_crash_is_ignored(data_dir, tmp_path, no_a
 
 async def test_a_record_whose_checksum_does_not_match_is_ignored_with_every_later_one(
         data_dir, tmp_path, no_apply, caplog):
-    store = _store_of(data_dir, 4)
-    for lookup in (1, 2, 3):
-        store.delete_message(Q, lookup)
-        await store.durable()
-    crashed = _crash_copy(store, tmp_path / "crashed")
-    store.close()
+    crashed = await _crashed_after_deletions(data_dir, tmp_path / "crashed", 4, (1, 2, 3))
     path = crashed / f"{DB_FILE_NAME}{JOURNAL_SUFFIX}"
     data = bytearray(path.read_bytes())
     second = HEADER_SIZE + len(encode_keys([(Q, 1 - BIAS)]))
@@ -155,7 +142,7 @@ async def test_a_record_whose_checksum_does_not_match_is_ignored_with_every_late
 async def test_a_journal_emptied_for_a_new_generation_before_its_header_was_written_replays_nothing(
         data_dir, tmp_path, no_apply):
     store = _store_of(data_dir, 2)
-    crashed = _crash_copy(store, tmp_path / "crashed")
+    crashed = crash_copy(store, tmp_path / "crashed")
     store.close()
     (crashed / f"{DB_FILE_NAME}{JOURNAL_SUFFIX}").write_bytes(b"")
     reopened = SqliteStore(crashed)
@@ -176,7 +163,7 @@ async def test_a_new_generation_is_replayed_from_its_start(data_dir, tmp_path, m
     monkeypatch.setattr(sqlite_module, "_APPLY_AFTER_S", 3600.0)
     store.delete_message(Q, 2)
     await store.durable()
-    crashed = _crash_copy(store, tmp_path / "crashed")
+    crashed = crash_copy(store, tmp_path / "crashed")
     store.close()
     meta = dict(_rows(crashed / DB_FILE_NAME, "SELECT key, value FROM meta"))
     assert meta[sqlite_module._JOURNAL_GENERATION_KEY] == first     # the older generation, at its end

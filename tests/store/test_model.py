@@ -1,9 +1,7 @@
 """SqliteStore against MemoryStore as the model: random mutation sequences, commits and reopens (MS-MQDMPR 3.1.1)."""
 import asyncio
 import os
-import shutil
 import tempfile
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +9,7 @@ from hypothesis import strategies as st
 from shared_adm.message import Message
 from shared_adm.store import MemoryStore, SqliteStore, StoredMessage, StoredQueue
 from shared_adm.store import sqlite as sqlite_module
-from shared_adm.store.delete_journal import JOURNAL_SUFFIX
+from tests.store.durable_rows import crash_copy
 
 QUEUES = ["q-a", "q-b"]
 STATES = ["Available", "Locked", "PurgePending"]
@@ -51,12 +49,8 @@ def _view(snapshot):
 
 
 def _crashed_view(store, copy_dir):
-    """What a kill -9 right now would leave, reopened: the database, its WAL and the delete journal, copied."""
-    os.makedirs(copy_dir)
-    for suffix in ("", "-wal", JOURNAL_SUFFIX):
-        if os.path.exists(f"{store.path}{suffix}"):
-            shutil.copyfile(f"{store.path}{suffix}", Path(copy_dir) / f"{store.path.name}{suffix}")
-    copy = SqliteStore(copy_dir)
+    """What a kill -9 right now would leave (crash_copy), reopened."""
+    copy = SqliteStore(crash_copy(store, copy_dir))
     try:
         return _view(copy.load())
     finally:
