@@ -18,15 +18,6 @@ from qm2qm.pipeline import schema
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED_PACKAGES = ("qm2qm", "shared_adm")
 
-# One Arrow schema for every record an ingest task yields: the union of the three tables plus counters.
-_RECORD_FIELDS: list[pa.Field] = [pa.field("record", pa.string())]
-_seen: set[str] = {"record"}
-for _f in [*schema.CALL_FIELDS, *schema.SESSION_FIELDS, *schema.PROBLEM_FIELDS, pa.field("counters", pa.string())]:
-    if _f.name not in _seen:
-        _seen.add(_f.name)
-        _RECORD_FIELDS.append(pa.field(_f.name, _f.type, nullable=True))
-RECORD_SCHEMA = pa.schema(_RECORD_FIELDS)
-
 
 # --------------------------------------------------------------------------------------------------- session
 
@@ -84,9 +75,10 @@ def spark_session(master: str | None = None, app_name: str = "qm2qm-pipeline",
 
 # ---------------------------------------------------------------------------------------------------- ingest
 
-def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatch:
+def _records(path: str, part_json: str | None, calls_file: str) -> list[dict]:
     """Ingest one file or part: its calls go straight to ``calls_file`` (Parquet, written by the executor);
-    the small records (sessions, problems, connections, counters) go back to the driver."""
+    the small records (sessions, problems, connections, counters; each a dict naming its ``record`` kind) go
+    back to the driver."""
     import pyarrow.parquet as pq
     from qm2qm.pipeline.ingest import ingest_file
     result = ingest_file(path) if part_json is None else _ingest_part(path, json.loads(part_json))
@@ -103,7 +95,7 @@ def _records(path: str, part_json: str | None, calls_file: str) -> pa.RecordBatc
                     for c in result.connections)
     rows.append({"record": "file", "source_file": result.path, "counters": json.dumps(result.counters,
                                                                                       sort_keys=True)})
-    return pa.RecordBatch.from_pylist(rows, schema=RECORD_SCHEMA)
+    return rows
 
 
 def _ingest_part(path: str, spec: dict) -> Any:
@@ -123,15 +115,13 @@ def _ingest_part(path: str, spec: dict) -> Any:
     return result
 
 
-def ingest_batches(calls_dir: str, bundles: list[str], batches: Iterator[pa.RecordBatch]
-                   ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow function (bound to the calls directory and the bundles, bundle_tasks): each input row is the
+def ingest_partition(calls_dir: str, bundles: list[str], partition: Iterator[int]) -> Iterator[dict]:
+    """mapPartitions function (bound to the calls directory and the bundles, bundle_tasks): each element is the
     index of one bundle, a JSON list of [index, path, part] tasks (a file, or one part of a split capture); yields
-    each task's small records (RECORD_SCHEMA)."""
-    for batch in batches:
-        for bundle in batch.column(0).to_pylist():
-            for index, path, part in json.loads(bundles[bundle]):
-                yield _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
+    each task's small records (_records)."""
+    for bundle in partition:
+        for index, path, part in json.loads(bundles[bundle]):
+            yield from _records(path, part, os.path.join(calls_dir, f"part-{index:05d}.parquet"))
     _forget_zip_package_finders()
     _freeze_long_lived_objects()
 
@@ -269,11 +259,11 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     calls_dir.mkdir(parents=True)
     bundles = [json.dumps([[i, *tasks[i][:2]] for i in bundle])
                for bundle in bundle_tasks(tasks, parallelism, BUNDLE_BYTES)]
-    # One bundle index a partition, from the JVM's own range: createDataFrame of a Python list is a Python RDD
-    # re-pickled by a second Python worker in every task (py-spy; BENCHMARKS.md, fourth pass).
-    frame = spark.range(len(bundles), numPartitions=max(1, len(bundles)))
-    records = frame.mapInArrow(functools.partial(ingest_batches, str(calls_dir.resolve()), bundles),
-                               _spark_schema(RECORD_SCHEMA)).toArrow().to_pylist()
+    # One bundle index a partition, in a plain RDD: a DataFrame's mapInArrow job cost the JVM twice the CPU (~120
+    # against ~55 ms a job: SQL planning, Arrow to rows and back) for a few hundred records (BENCHMARKS.md,
+    # fourteenth pass); a DataFrame made from a Python list adds a second Python worker (fourth pass).
+    records = spark.sparkContext.parallelize(range(len(bundles)), max(1, len(bundles))).mapPartitions(
+        functools.partial(ingest_partition, str(calls_dir.resolve()), bundles)).collect()
     if not tasks:                                   # still a readable (empty) calls table
         pq.write_table(schema.table([], schema.CALL_SCHEMA), calls_dir / "part-00000.parquet")
     kinds: dict[str, list[dict]] = {}

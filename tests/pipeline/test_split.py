@@ -292,8 +292,8 @@ def test_a_split_capture_whose_prediction_failed_is_renumbered_by_the_job(spark,
     assert _numbering(pq.read_table(tmp_path / "a" / "sessions").to_pylist()) == _numbering(expected.sessions)
 
 
-def test_more_bundles_than_cores_each_run_once_from_the_range_input(spark, tmp_path, monkeypatch):
-    """Bundles beyond the parallelism (BUNDLE_BYTES reached): one partition of spark.range per bundle, each task's
+def test_more_bundles_than_cores_each_run_once_one_partition_a_bundle(spark, tmp_path, monkeypatch):
+    """Bundles beyond the parallelism (BUNDLE_BYTES reached): one RDD partition per bundle, each task's
     calls written once, the rows of ingest_file file by file; an empty input still writes an empty calls table."""
     import pyarrow.parquet as pq
     paths = []
