@@ -259,8 +259,8 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
     calls_dir.mkdir(parents=True)
     bundles = [json.dumps([[i, *tasks[i][:2]] for i in bundle])
                for bundle in bundle_tasks(tasks, parallelism, BUNDLE_BYTES)]
-    # One bundle index a partition, in a plain RDD: a DataFrame's mapInArrow job cost the JVM twice the CPU (~120
-    # against ~55 ms a job: SQL planning, Arrow to rows and back) for a few hundred records (BENCHMARKS.md,
+    # One bundle index a partition, in a plain RDD: a DataFrame's mapInArrow job cost the JVM twice the CPU (128-145
+    # against 62-74 ms a job: SQL planning, Arrow to rows and back) for a few hundred records (BENCHMARKS.md,
     # fourteenth pass); a DataFrame made from a Python list adds a second Python worker (fourth pass).
     records = spark.sparkContext.parallelize(range(len(bundles)), max(1, len(bundles))).mapPartitions(
         functools.partial(ingest_partition, str(calls_dir.resolve()), bundles)).collect()
