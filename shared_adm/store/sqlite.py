@@ -329,7 +329,6 @@ class SqliteStore:
         self._stash_since = 0.0                     # monotonic time the oldest was journaled
         self._in_flight = False                     # the writer took batches it has not committed: no journal append
         self.journaled = 0                          # of the commits, those made by a journal append
-        self._journal_seconds = 0.0                 # how long the last append took (on_commit)
         self._closed = False
         self._broken: BaseException | None = None  # the commit path died of this (_die)
         self._broken_where = ""
@@ -783,13 +782,15 @@ class SqliteStore:
                 with self._lock:
                     ready = None
                     if self._waiters and self._dirty and not (self._closed or self._broken is not None):
+                        started = time.perf_counter()
                         ready = self._journal_pending()
+                        seconds = time.perf_counter() - started
             except BaseException as exc:    # a defect (append errors fall back to SQLite): fail, never hang
                 self._die(exc, "delete journal append")
                 return
             if ready is not None:
                 if self.on_commit is not None:
-                    self.on_commit(self._journal_seconds)
+                    self.on_commit(seconds)
                 if ready:
                     _resolve_all(ready, None, loop)
                 return
@@ -1006,7 +1007,6 @@ class SqliteStore:
         for op in messages.values():
             if op[0] != "delete":
                 return None
-        started = time.perf_counter()
         try:
             end = self._journal.append(encode_keys(messages))
         except (OSError, ValueError) as exc:        # SQLite takes the batch (and reports a full disk itself)
@@ -1021,7 +1021,6 @@ class SqliteStore:
         [(self._committed_seq, _)] = self._take()      # the pending batch alone: nothing failed waits before it
         self.commits += 1
         self.journaled += 1
-        self._journal_seconds = time.perf_counter() - started
         return self._settled_waiters(self._committed_seq)
 
     def _settled_waiters(self, last: int) -> list[_Waiter]:
