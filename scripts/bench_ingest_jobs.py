@@ -6,10 +6,10 @@ Python, JVMs, Python daemon and workers): the figures behind the interleaved bef
 (absolute paths: local-cluster executors run in their own working directories)."""
 from __future__ import annotations
 
+import argparse
 import collections
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,9 +42,19 @@ def cpu_by_kind() -> collections.Counter:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("master", help="Spark master, e.g. 'local[2]' or 'local-cluster[2,1,1024]'")
+    parser.add_argument("paths", help="comma-separated absolute paths of the captures or traces ingested per job")
+    parser.add_argument("jobs", nargs="?", type=int, default=4, help="timed jobs after the warm-up one")
+    args = parser.parse_args()
+    paths = args.paths.split(",")
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    if args.jobs < 1:
+        parser.error("jobs must be at least 1")
     from qm2qm.pipeline import spark_jobs
-    master, paths = sys.argv[1], sys.argv[2].split(",")
-    jobs = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+    master, jobs = args.master, args.jobs
     spark = spark_jobs.spark_session(master, conf=spark_jobs.INGEST_CONF)
     with tempfile.TemporaryDirectory() as tmp:
         spark_jobs.ingest(spark, paths[:1], Path(tmp) / "warmup", split_min_bytes=1)    # as the bench warms up

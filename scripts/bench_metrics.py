@@ -57,14 +57,15 @@ def export_tree(ref: str, into: str) -> str:
 def peek_rate(server: TreeServer, queue: str, clients: int, duration: float, processes: int) -> tuple[float, float]:
     """(calls/s, server CPU µs per call) of one closed-loop peek run."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
-    setups = []
+    specs = []
     for _ in range(clients):
         h = server.admin.open_queue(queue, access="peek")["hRemoteQueue"]
-        setups.append((True, h, bench.request_pdu(9, bench.start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))))
-    rate, errors, cpu = bench.run_load(server.port, setups, duration, processes, server.proc.pid)
-    if errors:
-        raise SystemExit(f"{errors} peeks did not return MQ_OK")
-    return rate, cpu
+        specs.append(bench.ConnSpec([bench.request_pdu(9, bench.start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT))],
+                                    handles=[h]))
+    result = bench.run_load(server.port, specs, duration, processes, server.proc.pid)
+    if result["errors"]:
+        raise SystemExit(f"{result['errors']} peeks did not return MQ_OK")
+    return result["rate"], result["cpu_us_per_call"]
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ Run: .venv/bin/python scripts/bench_packet.py
 """
 from __future__ import annotations
 
+import argparse
 import timeit
 import uuid
 
@@ -27,6 +28,7 @@ def best(fn, number: int, repeat: int = 5) -> float:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()     # --help, and no stray arguments
     cases = [
         ("1 KiB, minimal headers", message(1024), {}),
         ("1 KiB, transactional + sender SID + admin/response queues", message(

@@ -1,0 +1,95 @@
+"""The runnable tools of scripts/ (benchmarks, load generators) run to the end on tiny inputs and print or write the
+figures they promise: a script nobody runs in CI rots (bench_metrics.py called run_load with tuples for weeks).
+Sizes here are far too small for the figures to mean anything; BENCHMARKS.md has the real runs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPTS = ROOT / "scripts"
+
+
+def run_script(name: str, *args: str, cwd: Path, timeout: float = 240) -> str:
+    """Run scripts/<name> with this Python from ``cwd`` (outside the checkout, as the Spark A/Bs must); its stdout,
+    after checking it exited 0."""
+    proc = subprocess.run([sys.executable, str(SCRIPTS / name), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.mark.slow
+def test_bench_keeps_the_best_of_repeat_runs_for_every_ratio_scenario_as_for_echo(tmp_path):
+    out = tmp_path / "bench.json"
+    scenarios = ["floor", "peek-memo", "receive-express", "receive-cursor", "mqrr-receive", "session"]
+    run_script("bench.py", *(a for s in scenarios for a in ("--only", s)), "--loop", "asyncio", "--clients", "2",
+               "--duration", "0.3", "--repeat", "2", "--receive-messages", "1500", "--json", str(out), cwd=tmp_path)
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted({r["scenario"] for r in rows}) == sorted(scenarios)
+    for row in rows:
+        assert row["errors"] == 0, row
+        assert len(row["runs"]) == 2, row                  # each scenario ran as often as its echo baseline
+        assert round(row["rate"]) == max(row["runs"]), row  # and kept its best run
+        assert 0 < row["ratio"] and row["echo_calls_per_s"] > 0, row
+
+
+@pytest.mark.slow
+def test_bench_metrics_compares_a_baseline_tree_with_this_one(tmp_path):
+    text = run_script("bench_metrics.py", "--baseline", "HEAD", "--clients", "1", "--duration", "0.3",
+                      "--repeat", "1", cwd=tmp_path)
+    assert "best calls/s: before" in text and "after, metrics off" in text, text
+
+
+def test_bench_dispatch_measures_peeks_and_receives_without_sockets(tmp_path):
+    for scenario in ("peek-next", "receive-ack"):
+        text = run_script("bench_dispatch.py", "--scenario", scenario, "--calls", "100", "--rounds", "2",
+                          cwd=tmp_path)
+        assert f"{scenario}:  observer off" in text and "µs/call" in text, text
+
+
+def test_bench_adm_store_restart_packet_and_rpc_run_to_the_end(tmp_path):
+    assert "durable enqueue" in run_script("bench_adm.py", "--sizes", "100", "--ops", "50", "--mem-n", "0",
+                                           "--durable-n", "50", cwd=tmp_path)
+    assert "msgs/s" in run_script("bench_store.py", "--messages", "200", "--load-sizes", "500", "--acks", "1",
+                                  cwd=tmp_path)
+    assert "restart of 500 messages" in run_script("bench_restart.py", "--messages", "500", "--repeat", "1",
+                                                   cwd=tmp_path)
+    assert "serialize_compact" in run_script("bench_packet.py", cwd=tmp_path)
+    assert "in-process, no sockets" in run_script("bench_rpc.py", "--clients", "1", "--duration", "0.2",
+                                                  "--rounds", "1", "--no-impacket", cwd=tmp_path)
+
+
+@pytest.mark.slow
+def test_bench_pipeline_and_the_ingest_job_harness_run_spark_on_a_small_capture(tmp_path):
+    out = tmp_path / "pipeline.json"
+    text = run_script("bench_pipeline.py", "--skip-tshark", "--masters", "local[1]", "--seconds", "0.3",
+                      "--big-calls", "1000", "--calls-per-file", "300", "--files", "2", "--rounds", "1",
+                      "--reference-runs", "1", "--spark-runs", "1", "--json", str(out), cwd=tmp_path)
+    assert "trace overhead" in text and "spark ingest local[1]" in text, text
+    assert json.loads(out.read_text())
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import bench_pipeline
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    capture = tmp_path / "small.pcap"
+    bench_pipeline.make_capture(capture, 300, sessions=3)
+    lines = run_script("bench_ingest_jobs.py", "local[1]", str(capture), "1", cwd=tmp_path).strip().splitlines()
+    job = json.loads(lines[-1])
+    assert job["calls"] == 300 and job["wall"] > 0 and job["cpu"] > 0, job
+
+
+@pytest.mark.parametrize("args, says", [
+    ((), "the following arguments are required: master, paths"),
+    (("local[1]", "/no/such.pcap"), "no such file: /no/such.pcap"),
+])
+def test_bench_ingest_jobs_names_what_is_wrong_with_its_arguments(tmp_path, args, says):
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_ingest_jobs.py"), *args], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
