@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +19,18 @@ SCRIPTS = ROOT / "scripts"
 def run_script(name: str, *args: str, cwd: Path, timeout: float = 240) -> str:
     """Run scripts/<name> with this Python from ``cwd`` (outside the checkout, as the Spark A/Bs must); its stdout,
     after checking it exited 0."""
-    proc = subprocess.run([sys.executable, str(SCRIPTS / name), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONUNBUFFERED="1"))
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return proc.stdout
+    # a session of its own: a script that hangs is killed with the servers and load processes it started
+    proc = subprocess.Popen([sys.executable, str(SCRIPTS / name), *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"{name} still running after {timeout} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+    return stdout
 
 
 @pytest.mark.slow
