@@ -44,7 +44,7 @@ def test_bench_keeps_the_best_of_repeat_runs_for_every_ratio_scenario_as_for_ech
     for row in rows:
         assert row["errors"] == 0, row
         assert len(row["runs"]) == 2, row                  # each scenario ran as often as its echo baseline
-        assert round(row["rate"]) == max(row["runs"]), row  # and kept its best run
+        assert abs(row["rate"] - max(row["runs"])) <= 1, row  # and kept its best run (runs are rounded)
         assert 0 < row["ratio"] and row["echo_calls_per_s"] > 0, row
 
 
