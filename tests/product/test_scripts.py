@@ -1,5 +1,6 @@
 """The runnable tools of scripts/ (benchmarks, load generators) run to the end on tiny inputs and print or write the
-figures they promise: a script nobody runs in CI rots (bench_metrics.py called run_load with tuples for weeks).
+figures they promise: a script nobody runs in CI rots (bench_metrics.py kept calling run_load with tuples after
+run_load took ConnSpecs).
 Sizes here are far too small for the figures to mean anything; BENCHMARKS.md has the real runs."""
 from __future__ import annotations
 
