@@ -961,7 +961,8 @@ def mqrr_receive_clients(port: int, format_name: str, clients: int, start_at: fl
 def bench_mqrr_receive(server: Server, messages: int, clients: int, delivery: str = "express",
                        name: str = "mqrr_receive") -> tuple:
     """Receive+ACK throughput of 1 KiB messages over MS-MQRR on ``server`` (`serve --mqrr
-    --allow-anonymous-read`), to set beside qm2qm's (bench_receive), from a queue ``name`` filled for it."""
+    --allow-anonymous-read`), to set beside qm2qm's (bench_receive), from a queue ``name`` filled for it and
+    deleted after."""
     q = server.queue(name, bytes(1024), messages, delivery)
     format_name = "DIRECT=OS:localhost\\private$\\" + name
     ctx = mp.get_context("spawn")
@@ -981,6 +982,7 @@ def bench_mqrr_receive(server: Server, messages: int, clients: int, delivery: st
     proc.join()
     elapsed = finished - start_at
     left = len(server.admin.list_messages(q))
+    server.admin.delete_queue(q)
     rate = done / elapsed
     print(f"  MS-MQRR receive+ACK 1 KiB {delivery} x {messages}, {clients} clients: {rate:8.0f} msg/s  "
           f"({elapsed:.2f} s, errors {errors}, left {left}; server CPU {cpu / max(done, 1) * 1e6:.0f} µs/message)",
@@ -1075,10 +1077,8 @@ def bench_mqrr_receive_scenario(ctx: Context) -> list[dict]:
     server = ctx.ballast_server("--mqrr", "--allow-anonymous-read")
 
     def run_once(attempt: int) -> dict:
-        name = f"mqrr_receive{attempt}"
         rate, _, errors, left, cpu_per_call, sys_per_call = bench_mqrr_receive(
-            server, ctx.args.receive_messages, clients, name=name)
-        server.admin.delete_queue(f".\\private$\\{name}")
+            server, ctx.args.receive_messages, clients, name=f"mqrr_receive{attempt}")
         return {"msg_rate": rate, "rate": rate * 2, "errors": errors, "cpu_us_per_call": cpu_per_call,
                 "sys_us_per_call": sys_per_call, "left": left}
     result = ctx.best_of(run_once, key="msg_rate")
