@@ -126,7 +126,8 @@ def test_a_discriminant_other_than_m_qft_is_left_to_the_general_path_which_fault
 @pytest.mark.parametrize("ndr64", [False, True])
 def test_a_direct_name_that_is_not_utf16_is_left_to_the_general_path(ndr64):
     stub = bytearray(_request(ndr64, (c.QUEUE_FORMAT_TYPE_DIRECT, 0, "OS:a\\b"), 2, 0))
-    at = stub.index("a".encode("utf-16-le"))
+    # the whole name's position: impacket's random referent ids can hold the bytes of "a" too
+    at = stub.index("OS:a\\b".encode("utf-16-le")) + len("OS:".encode("utf-16-le"))
     stub[at:at + 2] = b"\x00\xd8"                                   # an unpaired high surrogate
     assert codec_fast.decode_open_remote_queue(bytes(stub), ndr64) is None
     assert _general(bytes(stub), ndr64)[0] == 0xC00E001E             # MQ_ERROR_ILLEGAL_FORMATNAME
