@@ -1318,16 +1318,17 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                     else:                   # RemoteQMCloseQueue and R_CloseQueue: opnum 3 of the handle alone
                         client["step"] = CLOSE_QUEUE
                         qm2qm.send(request_pdu(3, client["session"]))
+                elif step in (RECEIVE, POSITION) and status != MQ_OK:
+                    # the queue is empty (MQ_ERROR_IO_TIMEOUT): this client is done; a cursor's session meets
+                    # that first at its position (PEEK_CURRENT) when the queue ran out at a session's end
+                    errors += status != MQ_ERROR_IO_TIMEOUT
+                    for sock in client["socks"]:
+                        sel.unregister(sock)
+                    live -= 1
+                    finished = time.time()
                 elif step == RECEIVE:
-                    if status == MQ_OK:
-                        client["step"] = ACK
-                        qm2qm.send(client["ack"] or request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
-                    else:                   # the queue is empty (MQ_ERROR_IO_TIMEOUT): this client is done
-                        errors += status != MQ_ERROR_IO_TIMEOUT
-                        for sock in client["socks"]:
-                            sel.unregister(sock)
-                        live -= 1
-                        finished = time.time()
+                    client["step"] = ACK
+                    qm2qm.send(client["ack"] or request_pdu(1, end_receive_stub(stub[:20]), call_id=3))
                 elif step == PORT:
                     errors += status != client["qmcomm_port"]     # IP_HANDSHAKE: the qmcomm port
                     client["step"] = OPEN_REMOTE
@@ -1376,7 +1377,6 @@ def session_clients(port: int, specs: list[SessionSpec], go, duration: float, re
                         client["step"], client["left"] = RECEIVE, client["receives"]
                         qm2qm.send(client["receive"])
                 elif step == POSITION:              # the cursor is at the first message: receive from there
-                    errors += status != MQ_OK
                     client["step"], client["left"] = RECEIVE, client["receives"]
                     qm2qm.send(client["receive"])
                 elif step == CLOSE_CURSOR:

@@ -50,6 +50,19 @@ def test_bench_keeps_the_best_of_repeat_runs_for_every_ratio_scenario_as_for_ech
 
 
 @pytest.mark.slow
+def test_bench_session_cursor_counts_a_queue_emptied_at_a_session_boundary_as_the_end_not_an_error(tmp_path):
+    # 200 messages per client, 10 per session: each client's queue runs out just as a session ends, so its next
+    # session's first read (the cursor's PEEK_CURRENT) meets the empty queue
+    out = tmp_path / "bench.json"
+    run_script("bench.py", "--only", "session-cursor", "--loop", "asyncio", "--clients", "2", "--duration", "2",
+               "--repeat", "1", "--receive-messages", "400", "--session-receives", "10", "--json", str(out),
+               cwd=tmp_path)
+    [row] = json.loads(out.read_text())["rows"]
+    assert row["messages"] == 400, row                  # drained: the case this test is about happened
+    assert row["errors"] == 0, row
+
+
+@pytest.mark.slow
 def test_bench_metrics_compares_a_baseline_tree_with_this_one(tmp_path):
     text = run_script("bench_metrics.py", "--baseline", "HEAD", "--clients", "1", "--duration", "0.3",
                       "--repeat", "1", cwd=tmp_path)
