@@ -322,7 +322,8 @@ def closed_loop_clients(port: int, specs: list[ConnSpec], go, duration: float, r
                     raise SystemExit(f"fault PDU 0x{struct.unpack_from('<I', buf, 24)[0]:08x}")
                 if buf[3] & 0x02:
                     calls += 1
-                    status = buf[frag_len - 4] | buf[frag_len - 3] << 8 | buf[frag_len - 2] << 16 | buf[frag_len - 1] << 24
+                    status = (buf[frag_len - 4] | buf[frag_len - 3] << 8 | buf[frag_len - 2] << 16
+                              | buf[frag_len - 1] << 24)
                     if not ack:
                         errors += status != 0
                         index = state[3] = (index + 1) % len(requests)
@@ -437,6 +438,8 @@ def drain(sel: selectors.BaseSelector, end_request) -> tuple[int, int]:
                     sock.send(start)
                 del buf[:frag_len]
     return done, errors
+
+
 PY_SPY_DIR = os.environ.get("QM2QM_BENCH_PY_SPY")        # set by --py-spy DIR (inherited by nothing else)
 
 
@@ -1248,8 +1251,8 @@ class SessionStubs:
     def mqrr_read(self, handle: bytes) -> tuple[bytes, bytes]:
         """R_StartReceive(MQ_ACTION_RECEIVE) and R_EndReceive(RR_ACK) of request 1 on queue context ``handle``
         (built once in __init__: marshalling it with impacket per session cost the load client 0.25 ms each)."""
-        return request_pdu(7, handle + self.mqrr_receive_tail), request_pdu(9, handle + struct.pack("<II", 2, 1),
-                                                                               call_id=3)
+        end = request_pdu(9, handle + struct.pack("<II", 2, 1), call_id=3)
+        return request_pdu(7, handle + self.mqrr_receive_tail), end
 
 
 # the steps of a session: each names the call whose answer the client waits for
@@ -1494,6 +1497,11 @@ def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server)
 
 # --- 5,000 blocked receivers woken by 5,000 sends -------------------------------------------------------------------
 
+def _quantile(ms: list[float], q: float) -> float:
+    """The q-quantile of sorted latencies, as every wake figure reads it (nearest rank, no interpolation)."""
+    return ms[min(len(ms) - 1, int(q * len(ms)))]
+
+
 def bench_wake(receivers: int, per_connection: int, make_server=Server) -> list[float]:
     """Wake-up latency of blocked receivers."""
     from qm2qm.mqqp import idl
@@ -1551,9 +1559,9 @@ def bench_wake(receivers: int, per_connection: int, make_server=Server) -> list[
     finally:
         server.close()
     ms = sorted(x * 1000 for x in latencies)
-    p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
-    print(f"  wake {len(ms)} blocked receivers on {n_conns} connections: p50 {p(0.5):6.2f} ms  p99 {p(0.99):6.2f} ms  max {ms[-1]:6.2f} ms "
-          f"(send->wake, includes the admin HTTP request)", flush=True)
+    print(f"  wake {len(ms)} blocked receivers on {n_conns} connections: p50 {_quantile(ms, 0.5):6.2f} ms  "
+          f"p99 {_quantile(ms, 0.99):6.2f} ms  max {ms[-1]:6.2f} ms (send->wake, includes the admin HTTP request)",
+          flush=True)
     return ms
 
 
@@ -1574,10 +1582,9 @@ def bench_large_scenario(ctx: Context) -> list[dict]:
 @scenario("wake", "5,000 blocked RECEIVEs woken by 5,000 admin sends (send->wake latency)")
 def bench_wake_scenario(ctx: Context) -> list[dict]:
     ms = bench_wake(ctx.args.receivers, ctx.args.wake_per_connection, ctx.ballast_server)
-    p = lambda q: ms[min(len(ms) - 1, int(q * len(ms)))]
     return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": ctx.args.receivers // ctx.args.wake_per_connection,
-             "backlog": ctx.args.backlog, "receivers": len(ms), "p50_ms": round(p(0.5), 3),
-             "p99_ms": round(p(0.99), 3), "max_ms": round(ms[-1], 3)}]
+             "backlog": ctx.args.backlog, "receivers": len(ms), "p50_ms": round(_quantile(ms, 0.5), 3),
+             "p99_ms": round(_quantile(ms, 0.99), 3), "max_ms": round(ms[-1], 3)}]
 
 
 # --- main -------------------------------------------------------------------------------------------------------------
@@ -1639,7 +1646,8 @@ def main() -> None:
     parser.add_argument("--wake-per-connection", type=int, default=50,
                         help="blocked receives per connection in the wake test (1..64; 1 = a connection each)")
     parser.add_argument("--serve-args", default="", metavar="ARGS",
-                        help="more `qm2qm serve` options for the servers of every scenario but sequence, e.g. '--store-group-wait-ms 0'")
+                        help="more `qm2qm serve` options for the servers of every scenario but sequence, "
+                             "e.g. '--store-group-wait-ms 0'")
     parser.add_argument("--json", metavar="FILE", help="write every figure (and the machine, load, command) here")
     parser.add_argument("--profile", metavar="DIR", help="cProfile each server into DIR and print its top functions")
     parser.add_argument("--py-spy", metavar="DIR", help="sample the server with py-spy over each load window")
