@@ -766,22 +766,23 @@ def _ballast(ctx: Context, server: Server) -> None:
         print(f"  (ballast: {ctx.args.backlog} recoverable messages queued in {time.time() - t0:.1f} s)", flush=True)
 
 
+def _floor_rows(ctx: Context, protocol: type[asyncio.Protocol], request: bytes) -> list[dict]:
+    """A floor server (``protocol``, in process) answering ``request`` on every connection: the best of --repeat."""
+    return [ctx.row(c, ctx.best_of(lambda _, c=c: measure_in_process(
+        protocol, [ConnSpec([request], handles=[1])] * c, ctx.args.duration, ctx.args.processes, ctx.loop)))
+        for c in ctx.clients]
+
+
 @scenario("floor", "the Python floor: PDU framing and a fixed peek-sized answer, no NDR or queue manager")
 def bench_floor(ctx: Context) -> list[dict]:
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT
-    request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_CURRENT))     # what peek-memo sends
-    return [ctx.row(c, ctx.best_of(lambda _, c=c: measure_in_process(
-        FloorProtocol, [ConnSpec([request], handles=[1])] * c, ctx.args.duration, ctx.args.processes, ctx.loop)))
-        for c in ctx.clients]
+    return _floor_rows(ctx, FloorProtocol, request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_CURRENT)))  # as peek-memo
 
 
 @scenario("floor-peek", "the Python floor of a peek: floor + one struct each way, a dict, a distinct packet per call")
 def bench_floor_peek(ctx: Context) -> list[dict]:
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_NEXT
-    request = request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_NEXT, 1))     # what peek-next sends
-    return [ctx.row(c, ctx.best_of(lambda _, c=c: measure_in_process(
-        PeekFloorProtocol, [ConnSpec([request], handles=[1])] * c, ctx.args.duration, ctx.args.processes, ctx.loop)))
-        for c in ctx.clients]
+    return _floor_rows(ctx, PeekFloorProtocol, request_pdu(9, _peek_stub(1, MQ_ACTION_PEEK_NEXT, 1)))  # as peek-next
 
 
 @scenario("peek-memo", "PEEK_CURRENT of the same 100-byte message (packet memo always hits)")
@@ -881,22 +882,30 @@ def _receive(ctx: Context, delivery: str, cursor: bool, *serve: str) -> list[dic
     return rows
 
 
+def _run_queues(server: Server, name: str, messages: int, clients: int, *, per_client: bool,
+                delivery: str = "express") -> list[str]:
+    """The queues of one run, a path per client, ``messages`` 1 KiB messages in all: a queue per client when each
+    reads through a cursor (cursors of other clients would skip the messages it took, or race for its head), else
+    one queue for all."""
+    if per_client:
+        return [server.queue(f"{name}-{i}", bytes(1024), messages // clients, delivery) for i in range(clients)]
+    return [server.queue(name, bytes(1024), messages, delivery)] * clients
+
+
 def _receive_once(ctx: Context, server: Server, clients: int, attempt: int, delivery: str, cursor: bool) -> dict:
     """One receive + RR_ACK run on queues of its own, deleted after."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
-    need = ctx.args.receive_messages
-    if cursor:      # a queue per client: cursors of other clients would skip the messages it took
-        queues = [server.queue(f"rc{clients}-{attempt}-{i}", bytes(1024), need // clients, delivery)
-                  for i in range(clients)]
-    else:
-        queues = [server.queue(f"r{clients}-{attempt}", bytes(1024), need, delivery)] * clients
-        if ctx.args.backlog:    # behind the 1 KiB ones, 100 bytes each: 1M x 1 KiB would pass the 1 GiB quota
-            t0 = time.time()
-            for done in range(0, ctx.args.backlog, 100_000):
-                server.admin.send(queues[0], body_base64=base64.b64encode(bytes(100)).decode(),
-                                  count=min(100_000, ctx.args.backlog - done), delivery=delivery)
-            print(f"  ({ctx.args.backlog} more {delivery} messages queued behind in {time.time() - t0:.1f} s)",
-                  flush=True)
+    queues = _run_queues(server, f"{'rc' if cursor else 'r'}{clients}-{attempt}", ctx.args.receive_messages,
+                         clients, per_client=cursor, delivery=delivery)
+    # --backlog more behind the 1 KiB ones, 100 bytes each (1M x 1 KiB would pass the 1 GiB quota); with cursors
+    # _receive's ballast queue stands in for it
+    if ctx.args.backlog and not cursor:
+        t0 = time.time()
+        for done in range(0, ctx.args.backlog, 100_000):
+            server.admin.send(queues[0], body_base64=base64.b64encode(bytes(100)).decode(),
+                              count=min(100_000, ctx.args.backlog - done), delivery=delivery)
+        print(f"  ({ctx.args.backlog} more {delivery} messages queued behind in {time.time() - t0:.1f} s)",
+              flush=True)
     specs = []
     for q in queues:
         h = server.admin.open_queue(q)["hRemoteQueue"]
@@ -1420,13 +1429,8 @@ def _sessions(ctx: Context, protocol: str) -> list[dict]:
 def _sessions_once(ctx: Context, server: Server, qmcomm_port: int, clients: int, attempt: int,
                    protocol: str) -> dict:
     """One run of whole sessions on queues of its own, deleted after."""
-    # a queue per client through cursors (two cursors at one head would race for its message, as in
-    # receive-cursor), else one queue for all
-    if protocol == "qm2qm-cursor":
-        queues = [server.queue(f"session{clients}-{attempt}-{i}", bytes(1024), ctx.args.receive_messages // clients)
-                  for i in range(clients)]
-    else:
-        queues = [server.queue(f"session{clients}-{attempt}", bytes(1024), ctx.args.receive_messages)] * clients
+    queues = _run_queues(server, f"session{clients}-{attempt}", ctx.args.receive_messages, clients,
+                         per_client=protocol == "qm2qm-cursor")
     prefix = "DIRECT=OS:localhost\\" if protocol == "mqrr" else "DIRECT=TCP:127.0.0.1\\"
     specs = [SessionSpec(qmcomm_port, prefix + q.split("\\", 1)[1], ctx.args.session_receives, protocol)
              for q in queues]

@@ -54,11 +54,10 @@ def main() -> None:
     if args.jobs < 1:
         parser.error("jobs must be at least 1")
     from qm2qm.pipeline import spark_jobs
-    master, jobs = args.master, args.jobs
-    spark = spark_jobs.spark_session(master, conf=spark_jobs.INGEST_CONF)
+    spark = spark_jobs.spark_session(args.master, conf=spark_jobs.INGEST_CONF)
     with tempfile.TemporaryDirectory() as tmp:
         spark_jobs.ingest(spark, paths[:1], Path(tmp) / "warmup", split_min_bytes=1)    # as the bench warms up
-        for _ in range(jobs):
+        for _ in range(args.jobs):
             before, t0 = cpu_by_kind(), time.perf_counter()
             summary = spark_jobs.ingest(spark, paths, Path(tmp) / "out")
             wall, after = time.perf_counter() - t0, cpu_by_kind()
