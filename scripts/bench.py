@@ -29,7 +29,8 @@ Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
                   per group commit (what a user who needs that pays; no target)
   receive-cursor  RECEIVE through a cursor (positioned by PEEK_CURRENT) + RR_ACK, a queue per client
   large           one 4 MiB - 1 KiB message (MS-MQMQ 2.2.19.1 caps the packet at 0x400000 bytes): PEEK_CURRENT
-                  and RECEIVE + RR_ACK, one client, max_recv_frag 5840; latency to the last response fragment
+                  and RECEIVE + RR_ACK, one client, max_recv_frag 5840; latency to the last response fragment,
+                  and per read the CPU of the server process and of the (Python) client
   wake            5,000 RECEIVEs blocked with ulTimeout INFINITE, woken by 5,000 admin-API sends; send->wake
                   latency (includes the HTTP request)
   mqrr-receive    receive + ACK over MS-MQRR RemoteRead (`serve --mqrr`): R_StartReceive(RECEIVE) +
@@ -181,6 +182,12 @@ def cpu_split(pid: int) -> tuple[float, float]:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+def process_cpu_clock(pid: int) -> int:
+    """The clock id of another process's CPU time (Linux CPUCLOCK_SCHED of ``pid``, as clock_getcpuclockid(3)
+    gives it): exact and current, where /proc/<pid>/stat counts clock ticks."""
+    return ((~pid) << 3) | 2
 
 
 def hresult(stub: bytes) -> int:
@@ -1462,40 +1469,53 @@ def bench_session_mqrr(ctx: Context) -> list[dict]:
 # --- one 4 MiB message ---------------------------------------------------------------------------------------------
 
 def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server) -> dict:
-    """Latency of one 4 MiB message."""
+    """Latency of one 4 MiB message, and per read the CPU the server process and this client spent (what of the
+    latency is the server's: the client reassembles ~720 fragments in Python)."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
     server = make_server()
     out = {}
+    server_cpu = process_cpu_clock(server.proc.pid)
+
+    def timed(do) -> tuple[float, float, float]:
+        """(latency, server CPU, client CPU) of one read, seconds."""
+        s0, c0 = time.clock_gettime(server_cpu), time.process_time()
+        t0 = time.perf_counter()
+        do()
+        t1 = time.perf_counter()
+        c1, s1 = time.process_time(), time.clock_gettime(server_cpu)
+        return t1 - t0, s1 - s0, c1 - c0
+
     try:
         q = server.queue("large", os.urandom(size), 1)
         h = server.admin.open_queue(q)["hRemoteQueue"]
         sock = connect(server.port, max_recv_frag)
         assert hresult(call(sock, 2, open_queue_stub(h))) == MQ_OK
         peek = start_receive2_stub(h, MQ_ACTION_PEEK_CURRENT)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
+
+        def peek_once():
             stub = call(sock, 9, peek)
-            times.append(time.perf_counter() - t0)
             assert hresult(stub) == MQ_OK and len(stub) > size
-        out["peek"] = times
+        out["peek"] = [timed(peek_once) for _ in range(repeats)]
         receive = start_receive2_stub(h, MQ_ACTION_RECEIVE)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
+
+        def receive_once():
             stub = call(sock, 9, receive)
             assert hresult(stub) == MQ_OK and len(stub) > size
             assert hresult(call(sock, 1, end_receive_stub(stub[:20]), call_id=3)) == MQ_OK
-            times.append(time.perf_counter() - t0)
+        times = []
+        for _ in range(repeats):
+            times.append(timed(receive_once))
             server.admin.send(q, body_base64=base64.b64encode(os.urandom(size)).decode())
         out["receive"] = times
         sock.close()
     finally:
         server.close()
-    for kind, times in out.items():
-        ms = sorted(t * 1000 for t in times)
+    for kind, reads in out.items():
+        ms = sorted(r[0] * 1000 for r in reads)
         print(f"  {size} B {kind:7s} (max_recv_frag {max_recv_frag}): median {statistics.median(ms):6.1f} ms"
-              f"  min {ms[0]:6.1f}  max {ms[-1]:6.1f}  (n={len(ms)})", flush=True)
+              f"  min {ms[0]:6.1f}  max {ms[-1]:6.1f}  (n={len(ms)}); server CPU median "
+              f"{statistics.median(r[1] for r in reads) * 1000:.1f} ms, client CPU "
+              f"{statistics.median(r[2] for r in reads) * 1000:.1f} ms", flush=True)
     return out
 
 
@@ -1575,11 +1595,13 @@ def bench_large_scenario(ctx: Context) -> list[dict]:
     # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
     out = bench_large(4 * 1024 * 1024 - 1024, ctx.args.large_repeats, ctx.args.max_recv_frag, ctx.ballast_server)
     rows = []
-    for kind, times in out.items():
-        ms = sorted(t * 1000 for t in times)
+    for kind, reads in out.items():
+        ms = sorted(r[0] * 1000 for r in reads)
         rows.append({"scenario": ctx.scenario, "loop": ctx.loop, "clients": 1, "backlog": ctx.args.backlog,
                      "kind": kind, "median_ms": round(statistics.median(ms), 2), "min_ms": round(ms[0], 2),
-                     "max_ms": round(ms[-1], 2), "n": len(ms)})
+                     "max_ms": round(ms[-1], 2), "n": len(ms),
+                     "server_cpu_ms": [round(r[1] * 1000, 3) for r in reads],
+                     "client_cpu_ms": [round(r[2] * 1000, 3) for r in reads]})
     return rows
 
 
@@ -1616,7 +1638,8 @@ def print_table(rows: list[dict]) -> None:
             elif "p99_ms" not in r and "median_ms" not in r:
                 cells.append(f"{r['rate']:,.0f} {r['unit']}")
             elif "median_ms" in r:
-                cells.append(f"median {r['median_ms']:.1f} ms (min {r['min_ms']:.1f}, max {r['max_ms']:.1f})")
+                cells.append(f"median {r['median_ms']:.1f} ms (min {r['min_ms']:.1f}, max {r['max_ms']:.1f}; "
+                             f"server CPU {statistics.median(r['server_cpu_ms']):.1f} ms)")
             else:
                 cells.append(f"p50 {r['p50_ms']:.2f} ms, p99 **{r['p99_ms']:.2f}** ms, max {r['max_ms']:.2f}")
         name = k[0] + (f" {k[2]}" if k[2] else "")

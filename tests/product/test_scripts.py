@@ -62,6 +62,20 @@ def test_bench_session_cursor_counts_a_queue_emptied_at_a_session_boundary_as_th
     assert row["errors"] == 0, row
 
 
+def test_bench_large_reports_per_read_the_cpu_of_the_server_and_of_the_client(tmp_path):
+    out = tmp_path / "bench.json"
+    run_script("bench.py", "--only", "large", "--loop", "asyncio", "--large-repeats", "3", "--json", str(out),
+               cwd=tmp_path)
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(r["kind"] for r in rows) == ["peek", "receive"]
+    for row in rows:
+        assert row["n"] == 3 and len(row["server_cpu_ms"]) == len(row["client_cpu_ms"]) == 3, row
+        # serializing and fragmenting 4 MiB takes the server a measurable time per read, and reassembling it the
+        # client (the server's clock is read by clock id: a /proc tick count would read 0 for most reads)
+        assert all(c >= 0.1 for c in row["server_cpu_ms"]), row
+        assert all(c >= 0.1 for c in row["client_cpu_ms"]), row
+
+
 @pytest.mark.slow
 def test_bench_metrics_compares_a_baseline_tree_with_this_one(tmp_path):
     text = run_script("bench_metrics.py", "--baseline", "HEAD", "--clients", "1", "--duration", "0.3",
