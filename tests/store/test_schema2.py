@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared_adm.clock import ManualScheduler
-from shared_adm.compact import check_stored, layout, pack, unpack
+from shared_adm import compact as compact_module
+from shared_adm.compact import CompactError, check_stored, layout, pack, unpack
 from shared_adm.enums import MessageClass
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
@@ -323,3 +324,40 @@ def test_any_message_round_trips_through_its_schema_2_row(message, key, own_key)
     assert loaded == message
     for f in dataclasses.fields(Message):
         assert type(getattr(loaded, f.name)) is type(getattr(message, f.name)), f.name
+
+
+def _refusal(blob, key):
+    """The CompactError check_stored raises for ``blob``, or None."""
+    try:
+        check_stored(blob, key)
+    except CompactError as exc:
+        return str(exc)
+    return None
+
+
+def test_a_form_after_a_good_one_of_the_same_fields_is_refused_as_a_first_check_refuses_it():
+    # check_stored remembers, per set of field numbers, the checks of the last layout of value types it accepted;
+    # a form with those numbers but another type, or a bad value, must still be refused, naming the same fault
+    message = Message(lookup_identifier=7, identifier=(v1.QM, 7), destination_queue_manager_identifier=v1.QM,
+                      delivery_guarantee=DeliveryGuarantee.RECOVERABLE, label="m", body=b"x" * 10,
+                      time_to_be_received=60)
+    good = pack(message)
+    flat = marshal.loads(good[2:])
+    at = {flat[i]: i + 1 for i in range(0, len(flat), 2)}
+
+    def variant(index, value, flags=good[1]):
+        changed = list(flat)
+        changed[at[index]] = value
+        return b"M" + bytes((flags,)) + marshal.dumps(tuple(changed))
+
+    hostile = [(variant(QM_ID, "not a GUID"), 7), (variant(QM_ID, b"abc"), 7), (good, 8),
+               (variant(IDENTIFIER, (b"abc", 7)), 7), (variant(IDENTIFIER, [v1.QM.bytes_le, 7]), 7),
+               (variant(DELIVERY, 9), 7), (variant(DELIVERY, None), 7), (good[:1] + b"\x00" + good[2:], 7),
+               (variant(LABEL, {"a": frozenset()}), 7)]
+    compact_module._TYPED.clear()
+    compact_module._SHAPES.clear()
+    first = [_refusal(blob, key) for blob, key in hostile]
+    assert all(first), first
+    assert check_stored(good, 7) is True             # remembered now: TimeToBeReceived set, a timer to start
+    assert [_refusal(blob, key) for blob, key in hostile] == first
+    assert check_stored(good, 7) is True
