@@ -1470,7 +1470,7 @@ def bench_session_mqrr(ctx: Context) -> list[dict]:
 
 def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server) -> dict:
     """Latency of one 4 MiB message, and per read the CPU the server process and this client spent (what of the
-    latency is the server's: the client reassembles ~720 fragments in Python)."""
+    latency is the server's: the client reassembles ~720 fragments in Python); a _large_summary per kind."""
     from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
     server = make_server()
     out = {}
@@ -1510,13 +1510,22 @@ def bench_large(size: int, repeats: int, max_recv_frag: int, make_server=Server)
         sock.close()
     finally:
         server.close()
-    for kind, reads in out.items():
-        ms = sorted(r[0] * 1000 for r in reads)
-        print(f"  {size} B {kind:7s} (max_recv_frag {max_recv_frag}): median {statistics.median(ms):6.1f} ms"
-              f"  min {ms[0]:6.1f}  max {ms[-1]:6.1f}  (n={len(ms)}); server CPU median "
-              f"{statistics.median(r[1] for r in reads) * 1000:.1f} ms, client CPU "
-              f"{statistics.median(r[2] for r in reads) * 1000:.1f} ms", flush=True)
-    return out
+    summaries = {kind: _large_summary(reads) for kind, reads in out.items()}
+    for kind, r in summaries.items():
+        print(f"  {size} B {kind:7s} (max_recv_frag {max_recv_frag}): median {r['median_ms']:6.1f} ms"
+              f"  min {r['min_ms']:6.1f}  max {r['max_ms']:6.1f}  (n={r['n']}); server CPU median "
+              f"{statistics.median(r['server_cpu_ms']):.1f} ms, client CPU "
+              f"{statistics.median(r['client_cpu_ms']):.1f} ms", flush=True)
+    return summaries
+
+
+def _large_summary(reads: list[tuple[float, float, float]]) -> dict:
+    """The figures of one kind of 4 MiB read from its (latency, server CPU, client CPU) seconds: latency median,
+    min, max and the CPU of each read, in ms."""
+    ms = sorted(r[0] * 1000 for r in reads)
+    return {"median_ms": round(statistics.median(ms), 2), "min_ms": round(ms[0], 2), "max_ms": round(ms[-1], 2),
+            "n": len(ms), "server_cpu_ms": [round(r[1] * 1000, 3) for r in reads],
+            "client_cpu_ms": [round(r[2] * 1000, 3) for r in reads]}
 
 
 # --- 5,000 blocked receivers woken by 5,000 sends -------------------------------------------------------------------
@@ -1594,15 +1603,8 @@ def bench_large_scenario(ctx: Context) -> list[dict]:
     # MS-MQMQ 2.2.19.1: a whole UserMessage packet is at most 0x400000 bytes, so a "4 MiB message" is the
     # largest round body that fits: 4 MiB - 1 KiB (the headers take ~170 bytes).
     out = bench_large(4 * 1024 * 1024 - 1024, ctx.args.large_repeats, ctx.args.max_recv_frag, ctx.ballast_server)
-    rows = []
-    for kind, reads in out.items():
-        ms = sorted(r[0] * 1000 for r in reads)
-        rows.append({"scenario": ctx.scenario, "loop": ctx.loop, "clients": 1, "backlog": ctx.args.backlog,
-                     "kind": kind, "median_ms": round(statistics.median(ms), 2), "min_ms": round(ms[0], 2),
-                     "max_ms": round(ms[-1], 2), "n": len(ms),
-                     "server_cpu_ms": [round(r[1] * 1000, 3) for r in reads],
-                     "client_cpu_ms": [round(r[2] * 1000, 3) for r in reads]})
-    return rows
+    return [{"scenario": ctx.scenario, "loop": ctx.loop, "clients": 1, "backlog": ctx.args.backlog, "kind": kind,
+             **summary} for kind, summary in out.items()]
 
 
 @scenario("wake", "5,000 blocked RECEIVEs woken by 5,000 admin sends (send->wake latency)")

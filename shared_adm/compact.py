@@ -227,9 +227,9 @@ _ALLOW_PEEK_INDEX = _FIELD_INDEX["allow_peek_when_locked"]
 _DELIVERY_INDEX = _FIELD_INDEX["delivery_guarantee"]
 _SHAPES: dict[tuple, "_Shape"] = {}      # (indexes, value types) -> what is left to check per message
 _SHAPES_MAX = 4096
-# indexes -> (_Shape.typed, _Shape.expires) of the last shape with those indexes that accepted a form: a form of the
-# same types is checked without building its (indexes, types) key (a third of a 1,000,000-message restart's checks)
-_TYPED: dict[tuple, tuple] = {}
+# indexes -> the last shape with those indexes that accepted a form: a form of the same types is checked by its
+# ``accepts`` (which tests the types) without building its (indexes, types) key (a third of a restart's checks)
+_LAST_SHAPE: dict[tuple, "_Shape"] = {}
 
 
 def _plain_data(value, depth: int = 0) -> bool:
@@ -245,9 +245,10 @@ def _plain_data(value, depth: int = 0) -> bool:
 
 class _Shape:
     """The checks one layout of present fields and value types needs (most stored messages share a few):
-    ``accepts`` is them compiled to one expression; ``explain`` names the first that fails."""
+    ``accepts`` is them compiled to one expression, the value types included; ``explain`` names the first that
+    fails."""
     __slots__ = ("uuids", "objectids", "enums", "containers", "lookup", "allow_peek", "delivery", "expires",
-                 "accepts", "typed")
+                 "accepts")
 
     def __init__(self, indexes: tuple, types: tuple) -> None:
         if any(type(index) is not int for index in indexes) or list(indexes) != sorted(set(indexes)) \
@@ -283,8 +284,7 @@ class _Shape:
             elif index == _DELIVERY_INDEX:
                 self.delivery = value_position
         self.expires = _TTBR_INDEX in indexes
-        self.accepts = self._compile(())
-        self.typed = self._compile(types)       # accepts, for a form whose values have these types
+        self.accepts = self._compile(types)
 
     def _compile(self, types: tuple):
         # Only positions (ints) and names of this module go into the source: nothing read from a store (the types
@@ -341,11 +341,11 @@ def check_stored(blob: bytes, lookup_identifier: int) -> bool:
         raise CompactError("not a compact form: not a tuple of (field, value) pairs")
     indexes = flat[::2]
     try:
-        typed = _TYPED.get(indexes)
+        last = _LAST_SHAPE.get(indexes)
     except TypeError:               # an unhashable field number: the checks below name what is wrong
-        typed = None
-    if typed is not None and typed[0](flat, lookup_identifier, blob[1]):
-        return typed[1]
+        last = None
+    if last is not None and last.accepts(flat, lookup_identifier, blob[1]):
+        return last.expires
     key = (indexes, tuple(map(type, flat[1::2])))
     shape = _SHAPES.get(key)
     if shape is None:
@@ -355,9 +355,9 @@ def check_stored(blob: bytes, lookup_identifier: int) -> bool:
         _SHAPES[key] = shape
     if not shape.accepts(flat, lookup_identifier, blob[1]):
         shape.explain(flat, lookup_identifier, blob[1])
-    if len(_TYPED) >= _SHAPES_MAX:
-        _TYPED.clear()
-    _TYPED[indexes] = (shape.typed, shape.expires)
+    if len(_LAST_SHAPE) >= _SHAPES_MAX:
+        _LAST_SHAPE.clear()
+    _LAST_SHAPE[indexes] = shape
     return shape.expires
 
 

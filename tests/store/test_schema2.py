@@ -336,7 +336,7 @@ def _refusal(blob, key):
 
 
 def test_a_form_after_a_good_one_of_the_same_fields_is_refused_as_a_first_check_refuses_it():
-    # check_stored remembers, per set of field numbers, the checks of the last layout of value types it accepted;
+    # check_stored remembers, per set of field numbers, the last shape (layout of value types) it accepted;
     # a form with those numbers but another type, or a bad value, must still be refused, naming the same fault
     message = Message(lookup_identifier=7, identifier=(v1.QM, 7), destination_queue_manager_identifier=v1.QM,
                       delivery_guarantee=DeliveryGuarantee.RECOVERABLE, label="m", body=b"x" * 10,
@@ -354,7 +354,7 @@ def test_a_form_after_a_good_one_of_the_same_fields_is_refused_as_a_first_check_
                (variant(IDENTIFIER, (b"abc", 7)), 7), (variant(IDENTIFIER, [v1.QM.bytes_le, 7]), 7),
                (variant(DELIVERY, 9), 7), (variant(DELIVERY, None), 7), (good[:1] + b"\x00" + good[2:], 7),
                (variant(LABEL, {"a": frozenset()}), 7)]
-    compact_module._TYPED.clear()
+    compact_module._LAST_SHAPE.clear()
     compact_module._SHAPES.clear()
     first = [_refusal(blob, key) for blob, key in hostile]
     assert all(first), first
