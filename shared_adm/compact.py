@@ -328,11 +328,18 @@ class _Shape:
         raise CompactError("its flags byte does not match its attributes")
 
 
+def check_stored_header(blob: bytes, lookup_identifier: int) -> bool:
+    """check_stored's first check alone (its place while a worker runs the rest, store/parallel_check.py): CompactError
+    unless ``blob`` is bytes in the marshal variant, so len() and keeping it are safe; False (no TTBR known yet)."""
+    if type(blob) is not bytes or len(blob) < 3 or blob[0] != _MARSHAL[0]:
+        raise CompactError("not a stored compact form")
+    return False
+
+
 def check_stored(blob: bytes, lookup_identifier: int) -> bool:
     """Prove a compact form read from a store unpacks (to plain data, LookupIdentifier = the row's) without
     unpacking it; returns whether it sets a TimeToBeReceived (3.1.7.1.9: a timer to start). CompactError if not."""
-    if type(blob) is not bytes or len(blob) < 3 or blob[0] != _MARSHAL[0]:
-        raise CompactError("not a stored compact form")
+    check_stored_header(blob, lookup_identifier)
     try:
         flat = marshal.loads(blob[2:])
     except (ValueError, EOFError, TypeError) as exc:

@@ -120,6 +120,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
         batches = snapshot.messages if load_packed else _packed_batches(snapshot.messages)
         self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
+        self._start_late_ttbr_timers(snapshot.expiring)
         self._create_system_queues()
         self.queue_manager_state = "Ready"
 
@@ -154,6 +155,18 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                     self._start_ttbr_timer(queue, unpack(packed))
         self._link_run(run_queue, run, run_bytes)
         return highest
+
+    def _start_late_ttbr_timers(self, expiring) -> None:
+        """3.1.3 / 3.1.7.1.9: TTBR timers of linked messages the store named only after their rows (Snapshot.expiring);
+        rows the load deleted (PurgePending, orphans) are not linked and get none."""
+        queues_by_key: dict[str, Queue | None] = {}
+        for key, lookup in expiring:
+            queue = queues_by_key.get(key, self)
+            if queue is self:
+                queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
+            position = queue.message_position_list.get(lookup) if queue is not None else None
+            if position is not None:
+                self._start_ttbr_timer(queue, unpack(position.packed))
 
     def _link_run(self, queue: Queue | None, run: list[MessagePosition], size: int) -> None:
         """Link a run of one queue's loaded Available positions; TotalBytes counts them (_add_bytes, in one step)."""

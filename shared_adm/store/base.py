@@ -55,6 +55,9 @@ class Snapshot:
     sequential_id: int
     queues: list[StoredQueue] = field(default_factory=list)
     messages: Iterable[StoredMessage] = field(default_factory=list)
+    # load_packed(): (queue identifier, LookupIdentifier) of streamed rows flagged "no TTBR" whose stored form does set
+    # one -- known, and filled in, once ``messages`` is exhausted (SqliteStore's parallel load check).
+    expiring: list[tuple[str, int]] = field(default_factory=list)
 
 
 class StoreError(RuntimeError):
