@@ -22,11 +22,13 @@ Defect decisions are numbered as in shared_adm/DEFECTS.md.
 """
 from __future__ import annotations
 
+import gc
 import secrets
 import uuid
 
 from shared_adm import status as st
 from shared_adm.clock import AsyncioScheduler, Scheduler
+from shared_adm.collector import collector_paused
 from shared_adm.compact import body_size, pack, recoverable, unpack
 from shared_adm.cursor import Cursor
 from shared_adm.descriptor import OpenQueueDescriptor
@@ -47,6 +49,7 @@ FIRST_USER_PRIVATE_QUEUE_NUMBER = 4
 SYSTEM_QUEUE_PATHS = {"journal": "system$;journal", "deadletter": "system$;deadletter", "deadxact": "system$;deadxact"}
 DEFAULT_QUEUE_MANAGER_QUOTA_KB = 0x00100000      # 3.1.1.1 says bytes; Windows' MachineQuota is KB (DEFECTS.md extra)
 _MAX_HANDLE = 0xFFFFFFFF
+FREEZE_AFTER_LOADING = 100_000      # messages loaded at start-up from which they are gc-frozen (initialize)
 
 
 def _packed_batches(messages, size: int = 1024):
@@ -108,19 +111,26 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             raise RuntimeError("QueueManager.initialize() called twice")
         self.queue_manager_state = "Initializing"
         # Streamed when the store can: a million stored messages never sit in one list (peak memory at start-up).
-        load_packed = getattr(self.store, "load_packed", None)
-        snapshot = load_packed() if load_packed else getattr(self.store, "load_stream", self.store.load)()
-        if snapshot.queue_manager_identifier:
-            self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
-        elif self.identifier is None:
-            self.identifier = uuid.uuid4()
-        if snapshot.queue_manager_identifier != str(self.identifier):
-            self.store.set_queue_manager_identifier(str(self.identifier))
-        for stored in snapshot.queues:
-            self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
-        batches = snapshot.messages if load_packed else _packed_batches(snapshot.messages)
-        self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
-        self._start_late_ttbr_timers(snapshot.expiring)
+        # The collector is off from here to the end of the load (the store's own pause nests inside this one).
+        with collector_paused():
+            load_packed = getattr(self.store, "load_packed", None)
+            snapshot = load_packed() if load_packed else getattr(self.store, "load_stream", self.store.load)()
+            if snapshot.queue_manager_identifier:
+                self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
+            elif self.identifier is None:
+                self.identifier = uuid.uuid4()
+            if snapshot.queue_manager_identifier != str(self.identifier):
+                self.store.set_queue_manager_identifier(str(self.identifier))
+            for stored in snapshot.queues:
+                self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
+            batches = snapshot.messages if load_packed else _packed_batches(snapshot.messages)
+            self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
+            self._start_late_ttbr_timers(snapshot.expiring)
+            if sum(len(q.message_position_list) for q in self.queue_collection.values()) >= FREEZE_AFTER_LOADING:
+                # A large store's positions live as long as the queue manager: frozen, no collection walks them (the
+                # first after the load would walk them all at once, then each full one again). Still freed by
+                # reference counting once unlinked.
+                gc.freeze()
         self._create_system_queues()
         self.queue_manager_state = "Ready"
 
@@ -135,6 +145,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         available = PositionState.AVAILABLE
         available_name, purge_pending_name = available.value, PositionState.PURGE_PENDING.value
         for batch in batches:
+            if not batch:       # the store's rows end before its last step (its parallel check): link them meanwhile
+                self._link_run(run_queue, run, run_bytes)
+                run, run_queue, run_bytes = [], None, 0
             for key, lookup, state, packed, expires, _ in batch:
                 queue = queues_by_key.get(key, self)
                 if queue is self:

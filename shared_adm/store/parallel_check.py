@@ -1,12 +1,12 @@
 """The load check of stored compact forms (compact.check_stored, at 3.1.3 Initialization) run in a second process.
 
 A start-up of a large store spends about 40% of its time proving each message row's compact form unpacks to plain
-data. That proof needs nothing the load builds, so a worker process runs it on its own read-only connection while
-this process scans and links the rows: the worker's read transaction begins while the loading one still holds the
-store (its connection lock and read transaction), so both see the same rows. The worker answers with the
+data. That proof needs nothing the load builds, so a worker process runs most of it on its own read-only connection
+while this process scans and links the rows: the worker's read transaction begins while the loading one still holds
+the store (its connection lock and read transaction), so both see the same rows. The worker answers with the
 (queue, LookupIdentifier) of the forms that set a TimeToBeReceived (timers to start) and the first form, in key
 order, that fails the check. A worker that cannot start or dies without an answer costs time, not safety: the
-loading process then runs the same check itself, in its own read transaction.
+loading process then runs the whole check itself, in its own read transaction.
 """
 from __future__ import annotations
 
@@ -27,26 +27,43 @@ _WORKER = "import sys; from shared_adm.store.parallel_check import worker_main; 
 
 Verdict = tuple[list[tuple[str, int]], "tuple[str, int, str] | None"]
 
+# Both processes read the message rows in key order in batches of BATCH_ROWS, so batch n is the same rows in both. The
+# loading process checks every LOADER_EVERY-th batch itself (batches 9, 19, ...) and the worker all others: the loader
+# also builds and links every position, and with this share both end together (1M messages on a 2-vCPU VM: 3.6 s,
+# against 3.8-4.0 s with the worker checking every batch, 3.8-3.9 s with the loader taking every fifth).
+BATCH_ROWS = 1024
+LOADER_EVERY = 10
+MESSAGE_ROWS = "SELECT {} FROM messages ORDER BY queue_identifier, lookup_identifier"
 
-def check_compact_rows(conn: sqlite3.Connection, bias: int) -> Verdict:
-    """check_stored of every compact form in the messages table (stored LookupIdentifier + ``bias`` = its own): the
-    keys of those that set a TTBR, and (queue, LookupIdentifier, why) of the first in key order that fails, or None.
-    Rows whose key columns have the wrong type are left to the load, which names them."""
+
+def checked_by_loader(batch_number: int) -> bool:
+    """The loading process checks this batch of message rows itself (while a worker checks the others)."""
+    return batch_number % LOADER_EVERY == LOADER_EVERY - 1
+
+
+def check_compact_rows(conn: sqlite3.Connection, bias: int, all_batches: bool) -> Verdict:
+    """check_stored of the compact forms in the messages table (stored LookupIdentifier + ``bias`` = its own), of
+    every batch or only those the loading process leaves to the worker: the keys of those that set a TTBR, and
+    (queue, LookupIdentifier, why) of the first in key order that fails, or None. Rows whose key columns have the
+    wrong type are left to the load, which names them."""
     expiring: list[tuple[str, int]] = []
-    failure = None
-    rows = conn.execute("SELECT queue_identifier, lookup_identifier, compact FROM messages WHERE compact IS NOT NULL")
-    while batch := rows.fetchmany(1024):
+    rows = conn.execute(MESSAGE_ROWS.format("queue_identifier, lookup_identifier, compact"))
+    number = -1
+    while batch := rows.fetchmany(BATCH_ROWS):
+        number += 1
+        if not all_batches and checked_by_loader(number):
+            continue
         for queue_id, lookup, compact in batch:
-            if type(queue_id) is not str or type(lookup) is not int:
+            if compact is None or type(queue_id) is not str or type(lookup) is not int:
                 continue
             lookup += bias
             try:
                 if check_stored(compact, lookup):
                     expiring.append((queue_id, lookup))
             except (CompactError, TypeError, RecursionError) as exc:
-                if failure is None or (queue_id, lookup) < failure[:2]:
-                    failure = (queue_id, lookup, "nested too deeply" if isinstance(exc, RecursionError) else str(exc))
-    return expiring, failure
+                why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+                return expiring, (queue_id, lookup, why)
+    return expiring, None
 
 
 class ParallelCheck:
@@ -77,7 +94,7 @@ class ParallelCheck:
             except (EOFError, ValueError, TypeError):
                 why = err.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
                 log.warning("the parallel load check failed (%s); this process checks the rows itself", why[0])
-        return check_compact_rows(conn, self.bias)
+        return check_compact_rows(conn, self.bias, all_batches=True)
 
     def close(self) -> None:
         """Stop the worker if it still runs (the load ended early: an error, or the iterator was closed)."""
@@ -95,7 +112,7 @@ def worker_main(argv: list[str]) -> int:
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        answer = check_compact_rows(conn, bias)
+        answer = check_compact_rows(conn, bias, all_batches=False)
         conn.execute("COMMIT")
     finally:
         conn.close()

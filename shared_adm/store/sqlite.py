@@ -53,7 +53,7 @@ from shared_adm.store.base import PackedStoredMessage, Snapshot, StoredMessage, 
 from shared_adm.compact import (CompactError, check_stored, check_stored_header, is_pickled, layout, pack, pack_fields,
                                 relayout, unpack)
 from shared_adm.store.delete_journal import HEADER_SIZE, JOURNAL_SUFFIX, DeleteJournal, encode_keys
-from shared_adm.store.parallel_check import ParallelCheck
+from shared_adm.store.parallel_check import BATCH_ROWS, MESSAGE_ROWS, ParallelCheck, checked_by_loader
 from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
                                      message_from_fields)
 
@@ -1205,6 +1205,7 @@ class SqliteStore:
                         yield head
                         yield from self._read_batches(conn, checked=checker is None)
                         if checker is not None:
+                            yield []        # the rows end here; the loader links what it holds while the worker ends
                             late, failure = checker.verdict(conn)
                             if failure is not None:
                                 queue_id, lookup, reason = failure
@@ -1246,13 +1247,16 @@ class SqliteStore:
         return identifier, sequential + _BIAS, queues
 
     def _read_batches(self, conn: sqlite3.Connection, checked: bool = True):
-        # checked=False: a ParallelCheck proves the compact forms; each row says "no TTBR" and its verdict tells.
-        check = check_stored if checked else check_stored_header
+        # checked=False: a ParallelCheck proves the compact forms of the batches it is given; in those each row says
+        # "no TTBR" and its verdict tells.
         names = _STATE_NAMES
         interned: dict[str, str] = {}
-        rows = conn.execute("SELECT queue_identifier, lookup_identifier, state, compact, attributes, body"
-                            " FROM messages ORDER BY queue_identifier, lookup_identifier")
-        while batch := rows.fetchmany(1024):
+        rows = conn.execute(MESSAGE_ROWS.format("queue_identifier, lookup_identifier, state, compact, attributes,"
+                                                " body"))
+        number = -1
+        while batch := rows.fetchmany(BATCH_ROWS):
+            number += 1
+            check = check_stored if checked or checked_by_loader(number) else check_stored_header
             loaded = []
             for queue_id, lookup, state, compact, attributes, body in batch:
                 try:

@@ -2,11 +2,13 @@
 verdicts, TTBR timers (MS-MQDMPR 3.1.3 Initialization, 3.1.7.1.9) and refusals as the check in the loading process."""
 import contextlib
 import logging
+import marshal
 import sqlite3
 
 import pytest
 
 from shared_adm.clock import ManualScheduler
+from shared_adm.compact import pack
 from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store import SqliteStore, StoredMessage, StoreError
@@ -16,6 +18,7 @@ from tests.store.test_schema2 import _HOSTILE_COMPACT, _flags_then, LOOKUP
 
 Q = "6f1d3c52-0b7e-4f4e-9a51-2d3c4b5a6978"
 BIAS = 1 << 63
+_REAL_WORKER = parallel_check._WORKER
 REC = DeliveryGuarantee.RECOVERABLE
 
 
@@ -176,3 +179,60 @@ def test_a_stream_closed_early_stops_the_worker(data_dir, workers):
     messages.close()
     assert worker.proc is None and proc.returncode is not None
     store.close()
+
+
+def _rows_of_batch(number):
+    first = number * parallel_check.BATCH_ROWS + 1
+    return range(first, first + parallel_check.BATCH_ROWS)
+
+
+def test_the_loading_process_checks_every_tenth_batch_itself(data_dir, workers, monkeypatch):
+    # a worker that finds nothing wrong: what is refused and timed in batch 9 the loading process found itself
+    fine = marshal.dumps(([], None))
+    monkeypatch.setattr(parallel_check, "_WORKER", f"import sys; sys.stdout.buffer.write({fine!r})")
+    assert [n for n in range(20) if parallel_check.checked_by_loader(n)] == [9, 19]
+    store = SqliteStore(data_dir)
+    for lookup in range(1, 10 * parallel_check.BATCH_ROWS + 1):
+        fields = {"time_to_be_received": 5} if lookup in (_rows_of_batch(9)[0], _rows_of_batch(3)[0]) else {}
+        store.put_message(StoredMessage(Q, lookup, "Available", Message(lookup_identifier=lookup, **fields)))
+    store.close()
+    rows, late = _load(data_dir)
+    assert [row[1] for row in rows if row[4]] == [_rows_of_batch(9)[0]] and late == []
+
+    def corrupt(batch, form=None):
+        lookup = _rows_of_batch(batch)[5]
+        form = form or _flags_then(0, (LOOKUP, lookup + 1))
+        _execute(data_dir / DB_FILE_NAME, "UPDATE messages SET compact = ? WHERE lookup_identifier = ?",
+                 (form, lookup - BIAS))
+    corrupt(9)
+    with pytest.raises(StoreError, match=f"corrupt message {_rows_of_batch(9)[5]} .*not the row's"):
+        _load(data_dir)
+    corrupt(9, pack(Message(lookup_identifier=_rows_of_batch(9)[5])))
+    corrupt(3)
+    assert len(_load(data_dir)[0]) == 10 * parallel_check.BATCH_ROWS      # batch 3 is the worker's to check
+    monkeypatch.setattr(parallel_check, "_WORKER", _REAL_WORKER)
+    with pytest.raises(StoreError, match=f"corrupt message {_rows_of_batch(3)[5]} .*not the row's"):
+        _load(data_dir)
+
+
+@pytest.mark.parametrize("threshold, frozen", [(3, True), (4, False)])
+def test_a_large_store_s_positions_are_frozen_out_of_the_collector_and_it_is_back_on_after_the_load(
+        data_dir, workers, monkeypatch, threshold, frozen):
+    import gc
+    from shared_adm import queue_manager
+    qm = QueueManager(store=SqliteStore(data_dir), scheduler=ManualScheduler())
+    qm.initialize()
+    _, queue = qm.create_queue(r".\private$\q")
+    for body in (b"a", b"b", b"c"):
+        assert qm.enqueue_message(queue, Message(body=body, delivery_guarantee=REC)) == 0
+    qm.store.close()
+    monkeypatch.setattr(queue_manager, "FREEZE_AFTER_LOADING", threshold)
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    try:
+        again = _restart(data_dir, ManualScheduler())
+        positions = list(again.queue_by_pathname(r".\private$\q").message_position_list)
+        assert len(positions) == 3 and gc.isenabled()
+        assert (gc.get_freeze_count() > 0) is frozen
+        again.store.close()
+    finally:
+        gc.unfreeze()
