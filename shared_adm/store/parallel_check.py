@@ -16,6 +16,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from shared_adm.compact import CompactError, check_stored
@@ -41,16 +42,19 @@ def checked_by_loader(batch_number: int) -> bool:
     return batch_number % LOADER_EVERY == LOADER_EVERY - 1
 
 
-def check_compact_rows(conn: sqlite3.Connection, bias: int, all_batches: bool) -> Verdict:
+def check_compact_rows(conn: sqlite3.Connection, bias: int, all_batches: bool,
+                       abandoned: Callable[[], bool] | None = None) -> Verdict:
     """check_stored of the compact forms in the messages table (stored LookupIdentifier + ``bias`` = its own), of
     every batch or only those the loading process leaves to the worker: the keys of those that set a TTBR, and
     (queue, LookupIdentifier, why) of the first in key order that fails, or None. Rows whose key columns have the
-    wrong type are left to the load, which names them."""
+    wrong type are left to the load, which names them. ``abandoned``, asked once a batch: SystemExit when it says so."""
     expiring: list[tuple[str, int]] = []
     rows = conn.execute(MESSAGE_ROWS.format("queue_identifier, lookup_identifier, compact"))
     number = -1
     while batch := rows.fetchmany(BATCH_ROWS):
         number += 1
+        if abandoned is not None and abandoned():
+            raise SystemExit(1)
         if not all_batches and checked_by_loader(number):
             continue
         for queue_id, lookup, compact in batch:
@@ -109,10 +113,13 @@ def worker_main(argv: list[str]) -> int:
     import gc
     gc.disable()                        # a million new tuples and no garbage (as the load itself does)
     path, bias = argv[0], int(argv[1])
+    parent = os.getppid()
     conn = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        answer = check_compact_rows(conn, bias, all_batches=False)
+        # A loader killed mid-load (SIGKILL, or SIGTERM before the server's handlers are installed) leaves nobody to
+        # answer: the worker, re-parented, stops within a batch instead of scanning on.
+        answer = check_compact_rows(conn, bias, all_batches=False, abandoned=lambda: os.getppid() != parent)
         conn.execute("COMMIT")
     finally:
         conn.close()

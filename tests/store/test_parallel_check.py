@@ -236,3 +236,13 @@ def test_a_large_store_s_positions_are_frozen_out_of_the_collector_and_it_is_bac
         again.store.close()
     finally:
         gc.unfreeze()
+
+
+def test_a_worker_whose_loader_is_gone_stops_within_a_batch(data_dir):
+    path = _store_of(data_dir, 1, 2)
+    asked = []
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert parallel_check.check_compact_rows(conn, BIAS, False, abandoned=lambda: asked.append(1) or False) \
+            == ([], None) and asked == [1]
+        with pytest.raises(SystemExit):
+            parallel_check.check_compact_rows(conn, BIAS, False, abandoned=lambda: True)
