@@ -1208,8 +1208,7 @@ class SqliteStore:
                             yield []        # the rows end here; the loader links what it holds while the worker ends
                             late, failure = checker.verdict(conn)
                             if failure is not None:
-                                queue_id, lookup, reason = failure
-                                raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}")
+                                raise self._corrupt_message(*failure)
                             expiring.extend(late)
                     finally:
                         if checker is not None:
@@ -1217,6 +1216,10 @@ class SqliteStore:
                         conn.execute("COMMIT")
                 except sqlite3.Error as exc:
                     raise self._fail(f"cannot read: {self._describe(exc)}") from None
+
+    def _corrupt_message(self, queue_id, lookup, reason) -> StoreError:
+        """The refusal of a message row, found by the load or by its ParallelCheck (the same words either way)."""
+        return self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}")
 
     @staticmethod
     def _holds_messages(conn: sqlite3.Connection, count: int) -> bool:
@@ -1276,7 +1279,7 @@ class SqliteStore:
                 except (RecordError, CompactError, KeyError, TypeError, RecursionError) as exc:
                     reason = ("unknown state " + repr(state) if isinstance(exc, KeyError) else
                               "nested too deeply" if isinstance(exc, RecursionError) else exc)
-                    raise self._fail(f"corrupt message {lookup!r:.30} of queue {queue_id!r:.60}: {reason}") from None
+                    raise self._corrupt_message(queue_id, lookup, reason) from None
             yield loaded
 
 
