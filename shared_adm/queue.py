@@ -284,8 +284,17 @@ class Queue:
 
     @classmethod
     def from_attributes(cls, identifier: str, attributes: dict) -> "Queue":
-        """Rebuild a Queue from StoredQueue attributes (3.1.3); unknown keys are ignored."""
+        """Rebuild a Queue from StoredQueue attributes (3.1.3); unknown keys are ignored. ValueError names the first
+        attribute that is missing or not of its kind (a hand-edited or damaged store): none reaches the model."""
+        if not _is_guid(identifier):
+            raise ValueError(f"the queue identifier {identifier!r:.60} is not a GUID")
         a = dict(attributes)
+        if "pathname" not in a:
+            raise ValueError("no pathname")
+        for name, value in a.items():
+            check = _STORED_ATTRIBUTES.get(name)
+            if check is not None and not check[0](value):
+                raise ValueError(f"{name} {value!r:.60} is not {check[1]}")
         return cls(
             pathname=a["pathname"], identifier=uuid.UUID(identifier),
             queue_type=QueueType(a.get("queue_type", "Private")), label=a.get("label", ""),
@@ -297,6 +306,58 @@ class Queue:
             transactional=a.get("transactional", False), multicast_address=a.get("multicast_address"),
             security=bytes.fromhex(a.get("security", "")), base_priority=a.get("base_priority", 0),
         )
+
+
+def _is_guid(value: object) -> bool:
+    try:
+        uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _is_hex(value: object) -> bool:
+    try:
+        bytes.fromhex(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _is_str(value: object) -> bool:
+    return type(value) is str
+
+
+def _is_bool(value: object) -> bool:
+    return type(value) is bool
+
+
+# What persistent_attributes() writes, attribute by attribute (3.1.1.2): a predicate and what it wants. Kinds only,
+# not ranges: a store holds what the running queue manager accepted (MS-MQCN changes are checked for kind only,
+# directory.queue_fields), and a restart must not refuse it.
+_STORED_ATTRIBUTES = {
+    "pathname": (lambda v: _is_str(v) and v != "", "a non-empty string"),
+    "queue_type": (lambda v: v in {t.value for t in QueueType}, "one of " + ", ".join(t.value for t in QueueType)),
+    "label": (_is_str, "a string"),
+    "type": (_is_guid, "a GUID string"),
+    "create_time": (_is_int, "an integer"),
+    "modify_time": (_is_int, "an integer"),
+    "qualified_pathname": (_is_str, "a string"),
+    "private_queue_number": (_is_int, "an integer"),
+    "journaling": (_is_bool, "true or false"),
+    "quota": (_is_int, "an integer"),
+    "journal_quota": (_is_int, "an integer"),
+    "authentication": (_is_bool, "true or false"),
+    "privacy_level": (_is_str, "a string"),
+    "transactional": (_is_bool, "true or false"),
+    "multicast_address": (lambda v: v is None or _is_str(v), "a string or null"),
+    "security": (_is_hex, "a hexadecimal string"),
+    "base_priority": (_is_int, "an integer"),
+}
 
 
 def new_position(queue: Queue, message: Message, state: PositionState) -> MessagePosition:

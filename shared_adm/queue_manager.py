@@ -40,7 +40,7 @@ from shared_adm.events_transaction import TransactionEvents
 from shared_adm.format_name import FormatName, parse, pathname_key
 from shared_adm.message import Message
 from shared_adm.queue import MessagePosition, Queue
-from shared_adm.store.base import MemoryStore, PackedStoredMessage, Store, StoredQueue
+from shared_adm.store.base import MemoryStore, PackedStoredMessage, Snapshot, Store, StoredQueue, StoreError
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
@@ -115,24 +115,45 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         with collector_paused():
             load_packed = getattr(self.store, "load_packed", None)
             snapshot = load_packed() if load_packed else getattr(self.store, "load_stream", self.store.load)()
-            if snapshot.queue_manager_identifier:
-                self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
-            elif self.identifier is None:
-                self.identifier = uuid.uuid4()
-            if snapshot.queue_manager_identifier != str(self.identifier):
-                self.store.set_queue_manager_identifier(str(self.identifier))
-            for stored in snapshot.queues:
-                self._register_queue(Queue.from_attributes(stored.identifier, stored.attributes))
-            batches = snapshot.messages if load_packed else _packed_batches(snapshot.messages)
-            self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
-            self._start_late_ttbr_timers(snapshot.expiring)
-            if sum(len(q.message_position_list) for q in self.queue_collection.values()) >= FREEZE_AFTER_LOADING:
-                # A large store's positions live as long as the queue manager: frozen, no collection walks them (the
-                # first after the load would walk them all at once, then each full one again). Still freed by
-                # reference counting once unlinked.
-                gc.freeze()
+            try:
+                self._load_snapshot(snapshot, load_packed is not None)
+            finally:
+                # A load stopped by an error (or Ctrl-C) must not leave a streaming store's read transaction and lock
+                # held by the suspended iterator: the store's close() would wait for them forever.
+                close = getattr(snapshot.messages, "close", None)
+                if close is not None:
+                    close()
         self._create_system_queues()
         self.queue_manager_state = "Ready"
+
+    def _load_snapshot(self, snapshot: Snapshot, packed: bool) -> None:
+        """Initialization (3.1.3), the store's part: the identifier, queues and messages of ``snapshot`` (``packed``:
+        its messages are load_packed's batches)."""
+        where = getattr(self.store, "path", "the store")
+        if snapshot.queue_manager_identifier is not None:      # none stored yet: a new queue manager
+            try:
+                self.identifier = uuid.UUID(snapshot.queue_manager_identifier)
+            except ValueError:
+                raise StoreError(f"{where}: corrupt queue manager identifier "
+                                 f"{snapshot.queue_manager_identifier!r:.60}") from None
+        elif self.identifier is None:
+            self.identifier = uuid.uuid4()
+        if snapshot.queue_manager_identifier != str(self.identifier):
+            self.store.set_queue_manager_identifier(str(self.identifier))
+        for stored in snapshot.queues:
+            try:
+                queue = Queue.from_attributes(stored.identifier, stored.attributes)
+            except ValueError as exc:
+                raise StoreError(f"{where}: corrupt attributes of queue {stored.identifier!r:.60}: {exc}") from None
+            self._register_queue(queue)
+        batches = snapshot.messages if packed else _packed_batches(snapshot.messages)
+        self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
+        self._start_late_ttbr_timers(snapshot.expiring)
+        if sum(len(q.message_position_list) for q in self.queue_collection.values()) >= FREEZE_AFTER_LOADING:
+            # A large store's positions live as long as the queue manager: frozen, no collection walks them (the
+            # first after the load would walk them all at once, then each full one again). Still freed by reference
+            # counting once unlinked.
+            gc.freeze()
 
     def _load_messages(self, batches, highest: int) -> int:
         """3.1.3: link every stored message as Available (PurgePending ones and orphans are deleted); returns the

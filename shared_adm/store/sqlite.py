@@ -178,6 +178,16 @@ class _LoadedMessage(PackedStoredMessage):
         return StoredMessage(self.queue_identifier, self.lookup_identifier, self.state, self.message)
 
 
+def _loaded_messages(batches):
+    """load_packed's batches as _LoadedMessages (load_stream); closing this closes them (the read transaction)."""
+    try:
+        for batch in batches:
+            for key, lookup, state, packed, _, fields in batch:
+                yield _LoadedMessage(key, lookup, state, packed, fields)
+    finally:
+        batches.close()
+
+
 def _row_of_fields(queue_identifier: str, lookup_identifier: int, state: str, fields: dict) -> tuple:
     """load_packed's row of a message stored as JSON attributes (record.py): packed from its decoded fields."""
     packed_fields = fields
@@ -1154,7 +1164,11 @@ class SqliteStore:
     def load(self) -> Snapshot:
         """Everything stored, after committing what is pending (3.1.3); states exactly as stored."""
         snapshot = self.load_stream()
-        snapshot.messages = [stored.plain() for stored in snapshot.messages]
+        messages = snapshot.messages
+        try:
+            snapshot.messages = [stored.plain() for stored in messages]
+        finally:
+            messages.close()            # an error mid-way: the read transaction and _db_lock end now
         return snapshot
 
     def load_stream(self) -> Snapshot:
@@ -1163,8 +1177,7 @@ class SqliteStore:
         form; its Message is built only when asked for.
         Until the iterator is exhausted (or closed) it holds the read transaction: recorded mutations wait."""
         snapshot = self._load_packed(parallel_rows=None)        # its rows unpack on demand: checked before
-        snapshot.messages = (_LoadedMessage(key, lookup, state, packed, fields)
-                             for batch in snapshot.messages for key, lookup, state, packed, _, fields in batch)
+        snapshot.messages = _loaded_messages(snapshot.messages)
         return snapshot
 
     def load_packed(self) -> Snapshot:
@@ -1177,6 +1190,8 @@ class SqliteStore:
         return self._load_packed(self.parallel_check_rows)
 
     def _load_packed(self, parallel_rows: int | None) -> Snapshot:
+        # The messages hold the read transaction and _db_lock while suspended: a caller that stops early closes them
+        # (QueueManager.initialize does on any error), or the store's next commit and close() would wait forever.
         self.flush()
         expiring: list[tuple[str, int]] = []
         stream = self._stream(expiring, parallel_rows)
