@@ -108,11 +108,14 @@ def test_auth_level_without_user_is_a_usage_error(secured):
     (["--auth", "required"], "--auth required needs --users"),
     (["--users", "{missing}"], "cannot read user file"),
     (["--users", "{bad}"], "line 1: expected DOMAIN:USER:PASSWORD"),
+    (["--users", "{binary}"], "is not UTF-8 text (byte 0: 0xff)"),
 ])
 def test_serve_auth_configuration_errors_are_one_line(tmp_path, args, message):
     bad = tmp_path / "bad.txt"
     bad.write_text("just-a-name\n")
-    args = [a.format(missing=tmp_path / "none.txt", bad=bad) for a in args]
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00junk")
+    args = [a.format(missing=tmp_path / "none.txt", bad=bad, binary=binary) for a in args]
     cmd = [sys.executable, "-m", "qm2qm", "serve", "--data-dir", ":memory:", "--port", "0", "--admin-port", "0",
            "--epm-port", "0", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=server_env(), cwd=str(REPO), timeout=60)

@@ -45,6 +45,14 @@ def test_unreadable_user_file_is_a_clear_error(tmp_path):
         UserStore.load(str(tmp_path / "missing.txt"))
 
 
+def test_a_user_file_that_is_not_utf8_text_is_a_clear_error_without_its_content(tmp_path):
+    path = tmp_path / "users.bin"
+    path.write_bytes(b"DOM:alice:S3cret\n\xff\xfeDOM:bob:pw\n")
+    with pytest.raises(UserFileError) as info:
+        UserStore.load(str(path))
+    assert str(info.value) == f"user file {path} is not UTF-8 text (byte 17: 0xff)"
+
+
 def test_repr_never_shows_a_password():
     store = UserStore.parse("DOM:alice:TopSecret\n")
     try:

@@ -46,6 +46,9 @@ class UserStore:
                 text = src.read()
         except OSError as exc:
             raise UserFileError(f"cannot read user file {path}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise UserFileError(f"user file {path} is not UTF-8 text (byte {exc.start}: {exc.object[exc.start]:#04x})"
+                                ) from None
         return cls.parse(text, path)
 
     @classmethod
