@@ -44,6 +44,7 @@ from shared_adm.store.base import MemoryStore, PackedStoredMessage, Snapshot, St
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
+U64 = (1 << 64) - 1
 RESERVED_PRIVATE_QUEUES = {1: "admin_queue$", 2: "order_queue$", 3: "notify_queue$"}
 FIRST_USER_PRIVATE_QUEUE_NUMBER = 4
 SYSTEM_QUEUE_PATHS = {"journal": "system$;journal", "deadletter": "system$;deadletter", "deadxact": "system$;deadxact"}
@@ -476,16 +477,22 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             raise ValueError("enqueue_message: transaction is not in TransactionCollection")
         if self.queue_collection.get(queue.identifier) is not queue:
             raise ValueError(f"enqueue_message: queue {queue.pathname!r} is not in QueueCollection")
-        self.sequential_id += 1
-        message.lookup_identifier = ((7 - message.priority) << 56) | (self.sequential_id & LOW_7_BYTES)
+        before = self.sequential_id
+        high = (7 - message.priority) << 56
+        self.sequential_id = (self.sequential_id + 1) & U64         # a 64-bit unsigned integer (3.1.1.1)
+        message.lookup_identifier = high | (self.sequential_id & LOW_7_BYTES)
+        linked = queue.message_position_list.get
+        while linked(message.lookup_identifier) is not None:       # past the 7 bytes' wrap (DEFECTS.md)
+            self.sequential_id = (self.sequential_id + 1) & U64
+            message.lookup_identifier = high | (self.sequential_id & LOW_7_BYTES)
         message.arrival_time = int(self.scheduler.wall_time())
         blob = pack(message)
         size_kb = (self.total_bytes + len(blob) + 1023) // 1024
         if self.throttled or size_kb > self.queue_manager_quota:
-            self.sequential_id -= 1
+            self.sequential_id = before
             return 2
         if (queue.total_bytes + len(blob) + 1023) // 1024 > queue.quota:
-            self.sequential_id -= 1
+            self.sequential_id = before
             return 1
         position = MessagePosition(queue, message.lookup_identifier, PositionState.LOCKED, blob)
         queue.message_position_list.insert(position)

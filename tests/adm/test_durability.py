@@ -72,6 +72,40 @@ def test_sequential_id_never_goes_backwards(qm, queue, store):
     assert new & ((1 << 56) - 1) > max(i & ((1 << 56) - 1) for i in ids)
 
 
+def test_a_sequential_id_past_its_7_bytes_never_gives_a_lookup_identifier_the_queue_still_holds(qm, queue, store):
+    low = (1 << 56) - 1
+    ids = put(qm, queue, "a", "b", "c", delivery_guarantee=REC)          # low 7 bytes 1, 2, 3
+    store.set_sequential_id((1 << 64) - 1)      # 64 bits (3.1.1.1): the next one wraps the 7 bytes to 0
+    again = restart(store)
+    q = again.queue_by_pathname(r".\private$\q")
+    new = put(again, q, "d", "e", delivery_guarantee=REC)
+    assert [i & low for i in new] == [0, 4]                # 1, 2 and 3 are still in the queue: skipped
+    assert len(set(ids + new)) == 5 and again.sequential_id == 4      # 64 bits, wrapped (3.1.1.1)
+    assert [body for body, _ in bodies(again, q)] == [b"d", b"a", b"b", b"c", b"e"]     # LookupIdentifier order
+    q.quota = 0                                 # a refused enqueue leaves SequentialID as it was
+    assert again.enqueue_message(q, Message(body=b"f")) == 1 and again.sequential_id == 4
+
+
+def test_a_wrapped_sequential_id_is_stored_by_sqlite_and_survives_a_restart(tmp_path):
+    from shared_adm.store import SqliteStore
+    store = SqliteStore(tmp_path / "data")
+    qm = restart(store)
+    _, queue = qm.create_queue(r".\private$\q")
+    put(qm, queue, "a", delivery_guarantee=REC)
+    store.set_sequential_id((1 << 64) - 1)
+    store.close()
+    store = SqliteStore(tmp_path / "data")
+    again = restart(store)
+    q = again.queue_by_pathname(r".\private$\q")
+    new = put(again, q, "b", "c", delivery_guarantee=REC)    # wraps to 0, skips 1 (a's), takes 2
+    assert [i & ((1 << 56) - 1) for i in new] == [0, 2]
+    store.close()
+    store = SqliteStore(tmp_path / "data")
+    third = restart(store)
+    assert third.sequential_id == 2 and len(third.queue_by_pathname(r".\private$\q").message_position_list) == 3
+    store.close()
+
+
 def test_ack_deletes_from_store_nack_restores_state(qm, queue, desc, store):
     put(qm, queue, "a", "b", delivery_guarantee=REC)
     r1 = qm.dequeue_message_begin(desc, 0)
