@@ -146,6 +146,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 queue = Queue.from_attributes(stored.identifier, stored.attributes)
             except ValueError as exc:
                 raise StoreError(f"{where}: corrupt attributes of queue {stored.identifier!r:.60}: {exc}") from None
+            same = self._same_name_or_number(queue)
+            if same is not None:
+                raise StoreError(f"{where}: corrupt queue {stored.identifier!r:.60}: {same}")
             self._register_queue(queue)
         batches = snapshot.messages if packed else _packed_batches(snapshot.messages)
         self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
@@ -278,6 +281,20 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self._register_queue(queue)
         self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
         return queue
+
+    def _same_name_or_number(self, queue: Queue) -> str | None:
+        """What a stored queue shares with one already loaded that no two queues may (a path name, 3.1.1.2; a
+        private queue number), or None."""
+        other = None
+        if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
+            other = self._by_path.get(queue.pathname.lower())
+            if other is not None:
+                return f"its path name {queue.pathname!r:.60} is queue {other.store_identifier}'s"
+        if queue.private_queue_number:
+            other = self._by_number.get(queue.private_queue_number)
+            if other is not None:
+                return f"its private queue number {queue.private_queue_number} is queue {other.store_identifier}'s"
+        return None
 
     def _register_queue(self, queue: Queue) -> None:
         queue.queue_manager = self

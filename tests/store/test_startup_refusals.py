@@ -14,6 +14,7 @@ import threading
 import pytest
 
 from shared_adm.clock import ManualScheduler
+from shared_adm.enums import QueueType
 from shared_adm.message import Message
 from shared_adm.queue import Queue
 from shared_adm.queue_manager import QueueManager
@@ -102,6 +103,21 @@ def test_a_queue_identifier_that_is_not_a_guid_is_refused(data_dir):
     path = _stored(data_dir, messages=0)
     _execute(path, "UPDATE queues SET identifier = 'orders'")
     assert "the queue identifier 'orders' is not a GUID" in _initialize_fails(data_dir, "corrupt attributes of queue")
+
+
+@pytest.mark.parametrize("other, says", [
+    (dict(pathname="PRIVATE$\\Orders", private_queue_number=9), "its path name "),    # path names ignore case
+    (dict(pathname="private$\\other", private_queue_number=5), "its private queue number 5 is queue "),
+])
+def test_two_stored_queues_with_one_path_name_or_private_number_are_refused(data_dir, other, says):
+    path = _stored(data_dir, messages=0)
+    _set_attributes(path, lambda a: a.update(private_queue_number=5))
+    store = SqliteStore(data_dir)
+    store.put_queue(StoredQueue("1f1d3c52-0b7e-4f4e-9a51-2d3c4b5a6978",
+                                Queue(pathname="x", queue_type=QueueType.PRIVATE).persistent_attributes() | other))
+    store.close()
+    message = _initialize_fails(data_dir, "corrupt queue")
+    assert says in message and "is queue " in message and str(path) in message, message
 
 
 def test_unknown_attributes_and_every_kind_persistent_attributes_writes_still_load(data_dir):
