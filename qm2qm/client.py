@@ -270,9 +270,10 @@ class AdminClient:
     def request(self, method: str, path: str, body: dict | None = None) -> Any:
         """One admin request; raises AdminError with the API's message on a 4xx/5xx."""
         data = None if body is None else json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data is not None else {})
+        self._check_url()
         try:
+            req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"} if data is not None else {})
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
@@ -286,6 +287,17 @@ class AdminClient:
             raise AdminError(f"cannot reach the admin API at {self.base_url}: {exc.reason}") from None
         except (OSError, ValueError) as exc:
             raise AdminError(f"admin API at {self.base_url}: {exc}") from None
+
+    def _check_url(self) -> None:
+        """AdminError naming what is wrong with base_url (urllib would raise ValueError or InvalidURL from deep
+        inside, or try FTP)."""
+        try:
+            parts = urllib.parse.urlsplit(self.base_url)
+            parts.port                                  # ValueError: not a number, or out of range
+        except ValueError as exc:
+            raise AdminError(f"admin API URL {self.base_url!r} is not a URL: {exc}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise AdminError(f"admin API URL {self.base_url!r} is not an http:// or https:// URL with a host")
 
     def info(self) -> dict:
         """GET /v1/info."""

@@ -99,6 +99,18 @@ def test_cli_errors_are_one_line(cli):
     assert result.stderr.startswith("qm2qm: error: cannot reach the admin API at http://127.0.0.1:9")
 
 
+@pytest.mark.parametrize("url, says", [
+    ("not a url", "admin API URL 'not a url' is not an http:// or https:// URL with a host"),
+    ("ftp://127.0.0.1:9", "admin API URL 'ftp://127.0.0.1:9' is not an http:// or https:// URL with a host"),
+    ("http://[::1", "admin API URL 'http://[::1' is not a URL: Invalid IPv6 URL"),
+    ("http://127.0.0.1:notaport", "admin API URL 'http://127.0.0.1:notaport' is not a URL: Port could not be cast"),
+    ("http://127.0.0.1:99999", "admin API URL 'http://127.0.0.1:99999' is not a URL: Port out of range"),
+])
+def test_a_malformed_admin_url_is_a_one_line_error_naming_it(url, says):
+    result = Cli(url).run("queue", "list", expect=1)
+    assert result.stderr.startswith("qm2qm: error: " + says) and result.stderr.count("\n") == 1, result.stderr
+
+
 def test_send_priority_out_of_range_is_rejected_by_the_api(cli):
     q = ".\\private$\\prio"
     cli.json("queue", "create", q)
