@@ -200,6 +200,9 @@ class SequenceSession:
         except RpcCallError as exc:
             name = f" ({status_name(exc.status)})" if exc.status else ""
             _fail(f"{exc}{name}")
+        except ValueError as exc:           # a format name a QUEUE_FORMAT cannot carry (MS-MQMQ 2.2.7)
+            self.reader.close()
+            _fail(str(exc))
         self.client = self.reader.qm2qm
         self.handle = self.dw_queue = self.reader.handle
 
@@ -400,7 +403,7 @@ LOOKUP_ACTIONS = {
 
 @main.command()
 @click.argument("pathname")
-@click.argument("lookup_id", type=int)
+@click.argument("lookup_id", type=click.IntRange(0, (1 << 64) - 1))
 @click.option("--action", type=click.Choice(list(LOOKUP_ACTIONS)), default="peek-current", show_default=True)
 @click.option("--nack", is_flag=True, help="For receive-*: end with RR_NACK instead of RR_ACK.")
 @read_options

@@ -111,6 +111,19 @@ def test_a_malformed_admin_url_is_a_one_line_error_naming_it(url, says):
     assert result.stderr.startswith("qm2qm: error: " + says) and result.stderr.count("\n") == 1, result.stderr
 
 
+@pytest.mark.parametrize("name", ["DIRECT=OS:", "FORMATNAME=xyz", "PUBLIC=not-a-guid"])
+def test_a_format_name_a_remote_read_cannot_open_is_a_one_line_error(cli, name):
+    for command in ("peek", "purge"):
+        result = cli.run(command, name, expect=1)
+        assert result.stderr == f"qm2qm: error: {name!r} is not a format name a remote read can open (PUBLIC=, " \
+                                "PRIVATE=, DIRECT=)\n", result.stderr
+
+
+def test_a_lookup_id_outside_64_bits_is_a_usage_error(cli):
+    result = cli.run("lookup", ".\\private$\\orders", str(1 << 64), expect=2)
+    assert "is not in the range 0<=x<=18446744073709551615" in result.stderr
+
+
 def test_send_priority_out_of_range_is_rejected_by_the_api(cli):
     q = ".\\private$\\prio"
     cli.json("queue", "create", q)
