@@ -191,7 +191,8 @@ def report(stats_dir, diff_dir, out_path) -> None:
 
 @click.command()
 @click.option("--target", required=True, help="HOST:PORT to forward to.")
-@click.option("--listen", "listen_port", type=int, default=0, show_default=True, help="Local port (0 = ephemeral).")
+@click.option("--listen", "listen_port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Local port (0 = ephemeral).")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help=".pcap or .pcapng to write.")
 def record(target, listen_port, out_path) -> None:
     """Forward 127.0.0.1:LISTEN to TARGET and record both directions as a capture until Ctrl-C."""
@@ -201,7 +202,10 @@ def record(target, listen_port, out_path) -> None:
     from qm2qm.pipeline.recorder import PcapSink, RecordingProxy
 
     host, port = _host_port(target)
-    sink = PcapSink(out_path, pcapng=out_path.lower().endswith(".pcapng"))
+    try:
+        sink = PcapSink(out_path, pcapng=out_path.lower().endswith(".pcapng"))
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}")
     try:
         proxy = RecordingProxy((host, port), sink, listen_port=listen_port)
     except OSError as exc:

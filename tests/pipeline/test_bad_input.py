@@ -180,3 +180,17 @@ def test_jsonl_trace_with_a_broken_line_names_line_and_offset(tmp_path):
     path.write_bytes(good + b'{"source": "trace", "session_id": "x", "opnum": "eight"}\n')
     with pytest.raises(TraceError, match="wrong type"):
         read_calls(path)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--target", "127.0.0.1:1", "--out", "{tmp}/no/such/dir/r.pcap"], "qm2qm: error: cannot write {tmp}/no/such/dir/"
+                                                                         "r.pcap: No such file or directory"),
+    (["--target", "127.0.0.1:1", "--listen", "70000", "--out", "{tmp}/r.pcap"], "70000 is not in the range"),
+    (["--target", "127.0.0.1:99999", "--out", "{tmp}/r.pcap"], "--target must be HOST:PORT"),
+])
+def test_record_refuses_what_it_cannot_do_in_one_line(tmp_path, args, says):
+    from click.testing import CliRunner
+    from qm2qm.cli.pipeline import record
+    result = CliRunner().invoke(record, [a.format(tmp=tmp_path) for a in args])
+    assert result.exit_code in (1, 2) and says.format(tmp=tmp_path) in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
