@@ -183,8 +183,8 @@ def test_jsonl_trace_with_a_broken_line_names_line_and_offset(tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--target", "127.0.0.1:1", "--out", "{tmp}/no/such/dir/r.pcap"], "qm2qm: error: cannot write {tmp}/no/such/dir/"
-                                                                         "r.pcap: No such file or directory"),
+    (["--target", "127.0.0.1:1", "--out", "{tmp}/no/such/dir/r.pcap"],
+     "qm2qm: error: cannot write {tmp}/no/such/dir/r.pcap: No such file or directory"),
     (["--target", "127.0.0.1:1", "--listen", "70000", "--out", "{tmp}/r.pcap"], "70000 is not in the range"),
     (["--target", "127.0.0.1:99999", "--out", "{tmp}/r.pcap"], "--target must be HOST:PORT"),
 ])
