@@ -285,7 +285,6 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     def _same_name_or_number(self, queue: Queue) -> str | None:
         """What a stored queue shares with one already loaded that no two queues may (a path name, 3.1.1.2; a
         private queue number), or None."""
-        other = None
         if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
             other = self._by_path.get(queue.pathname.lower())
             if other is not None:
