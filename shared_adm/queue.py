@@ -324,16 +324,12 @@ def _is_hex(value: object) -> bool:
     return True
 
 
-def _is_int(value: object) -> bool:
-    return type(value) is int
+def _exactly(kind: type):
+    """A predicate: the value is of ``kind`` itself (True is no int here, as JSON tells them apart)."""
+    return lambda value: type(value) is kind
 
 
-def _is_str(value: object) -> bool:
-    return type(value) is str
-
-
-def _is_bool(value: object) -> bool:
-    return type(value) is bool
+_is_int, _is_str, _is_bool = _exactly(int), _exactly(str), _exactly(bool)
 
 
 # What persistent_attributes() writes, attribute by attribute (3.1.1.2): a predicate and what it wants. Kinds only,
