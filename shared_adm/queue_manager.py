@@ -53,6 +53,14 @@ _MAX_HANDLE = 0xFFFFFFFF
 FREEZE_AFTER_LOADING = 100_000      # messages loaded at start-up from which they are gc-frozen (initialize)
 
 
+def _path_key(queue: Queue) -> str | None:
+    """The queue's key among the queues found by path name (case-insensitive), or None for a system queue that has no
+    private queue number (journal, dead-letter: reached by their own format names)."""
+    if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
+        return queue.pathname.lower()
+    return None
+
+
 def _packed_batches(messages, size: int = 1024):
     """StoredMessages (a store without load_packed) as load_packed's batches: the Message packed with LookupIdentifier
     = the row's; TTBR looked at for each (3.1.7.1.9)."""
@@ -285,10 +293,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     def _same_name_or_number(self, queue: Queue) -> str | None:
         """What a stored queue shares with one already loaded that no two queues may (a path name, 3.1.1.2; a
         private queue number), or None."""
-        if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
-            other = self._by_path.get(queue.pathname.lower())
-            if other is not None:
-                return f"its path name {queue.pathname!r:.60} is queue {other.store_identifier}'s"
+        other = self._by_path.get(_path_key(queue))
+        if other is not None:
+            return f"its path name {queue.pathname!r:.60} is queue {other.store_identifier}'s"
         if queue.private_queue_number:
             other = self._by_number.get(queue.private_queue_number)
             if other is not None:
@@ -300,8 +307,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         queue.qualified_pathname = queue.pathname
         queue.journal_queue_reference = Queue(pathname=queue.pathname + ";journal", queue_type=QueueType.SYSTEM)
         self.queue_collection[queue.identifier] = queue
-        if queue.queue_type is not QueueType.SYSTEM or queue.private_queue_number:
-            self._by_path[queue.pathname.lower()] = queue
+        key = _path_key(queue)
+        if key is not None:
+            self._by_path[key] = queue
         if queue.private_queue_number:
             self._by_number[queue.private_queue_number] = queue
 
@@ -495,12 +503,12 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             raise ValueError(f"enqueue_message: queue {queue.pathname!r} is not in QueueCollection")
         before = self.sequential_id
         high = (7 - message.priority) << 56
-        self.sequential_id = (self.sequential_id + 1) & U64         # a 64-bit unsigned integer (3.1.1.1)
-        message.lookup_identifier = high | (self.sequential_id & LOW_7_BYTES)
         linked = queue.message_position_list.get
-        while linked(message.lookup_identifier) is not None:       # past the 7 bytes' wrap (DEFECTS.md)
-            self.sequential_id = (self.sequential_id + 1) & U64
+        while True:             # more than once only past the 7 bytes' wrap (DEFECTS.md)
+            self.sequential_id = (self.sequential_id + 1) & U64         # a 64-bit unsigned integer (3.1.1.1)
             message.lookup_identifier = high | (self.sequential_id & LOW_7_BYTES)
+            if linked(message.lookup_identifier) is None:
+                break
         message.arrival_time = int(self.scheduler.wall_time())
         blob = pack(message)
         size_kb = (self.total_bytes + len(blob) + 1023) // 1024
