@@ -18,6 +18,7 @@ from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm import status as st
 from shared_adm.status import status_name
 from qm2qm.web import register as register_web_view
+from shared_adm.queue_manager import CursorLimitReached
 from shared_adm.store.base import StoreError
 
 log = logging.getLogger("qm2qm.admin")
@@ -53,10 +54,10 @@ class AdminError(Exception):
 
 
 def mq_error(status: int, message: str) -> AdminError:
-    """Map an MS-MQMQ 2.4 status to an HTTP error (404 not found, 409 conflict, else 400)."""
+    """Map an MS-MQMQ 2.4 status to an HTTP error (404 not found, 409 conflict, 507 a limit reached, else 400)."""
     http = {
         "MQ_ERROR_QUEUE_NOT_FOUND": 404, "MQ_ERROR_INVALID_HANDLE": 404, "MQ_ERROR_MESSAGE_NOT_FOUND": 404,
-        "MQ_ERROR_QUEUE_EXISTS": 409, "MQ_ERROR_SHARING_VIOLATION": 409,
+        "MQ_ERROR_QUEUE_EXISTS": 409, "MQ_ERROR_SHARING_VIOLATION": 409, "MQ_ERROR_INSUFFICIENT_RESOURCES": 507,
     }.get(status_name(status), 400)
     return AdminError(http, status_name(status), message, hresult=f"0x{status:08X}")
 
@@ -700,7 +701,10 @@ class Backend:
 
     def open_cursor(self, desc) -> int:
         """Open Cursor (MS-MQDMPR 3.1.7.1.1); returns Cursor.Handle."""
-        cursor = self.qm.open_cursor(desc)
+        try:
+            cursor = self.qm.open_cursor(desc)
+        except CursorLimitReached as refused:
+            raise AdminError(507, "too_many_cursors", f"{refused}: close some first (serve --max-cursors)") from None
         if cursor is None:
             raise AdminError(409, "queue_gone", f"handle {desc.handle}: its queue was deleted; no cursor can be opened")
         return cursor.handle

@@ -121,6 +121,7 @@ class App:
         except StoreError as exc:
             raise StartupError(str(exc)) from None
         self.qm.allow_anonymous_read = self.config.allow_anonymous_read
+        self.qm.max_open_queues, self.qm.max_cursors = self.config.max_open_queues, self.config.max_cursors
         mqqp_config = MqqpConfig(qmcomm_port=self.config.qmcomm_port)
         self.service = build_service(self.qm, mqqp_config)
         interface = service_interface(self.service)
@@ -230,6 +231,7 @@ class App:
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
                                 max_connections=self.config.max_connections, auth=self.auth,
+                                max_context_handles=self.config.max_context_handles,
                                 idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id)
             server.observer = self.metrics
             try:
@@ -301,6 +303,9 @@ class App:
             "event_loop": _event_loop_name(),
             "queue_manager": str(getattr(self.qm, "identifier", "")),
             "version": list(self.service.config.version) if self.service else None,
+            "limits": {"max_connections": self.config.max_connections,
+                       "max_context_handles": self.config.max_context_handles,
+                       "max_open_queues": self.config.max_open_queues, "max_cursors": self.config.max_cursors},
         }
 
     async def close(self) -> None:

@@ -80,6 +80,22 @@ def _packed_batches(messages, size: int = 1024):
         yield batch
 
 
+# The most OpenQueueDescriptors and Cursors open at once, over every caller (our bounds, not the spec's): each costs
+# memory for as long as a caller keeps it, and a remote caller can open them in a loop. About 1 KiB a descriptor
+# (with its context handle) and 200 bytes a cursor, so the defaults bound them near 256 MiB each.
+DEFAULT_MAX_OPEN_QUEUES = 262144
+DEFAULT_MAX_CURSORS = 1048576
+
+
+class CursorLimitReached(Exception):
+    """Open Cursor refused: the queue manager already holds ``max_cursors`` (answered MQ_ERROR_INSUFFICIENT_RESOURCES
+    by the protocols)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the queue manager already holds {limit} cursors")
+        self.status = st.MQ_ERROR_INSUFFICIENT_RESOURCES
+
+
 class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     """QueueManager (3.1.1.1): the LocalQueueManager with its QueueCollection and events."""
 
@@ -96,6 +112,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self.queue_manager_state = "Stopped"
         self.throttled = False
         self.allow_anonymous_read = False   # policy of shared_adm.security.check_access (--allow-anonymous-read)
+        self.max_open_queues = DEFAULT_MAX_OPEN_QUEUES      # Open Queue past it: MQ_ERROR_INSUFFICIENT_RESOURCES
+        self.max_cursors = DEFAULT_MAX_CURSORS              # Open Cursor past it: CursorLimitReached
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
         self.transaction_collection: dict[bytes, object] = {}
@@ -334,9 +352,12 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     def open_queue(self, format_name: str, required_access: QueueAccessType, shared_mode: QueueShareMode,
                    remote_read_state: RemoteReadState = RemoteReadState.NONE
                    ) -> tuple[int, OpenQueueDescriptor | None]:
-        """Open Queue (3.1.7.1.5), every format-name, access and share-mode check; ShareMode is kept (#10)."""
+        """Open Queue (3.1.7.1.5), every format-name, access and share-mode check; ShareMode is kept (#10);
+        MQ_ERROR_INSUFFICIENT_RESOURCES once ``max_open_queues`` descriptors are open."""
         if not isinstance(required_access, QueueAccessType) or not isinstance(shared_mode, QueueShareMode):
             return st.MQ_ERROR_INVALID_PARAMETER, None
+        if len(self._descriptors) >= self.max_open_queues:
+            return st.MQ_ERROR_INSUFFICIENT_RESOURCES, None
         name = parse(format_name)
         if name.kind == "illegal":
             return st.MQ_ERROR_ILLEGAL_FORMATNAME, None
@@ -459,9 +480,12 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         return st.MQ_OK
 
     def open_cursor(self, descriptor: OpenQueueDescriptor) -> Cursor | None:
-        """Open Cursor (3.1.7.1.1): a new Cursor at the queue's Start, or None without a queue."""
+        """Open Cursor (3.1.7.1.1): a new Cursor at the queue's Start, or None without a queue; CursorLimitReached
+        when ``max_cursors`` are open."""
         if self._descriptors.get(descriptor.handle) is not descriptor or descriptor.queue_reference is None:
             return None
+        if len(self._cursors) >= self.max_cursors:
+            raise CursorLimitReached(self.max_cursors)
         cursor = Cursor(self._new_handle(self._cursors), descriptor)
         cursor.initialize()
         descriptor.cursor_collection[cursor.handle] = cursor

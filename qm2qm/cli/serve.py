@@ -24,6 +24,15 @@ from shared_adm.store.base import StoreError
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
 @click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--max-context-handles", type=int,
+              help="Most context handles (open queues, sessions, receives awaiting their ACK) one client's association "
+                   "may hold; past it opens answer MQ_ERROR_INSUFFICIENT_RESOURCES [4096].")
+@click.option("--max-open-queues", type=int,
+              help="Most queue handles open at once over every caller [262144]; past it opens answer "
+                   "MQ_ERROR_INSUFFICIENT_RESOURCES.")
+@click.option("--max-cursors", type=int,
+              help="Most cursors open at once over every caller [1048576]; past it cursor creation answers "
+                   "MQ_ERROR_INSUFFICIENT_RESOURCES.")
 @click.option("--idle-timeout", type=float,
               help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
@@ -57,7 +66,8 @@ from shared_adm.store.base import StoreError
 @click.option("--store-commit-interval-ms", type=float,
               help="Longest a change nobody waits for stays uncommitted [10].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, idle_timeout, epm_port, trace, mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
+          max_connections, max_context_handles, max_open_queues, max_cursors, idle_timeout, epm_port, trace,
+          mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop, store_synchronous,
           store_group_wait_ms, store_commit_interval_ms) -> None:
     """Run the queue manager until Ctrl-C / SIGTERM; prints one line with the bound addresses."""
@@ -69,6 +79,8 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "idle_timeout": idle_timeout,
+                                           "max_context_handles": max_context_handles,
+                                           "max_open_queues": max_open_queues, "max_cursors": max_cursors,
                                            "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,

@@ -4,12 +4,16 @@ from __future__ import annotations
 from typing import Any
 
 from shared_adm import status as st
+from shared_adm.queue_manager import CursorLimitReached
 
 
 def open_cursor(qm: Any, descriptor: Any | None) -> tuple[int, int]:
     """Open Cursor (MS-MQDMPR 3.1.7.1.1) on a descriptor: (MQ_OK, Cursor.Handle), or (MQ_ERROR_INVALID_HANDLE, 0)
-    when there is no descriptor or the event opens none."""
-    cursor = qm.open_cursor(descriptor) if descriptor is not None else None
+    when there is no descriptor or the event opens none, (MQ_ERROR_INSUFFICIENT_RESOURCES, 0) at the cursor limit."""
+    try:
+        cursor = qm.open_cursor(descriptor) if descriptor is not None else None
+    except CursorLimitReached as refused:
+        return refused.status, 0
     if cursor is None:
         return st.MQ_ERROR_INVALID_HANDLE, 0
     return st.MQ_OK, cursor.handle

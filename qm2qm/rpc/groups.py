@@ -4,7 +4,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from qm2qm.rpc.handles import HandleTable
+from qm2qm.rpc.handles import MAX_CONTEXT_HANDLES, HandleTable
 
 # Windows hands out small non-zero ids (captures show 16–20-bit values); any non-zero u32 is legal.
 GROUP_ID_MIN = 0x00001000
@@ -23,8 +23,10 @@ class AssociationGroup:
 class AssociationGroups:
     """The server's table of live associations, keyed by assoc_group_id."""
 
-    def __init__(self, *, rng: random.Random | None = None, check_host: bool = True) -> None:
+    def __init__(self, *, rng: random.Random | None = None, check_host: bool = True,
+                 max_context_handles: int = MAX_CONTEXT_HANDLES) -> None:
         self._groups: dict[int, AssociationGroup] = {}
+        self.max_context_handles = max_context_handles
         self._rng = rng or random.SystemRandom()
         self.check_host = check_host
 
@@ -54,7 +56,7 @@ class AssociationGroups:
             group_id = self._rng.randint(lo, hi)
             if group_id not in self._groups:
                 break
-        group = AssociationGroup(group_id, host)
+        group = AssociationGroup(group_id, host, handles=HandleTable(self.max_context_handles))
         group.connections.add(connection_id)
         self._groups[group_id] = group
         return group

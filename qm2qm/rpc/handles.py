@@ -10,8 +10,13 @@ from typing import Any
 from qm2qm.rpc.interface import ContextHandleType, RpcFault
 
 NCA_S_FAULT_CONTEXT_MISMATCH = 0x1C00001A
+NCA_S_FAULT_REMOTE_NO_MEMORY = 0x1C00001B
 NULL_HANDLE = bytes(20)
 HANDLE_SIZE = 20
+# Context handles one association group may hold (our bound, not the spec's: Samba refuses a pipe's 2049th policy
+# handle, MAX_OPEN_POLS). Each costs the server about a kilobyte with what it stands for (an open queue), so without
+# a bound one client could open queues until the server runs out of memory.
+MAX_CONTEXT_HANDLES = 4096
 
 _log = logging.getLogger("qm2qm.rpc")
 
@@ -58,17 +63,27 @@ class HandleEntry:
     obj: Any
 
 
+class HandleLimitReached(RpcFault):
+    """The association group already holds its most context handles: a new one is refused (a handler that opened
+    something for it undoes that and answers its own "insufficient resources" status)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(NCA_S_FAULT_REMOTE_NO_MEMORY, f"the association group already holds {limit} context handles")
+
+
 class HandleTable:
     """The context handles of one association (MS-RPCE 3.3.1.4.1: the association is the handle's scope).
 
     Keys are the 16-byte UUID part of the 20-byte wire form (4-byte attributes + UUID, C706 / MIDL
     ndr_context_handle); types are compared by identity (type-strict handles, MS-RPCE 3.1.1.5.3.3)."""
 
-    __slots__ = ("_entries", "_run_down")
+    __slots__ = ("_entries", "_run_down", "limit", "refused")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_CONTEXT_HANDLES) -> None:
         self._entries: dict[bytes, HandleEntry] = {}     # insertion order = creation order
         self._run_down = False
+        self.limit = limit
+        self.refused = 0                                 # new handles refused at the limit (logged once)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -82,6 +97,9 @@ class HandleTable:
         if self._run_down:
             # The group already lost its last connection: nobody could ever use or run this down.
             raise RpcFault(NCA_S_FAULT_CONTEXT_MISMATCH, "association already run down")
+        if len(self._entries) >= self.limit:
+            self.refused += 1
+            raise HandleLimitReached(self.limit)
         while True:
             key = _random_keys.next()
             if key not in self._entries:

@@ -25,7 +25,7 @@ from qm2qm.rpc.auth.security import RPC_C_AUTHN_GSS_NEGOTIATE, RPC_C_AUTHN_WINNT
 from qm2qm.rpc.connection import Connection
 from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
-from qm2qm.rpc.handles import NULL_HANDLE, run_down
+from qm2qm.rpc.handles import MAX_CONTEXT_HANDLES, NULL_HANDLE, HandleLimitReached, run_down
 from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RNG_ERROR, NCA_S_PROTO_ERROR
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
@@ -115,7 +115,12 @@ class CallState:
 
     def new_handle(self, handle_type: ContextHandleType, obj: Any) -> bytes:
         """Register obj in this call's association group; returns the 20-byte wire handle."""
-        wire = self._group.handles.new(handle_type, obj)
+        try:
+            wire = self._group.handles.new(handle_type, obj)
+        except HandleLimitReached as refused:
+            if self._group.handles.refused == 1:        # once per group: a client at the limit may keep asking
+                self._connection.log_refused_handle(handle_type.name, self.call_id, str(refused))
+            raise
         self._connection.log_handle(logging.DEBUG, "created", wire, handle_type.name, self.call_id)
         return wire
 
@@ -608,6 +613,13 @@ class RpcConnection(asyncio.Protocol):
                 extra.update(fields)
             logger.log(level, "[conn %d %s] " + msg, self.id, self.peer, *args, exc_info=exc_info, extra=extra)
 
+    def log_refused_handle(self, type_name: str, call_id: int, reason: str) -> None:
+        """Log (WARNING) a context handle not made because the association group holds its most."""
+        fields = self._fields(call_id)
+        fields.update(handle_type=type_name, handle_event="refused")
+        self.server.logger.warning("[conn %d %s] no new %s handle: %s (serve --max-context-handles)", self.id,
+                                   self.peer, type_name, reason, extra=fields)
+
     def log_handle(self, level: int, event: str, wire: bytes, type_name: str, call_id: int,
                    detail: str = "") -> None:
         """Log a context-handle event (created / closed / rejected) with handle, handle_type, handle_event."""
@@ -624,7 +636,7 @@ class RpcServer:
     """A DCE/RPC server on ncacn_ip_tcp serving registered interfaces (C706 12; MS-RPCE 3.3.3)."""
 
     def __init__(self, interfaces: Iterable[Interface] = (), *, host: str = "127.0.0.1", port: int = 0,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, max_context_handles: int = MAX_CONTEXT_HANDLES,
                  idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
                  bound_idle_timeout_s: float | None = None,
                  logger: logging.Logger | None = None, limits: Any = None,
@@ -633,7 +645,8 @@ class RpcServer:
                  first_connection_id: int = 1) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
-        ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart)."""
+        ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
+        ``max_context_handles``: the most one association group may hold (handles.HandleLimitReached)."""
         self.host = host
         self.auth = auth if auth is not None else AuthPolicy()
         self.security = SecurityProvider(self.auth)
@@ -646,7 +659,7 @@ class RpcServer:
         self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
         self.observer = observer                # per-call and per-connection notifications (qm2qm/rpc/observer.py)
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
-        self.groups = AssociationGroups(check_host=check_group_host)
+        self.groups = AssociationGroups(check_host=check_group_host, max_context_handles=max_context_handles)
         self.connections: dict[int, RpcConnection] = {}
         self._ids = itertools.count(first_connection_id)
         self._server: asyncio.AbstractServer | None = None

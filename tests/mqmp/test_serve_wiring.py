@@ -102,3 +102,15 @@ async def test_a_traced_server_records_qmcomm_and_qm2qm_calls_in_separate_sessio
     assert sorted(map(sorted, interfaces_by_session.values())) == [["qm2qm"], ["qmcomm"]]
     assert {r["op_name"] for r in rows if r["interface_name"] == "qmcomm"} == {
         "R_QMGetRTQMServerPort", "R_QMOpenRemoteQueue", "R_QMCloseRemoteQueueContext"}
+
+
+async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_reports_them(tmp_path):
+    app = App(config(tmp_path, max_context_handles=3, max_open_queues=4, max_cursors=5))
+    await app.start()
+    try:
+        assert app.rpc.groups.max_context_handles == app.qmcomm.groups.max_context_handles == 3
+        assert (app.qm.max_open_queues, app.qm.max_cursors) == (4, 5)
+        assert app.info()["limits"] == {"max_connections": 1024, "max_context_handles": 3, "max_open_queues": 4,
+                                        "max_cursors": 5}
+    finally:
+        await app.close()

@@ -134,6 +134,20 @@ async def test_reads_lists_pending_and_waiting(api):
     assert (status, data) == (200, {"reads": [], "waiting": []})
 
 
+async def test_open_and_cursor_past_the_queue_manager_s_limits_answer_507_naming_the_limit(api):
+    await make_queue(api)
+    api.qm.max_open_queues, api.qm.max_cursors = 1, 1
+    status, opened = await call(api, "POST", f"/v1/queues/{url(Q)}/open", {"access": "peek"})
+    assert status == 201
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/open", {"access": "peek"})
+    assert (status, data["error"]) == (507, "MQ_ERROR_INSUFFICIENT_RESOURCES")
+    h = opened["hRemoteQueue"]
+    assert (await call(api, "POST", f"/v1/handles/{h}/cursors", {}))[0] == 201
+    status, data = await call(api, "POST", f"/v1/handles/{h}/cursors", {})
+    assert (status, data["error"]) == (507, "too_many_cursors")
+    assert data["message"] == "the queue manager already holds 1 cursors: close some first (serve --max-cursors)"
+
+
 async def test_info(api):
     status, data = await call(api, "GET", "/v1/info")
     assert status == 200 and data["rpc"]["port"] == 1

@@ -89,6 +89,20 @@ def test_max_connections_and_computer_name():
         load_config(None, {"max_connections": 0})
 
 
+def test_open_handle_limits_default_to_the_server_s_and_queue_manager_s_and_are_checked():
+    from qm2qm.rpc.handles import MAX_CONTEXT_HANDLES
+    from shared_adm.queue_manager import DEFAULT_MAX_CURSORS, DEFAULT_MAX_OPEN_QUEUES
+    config = load_config(None, {})
+    assert (config.max_context_handles, config.max_open_queues, config.max_cursors) \
+        == (MAX_CONTEXT_HANDLES, DEFAULT_MAX_OPEN_QUEUES, DEFAULT_MAX_CURSORS)
+    config = load_config(None, {"max_context_handles": 8, "max_open_queues": 9, "max_cursors": 10})
+    assert (config.max_context_handles, config.max_open_queues, config.max_cursors) == (8, 9, 10)
+    for key in ("max_context_handles", "max_open_queues", "max_cursors"):
+        for bad in (0, -1, True, "5", 10**9):
+            with pytest.raises(ConfigError, match=rf"{key}: expected an integer 1..100000000, got "):
+                load_config(None, {key: bad})
+
+
 def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
     from qm2qm.rpc.server import DEFAULT_IDLE_TIMEOUT_S
     assert load_config(None, {}).idle_timeout == DEFAULT_IDLE_TIMEOUT_S == 60.0

@@ -211,6 +211,14 @@ def test_data_dir_that_is_a_file(tmp_path):
     assert result.stderr == f"qm2qm: error: data directory '{path}' is not a directory\n"
 
 
+@pytest.mark.parametrize("option", ["--max-context-handles", "--max-open-queues", "--max-cursors"])
+def test_open_handle_limit_options_out_of_range_are_one_line_errors(tmp_path, option):
+    result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), option, "0"])
+    key = option[2:].replace("-", "_")
+    assert result.exit_code == 2
+    assert result.stderr == f"qm2qm: error: command line: {key}: expected an integer 1..100000000, got 0\n"
+
+
 def test_config_file_errors_and_precedence(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('port = 0\nadmin_prot = 0\n')

@@ -6,7 +6,8 @@ import uuid
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from qm2qm.rpc.handles import NCA_S_FAULT_CONTEXT_MISMATCH, NULL_HANDLE, HandleTable, run_down
+from qm2qm.rpc.handles import (MAX_CONTEXT_HANDLES, NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_FAULT_REMOTE_NO_MEMORY, NULL_HANDLE,
+                               HandleLimitReached, HandleTable, run_down)
 from qm2qm.rpc.interface import ContextHandleType, RpcFault
 
 ran = []
@@ -130,3 +131,15 @@ def test_table_agrees_with_a_dict_model(ops):
             else:
                 mismatch(table.lookup, wire, t)
     assert [e.obj for e in table.drain()] == [obj for _, obj in model.values()]
+
+
+def test_a_table_at_its_limit_refuses_a_new_handle_until_one_is_closed():
+    table = HandleTable(limit=2)
+    first, _ = table.new(TYPE_A, 1), table.new(TYPE_B, 2)
+    with pytest.raises(HandleLimitReached) as info:
+        table.new(TYPE_A, 3)
+    assert info.value.status == NCA_S_FAULT_REMOTE_NO_MEMORY == 0x1C00001B
+    assert len(table) == 2 and table.refused == 1
+    table.close(first)
+    assert table.lookup(table.new(TYPE_A, 4), TYPE_A) == 4
+    assert HandleTable().limit == MAX_CONTEXT_HANDLES == 4096

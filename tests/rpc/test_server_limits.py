@@ -186,3 +186,26 @@ async def test_a_peer_that_does_not_read_its_replies_stops_being_read(server, bo
         assert reply.call_id == received + 1 and reply.stub == stub
         received += 1
     await until(lambda: rc.transport.is_reading())
+
+
+async def test_context_handles_beyond_the_association_s_most_fault_remote_no_memory_logged_once(
+        make_server, probe, caplog):
+    server = await make_server(max_context_handles=2)
+    a = await RawClient.connect(server.port)
+    await a.bind()
+    first = (await a.call(t.OP_OPEN_A, b"one")).stub
+    await a.call(t.OP_OPEN_A, b"two")
+    with caplog.at_level(logging.WARNING, logger="qm2qm.rpc"):
+        for _ in range(3):
+            refused = await a.call(t.OP_OPEN_A, b"three")
+            assert refused.status == 0x1C00001B
+    assert sum("no new probe_a handle" in r.getMessage() for r in caplog.records) == 1
+    other = await RawClient.connect(server.port)                  # another association has its own room
+    await other.bind()
+    assert len((await other.call(t.OP_OPEN_A, b"elsewhere")).stub) == 20
+    assert (await a.call(t.OP_CLOSE, first)).stub == bytes(20)     # a closed handle makes room again
+    assert (await a.call(t.OP_USE_A, (await a.call(t.OP_OPEN_A, b"four")).stub)).stub == b"four"
+    for client in (a, other):
+        await client.close()
+    await server_side_finished(server)
+    assert sorted(label for _, label in probe.rundowns) == [b"elsewhere", b"four", b"two"]

@@ -7,6 +7,7 @@ from typing import Any
 from qm2qm.mqmp import codec, codec_fast
 from qm2qm.mqmp.constants import MQ_DENY_NONE, MQ_DENY_RECEIVE_SHARE, MQ_PEEK_ACCESS, MQ_RECEIVE_ACCESS
 from qm2qm.mqmp.handlers._service import QmcommService, RemoteQueueOpenContextHandle
+from qm2qm.rpc.handles import HandleLimitReached
 from qm2qm.rpc.interface import ANONYMOUS, CallContext
 from shared_adm import security
 from shared_adm import status as st
@@ -48,7 +49,14 @@ def open_remote_queue(service: QmcommService, ctx: CallContext, format_name: str
     descriptor.remote_read_state = RemoteReadState.OPENED
     # Bullets 5–6: a RemoteQueueOpenContextHandle in iRemoteQueueOpenContextHandleTable; pphContext is its Handle.
     entry = RemoteQueueOpenContextHandle(descriptor)
-    wire = ctx.new_handle(service.open_remote_handle_type, entry)
+    try:
+        wire = ctx.new_handle(service.open_remote_handle_type, entry)
+    except HandleLimitReached:              # [DESIGN] the association's most handles: the open is undone
+        service.qm.close_queue(descriptor)
+        return st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE, 0
+    except BaseException:
+        service.qm.close_queue(descriptor)
+        raise
     service.open_contexts.add(entry)
     return st.MQ_OK, wire, descriptor.handle
 

@@ -11,6 +11,7 @@ from qm2qm.mqqp.handlers._service import Service
 from qm2qm.remote_read.entries import ReadEntry
 from qm2qm.remote_read.locks import release
 from qm2qm.remote_read.packets import take_packet
+from qm2qm.rpc.handles import HandleLimitReached
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.descriptor import ReadResult
@@ -57,6 +58,9 @@ def deliver(service: Service, ctx: CallContext, entry: ReadEntry | None, result:
     if receive:
         try:
             handle = ctx.new_handle(service.remoteread_handle_type, entry)
+        except HandleLimitReached:          # [DESIGN] the association's most handles: the message goes back
+            release(service, entry)
+            return Delivery(st.MQ_ERROR_INSUFFICIENT_RESOURCES)
         except BaseException:
             release(service, entry)
             raise

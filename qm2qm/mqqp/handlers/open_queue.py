@@ -7,6 +7,7 @@ from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import OpenQueueEntry
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
+from qm2qm.rpc.handles import HandleLimitReached
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 from shared_adm.enums import RemoteReadState
@@ -20,7 +21,10 @@ def open_queue(service: Service, ctx: CallContext, lic_guid: uuid.UUID | None, m
     if p_queue != dwp_context:
         return st.MQ_ERROR_INVALID_PARAMETER, NULL_HANDLE
     entry = OpenQueueEntry(open_queue_descriptor_handle=dwp_context, client_id=lic_guid)
-    handle = ctx.new_handle(service.rrsession_handle_type, entry)
+    try:
+        handle = ctx.new_handle(service.rrsession_handle_type, entry)
+    except HandleLimitReached:              # [DESIGN] the association's most handles (rpc/handles.py)
+        return st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE
     service.adm.open_queue_entries.add(entry)
     descriptor = service.qm.descriptor_by_handle(dwp_context)
     if descriptor is not None and descriptor.remote_read_state is RemoteReadState.OPENED:

@@ -8,6 +8,7 @@ from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, PEEK_ACCESS, RECEI
 from qm2qm.mqrr.queue_format import format_name
 from qm2qm.mqrr.service import QueueContext, Service
 from shared_adm import security as access
+from qm2qm.rpc.handles import HandleLimitReached
 from qm2qm.rpc.interface import CallContext, RpcFault
 from shared_adm import status as st
 from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
@@ -40,10 +41,19 @@ def open_queue(service: Service, ctx: CallContext, request: Any) -> bytes:
     if required is None:
         raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, f"dwAccess {request['dwAccess']:#x}")
     descriptor = open_descriptor(service, ctx, request["pQueueFormat"], required, request["dwShareMode"])
+    return new_queue_handle(service, ctx, QueueContext(descriptor))
+
+
+def new_queue_handle(service: Service, ctx: CallContext, context: QueueContext) -> bytes:
+    """The QUEUE_CONTEXT_HANDLE of an opened descriptor; should none be made, the descriptor is closed first
+    ([DESIGN] the association's most handles, rpc/handles.py: MQ_ERROR_INSUFFICIENT_RESOURCES)."""
     try:
-        return ctx.new_handle(service.handle_type, QueueContext(descriptor))
+        return ctx.new_handle(service.handle_type, context)
+    except HandleLimitReached:
+        service.qm.close_queue(context.descriptor)
+        raise RpcFault(st.MQ_ERROR_INSUFFICIENT_RESOURCES, "the association holds its most context handles") from None
     except BaseException:
-        service.qm.close_queue(descriptor)
+        service.qm.close_queue(context.descriptor)
         raise
 
 

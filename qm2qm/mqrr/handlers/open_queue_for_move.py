@@ -5,7 +5,7 @@ import secrets
 from typing import Any
 
 from qm2qm.mqrr.codec import decode, encode
-from qm2qm.mqrr.handlers.open_queue import open_descriptor
+from qm2qm.mqrr.handlers.open_queue import new_queue_handle, open_descriptor
 from qm2qm.mqrr.service import QueueContext, Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm.enums import QueueAccessType
@@ -25,11 +25,7 @@ def open_queue_for_move(service: Service, ctx: CallContext, request: Any) -> tup
     descriptor = open_descriptor(service, ctx, request["pQueueFormat"], QueueAccessType.MOVE_ACCESS,
                                  request["dwShareMode"])
     context = QueueContext(descriptor, new_move_context(service))
-    try:
-        handle = ctx.new_handle(service.handle_type, context)
-    except BaseException:
-        service.qm.close_queue(descriptor)
-        raise
+    handle = new_queue_handle(service, ctx, context)
     service.move_contexts[context.move_context] = context
     return context.move_context, handle
 
