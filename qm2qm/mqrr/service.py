@@ -73,6 +73,8 @@ class Service(ReadCore):
     handle_type: ContextHandleType | None = field(default=None, repr=False)
     table: PendingRequestTable = field(init=False, repr=False)
     move_contexts: dict[int, QueueContext] = field(default_factory=dict, repr=False)
+    # UOW -> calls in flight of a Transaction R_StartTransactionalReceive created (start_transactional_receive.py)
+    created_transactions: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.table = PendingRequestTable(self)

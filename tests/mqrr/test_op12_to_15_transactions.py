@@ -222,3 +222,26 @@ async def test_the_cleanup_timer_leaves_a_transactional_receive_to_its_transacti
     env.scheduler.advance(env.service.cleanup_ms)
     assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
     assert len(env.service.table) == 0
+
+
+async def test_a_transactional_receive_that_finds_no_message_leaves_no_transaction_behind(env):
+    c, h, queue = await xqueue(env)
+    for request_id in range(1, 4):
+        r = await env.call(c.read, h, MQ_ACTION_RECEIVE, request_id=request_id, transaction=os.urandom(16))
+        assert r.status == st.MQ_ERROR_IO_TIMEOUT
+    assert env.qm.transaction_collection == {} and env.service.created_transactions == {}
+
+
+async def test_a_transaction_another_waiting_receive_uses_is_kept_until_that_receive_ends(env):
+    c, h, queue = await xqueue(env)
+    uow = os.urandom(16)
+    waiting = await env.blocked(c.read, h, MQ_ACTION_RECEIVE, request_id=1, timeout=60000, transaction=uow)
+    other, other_h = await env.opened(format_name=XQUEUE)
+    assert (await env.call(other.read, other_h, MQ_ACTION_RECEIVE, request_id=1, transaction=uow)).status \
+        == st.MQ_ERROR_IO_TIMEOUT
+    transaction = env.qm.transaction_collection[uow]          # the waiting receive still needs it
+    m = env.enqueue(b"late", queue=queue)
+    assert (await waiting).status == st.MQ_OK
+    [op] = transaction.transactional_operation_collection
+    assert op.message_position_reference.lookup_identifier == m.lookup_identifier
+    assert env.qm.transaction_collection == {uow: transaction} and env.service.created_transactions == {}

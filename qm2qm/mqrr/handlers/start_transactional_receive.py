@@ -43,7 +43,27 @@ async def start_transactional_receive(service: Service, ctx: CallContext, r: Any
         # Create Transaction with the UOW as its Identifier (3.1.4.13 says iTransactionIdentifier := NULL, which
         # would make every later call with this UOW create yet another Transaction that no outcome can reach)
         transaction = service.qm.create_transaction(uow)
-    return await run_read(service, *sr.begin(service, r, descriptor, cursor, r["ulTimeout"], transaction))
+        service.created_transactions[uow] = 0
+    if uow not in service.created_transactions:
+        return await run_read(service, *sr.begin(service, r, descriptor, cursor, r["ulTimeout"], transaction))
+    service.created_transactions[uow] += 1
+    try:
+        return await run_read(service, *sr.begin(service, r, descriptor, cursor, r["ulTimeout"], transaction))
+    finally:
+        _forget_if_empty(service, uow, transaction)
+
+
+def _forget_if_empty(service: Service, uow: bytes, transaction: Any) -> None:
+    """[DESIGN] A Transaction this method created, once no call of it is in flight, is aborted if it holds no
+    operation (nothing to undo): a receive that found no message must not leave one behind, or a caller naming a
+    new UOW each time would grow TransactionCollection without end."""
+    users = service.created_transactions[uow] - 1
+    if users:
+        service.created_transactions[uow] = users
+        return
+    del service.created_transactions[uow]
+    if not transaction.transactional_operation_collection and service.qm.transaction_collection.get(uow) is transaction:
+        service.qm.transaction_abort(uow)
 
 
 async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
