@@ -368,6 +368,9 @@ class AdminApi:
         r.add_delete("/v1/handles/{handle}", self.close_handle)
         r.add_post("/v1/handles/{handle}/cursors", self.open_cursor)
         r.add_get("/v1/reads", self.list_reads)
+        r.add_get("/v1/transactions", self.list_transactions)
+        r.add_post("/v1/transactions/{identifier}/commit", self.commit_transaction)
+        r.add_post("/v1/transactions/{identifier}/abort", self.abort_transaction)
         r.add_get("/v1/queues/{name}/permissions", self.show_permissions)
         r.add_post("/v1/queues/{name}/permissions", self.change_permissions)
         register_web_view(self)         # qm2qm/web: the pages at /, their JSON, and /metrics
@@ -519,6 +522,26 @@ class AdminApi:
             raise AdminError(404, "MQ_ERROR_INVALID_HANDLE", f"no open queue descriptor with handle {handle}")
         cursor = self.backend.open_cursor(desc)
         return _json({"hRemoteQueue": handle, "hCursor": cursor}, status=201)
+
+    async def list_transactions(self, request: web.Request) -> web.Response:
+        """GET /v1/transactions: TransactionCollection (MS-MQDMPR 3.1.1.14) with each transaction's operations."""
+        return _json({"transactions": [self.backend.transaction_view(t) for t in self.backend.transactions()]})
+
+    async def commit_transaction(self, request: web.Request) -> web.Response:
+        """POST /v1/transactions/{identifier}/commit: Transaction Commit (MS-MQDMPR 3.1.4.4), the outcome a DTC
+        would deliver (this server has none: an MS-MQRR transaction's messages wait for an operator)."""
+        return await self._end_transaction(request, self.qm.transaction_commit, "committed")
+
+    async def abort_transaction(self, request: web.Request) -> web.Response:
+        """POST /v1/transactions/{identifier}/abort: Transaction Abort (MS-MQDMPR 3.1.4.5): its received messages
+        become Available again."""
+        return await self._end_transaction(request, self.qm.transaction_abort, "aborted")
+
+    async def _end_transaction(self, request: web.Request, outcome: Callable[[Any], int], done: str) -> web.Response:
+        identifier = self.backend.transaction_to_end(request.match_info["identifier"])
+        outcome(identifier)
+        await self.qm.durable()
+        return _json({done: request.match_info["identifier"]})
 
     async def list_reads(self, request: web.Request) -> web.Response:
         """GET /v1/reads: RemoteReadEntry (MS-MQQP 3.1.1.2) and WaitingMessageReadOperation elements."""
@@ -708,6 +731,48 @@ class Backend:
         if cursor is None:
             raise AdminError(409, "queue_gone", f"handle {desc.handle}: its queue was deleted; no cursor can be opened")
         return cursor.handle
+
+    def transactions(self) -> list:
+        """TransactionCollection (MS-MQDMPR 3.1.1.1) in creation order."""
+        return list(self.qm.transaction_collection.values())
+
+    def transaction_to_end(self, text: str):
+        """The Identifier of a live transaction named as transaction_view shows it (hex for bytes): 404 if none, 409
+        while an MS-MQRR receive in it is in flight (a waiting one would lock its message in an ended transaction)."""
+        identifier = self.transaction_identifier(text)
+        calls = getattr(self.mqrr_service, "transaction_calls", {}).get(identifier, 0)
+        if calls:
+            raise AdminError(409, "transaction_busy", f"transaction {text!r} has {calls} R_StartTransactionalReceive"
+                             " call(s) in flight; cancel them (R_CancelReceive) or let them end")
+        return identifier
+
+    def transaction_identifier(self, text: str):
+        """The Identifier of a live transaction named as transaction_view shows it (hex for bytes); 404 if none."""
+        collection = self.qm.transaction_collection
+        try:
+            identifier = bytes.fromhex(text)
+        except ValueError:
+            identifier = text
+        if identifier not in collection and text in collection:
+            identifier = text
+        if identifier not in collection:
+            raise AdminError(404, "MQ_ERROR_TRANSACTION_SEQUENCE", f"no transaction {text!r}")
+        return identifier
+
+    def transaction_view(self, transaction) -> dict:
+        """A Transaction (3.1.1.14) and its TransactionalOperations (3.1.1.13)."""
+        identifier = transaction.identifier
+        operations = []
+        for op in transaction.transactional_operation_collection:
+            position = op.message_position_reference
+            operations.append({
+                "operation": op.operation_type.value,
+                "queue": self.pathname(position.queue) if position.queue is not None else None,
+                "lookup_id": position.lookup_identifier,
+                "target_queue": self.pathname(op.target_queue_reference) if op.target_queue_reference else None,
+                "dequeue_reason": op.dequeue_reason.name if op.dequeue_reason is not None else None})
+        return {"identifier": identifier.hex() if isinstance(identifier, bytes) else identifier,
+                "single_phase": transaction.single_phase, "operations": operations}
 
     def waiting_reads(self) -> list[dict]:
         """WaitingMessageReadOperation elements (MS-MQDMPR 3.1.1.10) of every open descriptor."""

@@ -358,6 +358,14 @@ class AdminClient:
         """DELETE /v1/handles/{handle}."""
         return self.request("DELETE", f"/v1/handles/{handle}")
 
+    def list_transactions(self) -> list[dict]:
+        """GET /v1/transactions."""
+        return self.request("GET", "/v1/transactions")["transactions"]
+
+    def end_transaction(self, identifier: str, outcome: str) -> dict:
+        """POST /v1/transactions/{identifier}/commit or /abort."""
+        return self.request("POST", f"/v1/transactions/{self.quote(identifier)}/{outcome}")
+
     def list_reads(self) -> dict:
         """GET /v1/reads."""
         return self.request("GET", "/v1/reads")

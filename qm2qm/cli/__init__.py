@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from qm2qm.cli._common import main
-from qm2qm.cli import handles, messages, queue, read, serve  # noqa: F401  (each registers its commands)
+from qm2qm.cli import handles, messages, queue, read, serve, transactions  # noqa: F401  (each registers its commands)
 from qm2qm.cli.mqcn import directory_group, discover_command
 from qm2qm.cli.pipeline import pipeline_commands
 from qm2qm.cli.read import TimeoutMs  # noqa: F401  (re-exported: tests and scripts use it)

@@ -73,8 +73,10 @@ class Service(ReadCore):
     handle_type: ContextHandleType | None = field(default=None, repr=False)
     table: PendingRequestTable = field(init=False, repr=False)
     move_contexts: dict[int, QueueContext] = field(default_factory=dict, repr=False)
-    # UOW -> calls in flight of a Transaction R_StartTransactionalReceive created (start_transactional_receive.py)
-    created_transactions: dict[bytes, int] = field(default_factory=dict, repr=False)
+    # R_StartTransactionalReceive calls in flight per UOW, and the UOWs whose Transaction one of them created
+    # (start_transactional_receive.py: such a Transaction left empty is aborted)
+    transaction_calls: dict[bytes, int] = field(default_factory=dict, repr=False)
+    created_transactions: set[bytes] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.table = PendingRequestTable(self)

@@ -229,7 +229,8 @@ async def test_a_transactional_receive_that_finds_no_message_leaves_no_transacti
     for request_id in range(1, 4):
         r = await env.call(c.read, h, MQ_ACTION_RECEIVE, request_id=request_id, transaction=os.urandom(16))
         assert r.status == st.MQ_ERROR_IO_TIMEOUT
-    assert env.qm.transaction_collection == {} and env.service.created_transactions == {}
+    assert env.qm.transaction_collection == {} and env.service.created_transactions == set()
+    assert env.service.transaction_calls == {}
 
 
 async def test_a_transaction_another_waiting_receive_uses_is_kept_until_that_receive_ends(env):
@@ -244,4 +245,4 @@ async def test_a_transaction_another_waiting_receive_uses_is_kept_until_that_rec
     assert (await waiting).status == st.MQ_OK
     [op] = transaction.transactional_operation_collection
     assert op.message_position_reference.lookup_identifier == m.lookup_identifier
-    assert env.qm.transaction_collection == {uow: transaction} and env.service.created_transactions == {}
+    assert env.qm.transaction_collection == {uow: transaction} and env.service.created_transactions == set()

@@ -43,27 +43,29 @@ async def start_transactional_receive(service: Service, ctx: CallContext, r: Any
         # Create Transaction with the UOW as its Identifier (3.1.4.13 says iTransactionIdentifier := NULL, which
         # would make every later call with this UOW create yet another Transaction that no outcome can reach)
         transaction = service.qm.create_transaction(uow)
-        service.created_transactions[uow] = 0
-    if uow not in service.created_transactions:
-        return await run_read(service, *sr.begin(service, r, descriptor, cursor, r["ulTimeout"], transaction))
-    service.created_transactions[uow] += 1
+        service.created_transactions.add(uow)
+    calls = service.transaction_calls
+    calls[uow] = calls.get(uow, 0) + 1
     try:
         return await run_read(service, *sr.begin(service, r, descriptor, cursor, r["ulTimeout"], transaction))
     finally:
-        _forget_if_empty(service, uow, transaction)
+        _end_call(service, uow, transaction)
 
 
-def _forget_if_empty(service: Service, uow: bytes, transaction: Any) -> None:
-    """[DESIGN] A Transaction this method created, once no call of it is in flight, is aborted if it holds no
+def _end_call(service: Service, uow: bytes, transaction: Any) -> None:
+    """[DESIGN] A Transaction this method created, once no call in it is in flight, is aborted if it holds no
     operation (nothing to undo): a receive that found no message must not leave one behind, or a caller naming a
     new UOW each time would grow TransactionCollection without end."""
-    users = service.created_transactions[uow] - 1
-    if users:
-        service.created_transactions[uow] = users
+    left = service.transaction_calls[uow] - 1
+    if left:
+        service.transaction_calls[uow] = left
         return
-    del service.created_transactions[uow]
-    if not transaction.transactional_operation_collection and service.qm.transaction_collection.get(uow) is transaction:
-        service.qm.transaction_abort(uow)
+    del service.transaction_calls[uow]
+    if uow in service.created_transactions:
+        service.created_transactions.discard(uow)
+        if not transaction.transactional_operation_collection \
+                and service.qm.transaction_collection.get(uow) is transaction:
+            service.qm.transaction_abort(uow)
 
 
 async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
