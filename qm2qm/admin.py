@@ -422,8 +422,8 @@ class AdminApi:
 
     async def send_message(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/messages: Enqueue Message (MS-MQDMPR 3.1.7.1.9), ``count`` copies."""
-        queue = self._queue(request)
         body = await _body(request)
+        queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
         count = _int(body, "count", 1, MAX_COUNT, 1)
         message = message_from_request(body)
         self.backend.prepare(queue, message)
@@ -459,8 +459,8 @@ class AdminApi:
     async def open_queue(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2), without its access check: the
         admin API is loopback administration (docs/admin-api.md), not a remote reader."""
-        queue = self._queue(request)
         body = await _body(request)
+        queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
         _reject_unknown(body, {"access", "share_mode"})
         access = _str(body, "access", "receive")
         share = _str(body, "share_mode", "deny-none")
@@ -480,8 +480,8 @@ class AdminApi:
         """POST /v1/queues/{name}/permissions {"grant"|"revoke": right, "principal": SID or name}: change one ACE,
         durably (the queue's Security attribute, MS-MQDMPR 3.1.1.2)."""
         from shared_adm import security
-        queue = self._queue(request)
         body = await _body(request)
+        queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
         _reject_unknown(body, {"grant", "revoke", "principal"})
         if ("grant" in body) == ("revoke" in body):
             raise AdminError(400, "bad_value", "give exactly one of grant or revoke (receive, peek or delete)")

@@ -1,6 +1,7 @@
 """Admin API (qm2qm.admin): every endpoint, and bad input answered with an exact 4xx status and message."""
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import urllib.parse
@@ -406,3 +407,22 @@ async def test_a_malformed_http_request_is_a_400_and_one_warning_line_without_tr
         assert "malformed HTTP request answered 400" in records[0].getMessage()
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("path, body", [("/messages", b'{"body": "x"}'), ("/open", b'{"access": "peek"}'),
+                                        ("/permissions", b'{"grant": "peek", "principal": "Everyone"}')])
+async def test_a_queue_deleted_while_the_request_body_arrives_is_not_found_not_an_internal_error(api, path, body):
+    await make_queue(api)
+    deleted = asyncio.Event()
+
+    async def slowly():
+        yield body[:1]
+        await deleted.wait()
+        yield body[1:]
+
+    sent = asyncio.ensure_future(api.post(f"/v1/queues/{url(Q)}{path}", data=slowly()))
+    await asyncio.sleep(0.2)            # the handler has begun and waits for the rest of the body
+    assert (await call(api, "DELETE", f"/v1/queues/{url(Q)}"))[0] == 200
+    deleted.set()
+    response = await sent
+    assert response.status == 404 and (await response.json())["error"] == "MQ_ERROR_QUEUE_NOT_FOUND"
