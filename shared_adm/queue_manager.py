@@ -80,8 +80,8 @@ def _packed_batches(messages, size: int = 1024):
         yield batch
 
 
-# The most OpenQueueDescriptors and Cursors open at once, over every caller (our bounds, not the spec's): each costs
-# memory for as long as a caller keeps it, and a remote caller can open them in a loop. About 1 KiB a descriptor
+# The most OpenQueueDescriptors opened for remote readers, and Cursors, open at once over every caller (our bounds,
+# not the spec's): each costs memory for as long as a caller keeps it, and a remote caller can open them in a loop. About 1 KiB a descriptor
 # (with its context handle) and 200 bytes a cursor, so the defaults bound them near 256 MiB each.
 DEFAULT_MAX_OPEN_QUEUES = 262144
 DEFAULT_MAX_CURSORS = 1048576
@@ -112,7 +112,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self.queue_manager_state = "Stopped"
         self.throttled = False
         self.allow_anonymous_read = False   # policy of shared_adm.security.check_access (--allow-anonymous-read)
-        self.max_open_queues = DEFAULT_MAX_OPEN_QUEUES      # Open Queue past it: MQ_ERROR_INSUFFICIENT_RESOURCES
+        self.max_open_queues = DEFAULT_MAX_OPEN_QUEUES      # remote readers' opens past it: INSUFFICIENT_RESOURCES
         self.max_cursors = DEFAULT_MAX_CURSORS              # Open Cursor past it: CursorLimitReached
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
@@ -124,6 +124,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self._by_path: dict[str, Queue] = {}
         self._by_number: dict[int, Queue] = {}
         self._descriptors: dict[int, OpenQueueDescriptor] = {}
+        self._remote_descriptors: set[int] = set()      # Handles of those opened for a remote reader (max_open_queues)
         self._context_values: set[int] = set()
         self._cursors: dict[int, Cursor] = {}
         self._ttbr_heap: list[tuple[int, int, uuid.UUID]] = []
@@ -353,10 +354,11 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                    remote_read_state: RemoteReadState = RemoteReadState.NONE
                    ) -> tuple[int, OpenQueueDescriptor | None]:
         """Open Queue (3.1.7.1.5), every format-name, access and share-mode check; ShareMode is kept (#10);
-        MQ_ERROR_INSUFFICIENT_RESOURCES once ``max_open_queues`` descriptors are open."""
+        MQ_ERROR_INSUFFICIENT_RESOURCES for a remote reader once ``max_open_queues`` are open for remote readers (the
+        queue manager's own opens, such as MS-MQCN's, are not counted nor refused)."""
         if not isinstance(required_access, QueueAccessType) or not isinstance(shared_mode, QueueShareMode):
             return st.MQ_ERROR_INVALID_PARAMETER, None
-        if len(self._descriptors) >= self.max_open_queues:
+        if remote_read_state is not RemoteReadState.NONE and len(self._remote_descriptors) >= self.max_open_queues:
             return st.MQ_ERROR_INSUFFICIENT_RESOURCES, None
         name = parse(format_name)
         if name.kind == "illegal":
@@ -429,6 +431,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                                    remote_read_state=remote_read_state)
         self._descriptors[handle] = desc
         self._context_values.add(context_value)
+        if remote_read_state is not RemoteReadState.NONE:
+            self._remote_descriptors.add(handle)
         return desc
 
     def _find_queue(self, name: FormatName) -> Queue | None:
@@ -462,6 +466,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         if self._descriptors.get(descriptor.handle) is not descriptor:
             return st.MQ_ERROR_INVALID_HANDLE
         del self._descriptors[descriptor.handle]
+        self._remote_descriptors.discard(descriptor.handle)
         self._context_values.discard(descriptor.context_value)
         if descriptor.multiple:
             for child in descriptor.open_queue_descriptor_collection:

@@ -28,8 +28,8 @@ from shared_adm.store.base import StoreError
               help="Most context handles (open queues, sessions, receives awaiting their ACK) one client's association "
                    "may hold; past it opens answer MQ_ERROR_INSUFFICIENT_RESOURCES [4096].")
 @click.option("--max-open-queues", type=int,
-              help="Most queue handles open at once over every caller [262144]; past it opens answer "
-                   "MQ_ERROR_INSUFFICIENT_RESOURCES.")
+              help="Most queue handles open at once for remote readers, over every caller [262144]; past it opens "
+                   "answer MQ_ERROR_INSUFFICIENT_RESOURCES.")
 @click.option("--max-cursors", type=int,
               help="Most cursors open at once over every caller [1048576]; past it cursor creation answers "
                    "MQ_ERROR_INSUFFICIENT_RESOURCES.")
