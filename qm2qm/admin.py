@@ -451,10 +451,12 @@ class AdminApi:
             lookup_id = int(text, 0)
         except ValueError:
             raise AdminError(400, "bad_value", f"lookup_id: {text!r} is not a number") from None
-        for message, state in self.backend.messages(queue):
-            if message.lookup_identifier == lookup_id:
-                return _json(message_view(message, state, with_body=True))
-        raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
+        position = queue.message_position_list.get(lookup_id) if 0 <= lookup_id < 1 << 64 else None
+        if position is None:        # found by LookupIdentifier, not by unpacking the queue up to it
+            raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
+        message = position.message
+        message.lookup_identifier = lookup_id
+        return _json(message_view(message, position.state.value, with_body=True))
 
     async def open_queue(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2), without its access check: the

@@ -426,3 +426,17 @@ async def test_a_queue_deleted_while_the_request_body_arrives_is_not_found_not_a
     deleted.set()
     response = await sent
     assert response.status == 404 and (await response.json())["error"] == "MQ_ERROR_QUEUE_NOT_FOUND"
+
+
+async def test_one_message_is_found_by_its_lookup_id_without_rebuilding_the_messages_before_it(api, monkeypatch):
+    from shared_adm.queue import MessagePosition
+    await make_queue(api)
+    status, sent = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 50})
+    rebuilt = []
+    plain = MessagePosition.message
+    monkeypatch.setattr(MessagePosition, "message", property(lambda p: rebuilt.append(p) or plain.fget(p)))
+    status, shown = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/{sent['last_lookup_id']}")
+    assert (status, shown["lookup_id"], len(rebuilt)) == (200, sent["last_lookup_id"], 1)
+    for missing in (-1, 1 << 64, sent["last_lookup_id"] + 1):
+        status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/{missing}")
+        assert (status, data["error"]) == (404, "MQ_ERROR_MESSAGE_NOT_FOUND")
