@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from qm2qm.mqrr.constants import MQ_MOVE_ACCESS
+from qm2qm.mqrr.constants import MQ_MOVE_ACCESS, RR_ACK
+from qm2qm.remote_read.actions import MQ_ACTION_RECEIVE
 from shared_adm import status as st
 from shared_adm.enums import PositionState, QueueAccessType
 
@@ -87,6 +88,15 @@ async def test_move_message_locked_under_a_transaction_returns_message_locked_un
              if d.access_type is QueueAccessType.RECEIVE_ACCESS)
     assert env.qm.dequeue_message(d, 0, transaction=transaction).status == st.MQ_OK
     assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
+
+
+async def test_move_message_locked_by_another_reader_s_receive_is_not_found_and_its_ack_deletes_it(env):
+    c, h, move_context, _, m = await setup(env)
+    assert (await env.call(c.read, h, MQ_ACTION_RECEIVE, request_id=7)).status == st.MQ_OK    # Locked, two-phase
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_MESSAGE_NOT_FOUND
+    assert env.positions() == {m.lookup_identifier: PositionState.LOCKED}
+    assert await env.call(c.end, h, 7, RR_ACK) == st.MQ_OK
+    assert env.positions() == {}                # received once, and gone: not alive again under a moved position
 
 
 async def transactional_setup(env):

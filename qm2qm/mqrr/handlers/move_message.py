@@ -40,10 +40,14 @@ def move_message(service: Service, ctx: CallContext, wire: bytes, context_to: in
     if uow != NULL_UOW and not target_queue.transactional:
         return st.MQ_ERROR_TRANSACTION_USAGE
     position = source_queue.message_position_list.get(lookup_id)
-    if position is None or position.state is PositionState.DELETED:
+    if position is None:
         return st.MQ_ERROR_MESSAGE_NOT_FOUND
-    if operation_on(service.qm, position) is not None:
-        return st.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
+    if position.state is not PositionState.AVAILABLE:
+        if operation_on(service.qm, position) is not None:
+            return st.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
+        # [DESIGN] Locked by another reader's receive (or Deleted, PurgePending): not there to move, as a lookup
+        # read would not find it; moving it would let that reader's ACK delete a message that lives on moved.
+        return st.MQ_ERROR_MESSAGE_NOT_FOUND
     transaction = None
     if uow != NULL_UOW:
         transaction = find_transaction(service.qm, uow)
