@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from soak import harness  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-CHECKS = ("fuzz", "leaks", "crash", "pressure", "storage", "admin", "coverage")
+CHECKS = ("fuzz", "leaks", "crash", "pressure", "storage", "admin", "interleave", "coverage")
 
 
 def _module(name: str):
