@@ -381,7 +381,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             return st.MQ_OK, parent
         if name.kind == "direct" and name.protocol in ("HTTP", "HTTPS") and not send:
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
-        if name.kind == "machine" and send:
+        if send and (name.kind == "machine" or name.kind == "direct" and name.path.lower() == "system$"):
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
         if name.kind == "multicast" and not send:
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
@@ -441,6 +441,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             if name.protocol == "OS" and not self._is_local_host(name.host):
                 return None
             path = name.path.lower()
+            if path == "system$":               # MS-MQMQ 2.1.2 MachineQueuePath: "\SYSTEM$;" JOURNAL / DEADLETTER / DEADXACT
+                return self._machine_queue(name.suffix)
             if "\\" not in path.replace("private$\\", "", 1) and path.count("\\") <= 1:
                 queue = self._by_path.get(path)
         elif name.kind == "private" and name.guid == self.identifier:
@@ -449,11 +451,15 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             queue = self.queue_collection.get(name.guid)
             queue = queue if queue is not None and queue.queue_type is QueueType.PUBLIC else None
         elif name.kind == "machine" and name.guid == self.identifier:
-            return {"journal": self.system_journal_queue, "deadletter": self.system_deadletter_queue,
-                    "deadxact": self.system_transactional_deadletter_queue}[name.suffix]
+            return self._machine_queue(name.suffix)
         if queue is None or not name.suffix:
             return queue
         return queue.journal_queue_reference if name.suffix == "journal" else None
+
+    def _machine_queue(self, suffix: str) -> Queue | None:
+        """The computer journal, dead-letter or transactional dead-letter queue (MS-MQMQ 2.1.2, 2.1.5), by suffix."""
+        return {"journal": self.system_journal_queue, "deadletter": self.system_deadletter_queue,
+                "deadxact": self.system_transactional_deadletter_queue}.get(suffix)
 
     def _names_this_queue_manager(self, name: FormatName) -> bool:
         if name.kind == "direct":

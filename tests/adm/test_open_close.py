@@ -60,6 +60,21 @@ def test_open_queue_by_private_and_machine_names(qm, queue):
     assert qm.open_queue(f"PRIVATE={qm.identifier}\\3", A.RECEIVE_ACCESS, S.DENY_NONE)[0] == st.MQ_OK
 
 
+@pytest.mark.parametrize("suffix, attribute", [("DEADLETTER", "system_deadletter_queue"),
+                                               ("DEADXACT", "system_transactional_deadletter_queue"),
+                                               ("JOURNAL", "system_journal_queue")])
+@pytest.mark.parametrize("host", ["OS:qm2qm", "OS:QM2QM.example.com", "TCP:10.0.0.5", "OS:."])
+def test_open_queue_by_a_direct_machine_queue_path(qm, queue, suffix, attribute, host):
+    """MS-MQMQ 2.1.2 MachineQueuePath: DIRECT=Protocol:Address\\SYSTEM$;(JOURNAL / DEADLETTER / DEADXACT), read only."""
+    name = f"DIRECT={host}\\SYSTEM$;{suffix}"
+    status, d = qm.open_queue(name, A.RECEIVE_ACCESS, S.DENY_NONE)
+    assert status == st.MQ_OK and d.queue_reference is getattr(qm, attribute)
+    assert qm.open_queue(name.lower(), A.PEEK_ACCESS, S.DENY_NONE)[1].queue_reference is getattr(qm, attribute)
+    assert qm.open_queue(name, A.SEND_ACCESS, S.DENY_NONE)[0] == st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
+    assert qm.open_queue(f"DIRECT={host}\\SYSTEM$;ORDERS", A.RECEIVE_ACCESS, S.DENY_NONE)[0] \
+        == st.MQ_ERROR_QUEUE_NOT_FOUND
+
+
 def test_open_queue_not_found_and_format_errors(qm, queue):
     r, o, n = A.RECEIVE_ACCESS, A.SEND_ACCESS, S.DENY_NONE
     assert qm.open_queue(r"DIRECT=OS:qm2qm\private$\nope", r, n)[0] == st.MQ_ERROR_QUEUE_NOT_FOUND

@@ -176,3 +176,15 @@ async def test_anonymous_reader_allowed_by_a_grant_to_anonymous_logon(env):
     client = await env.qmcomm_client()
     assert (await env.run(client.open_remote_queue, FORMAT_NAME, access=MQ_PEEK_ACCESS)).status == st.MQ_OK
     assert (await env.run(client.open_remote_queue, FORMAT_NAME)).status == st.MQ_ERROR_ACCESS_DENIED
+
+
+@pytest.mark.parametrize("suffix, attribute", [("DEADLETTER", "system_deadletter_queue"),
+                                               ("DEADXACT", "system_transactional_deadletter_queue")])
+async def test_a_dead_letter_queue_opens_by_its_direct_machine_queue_path(env, suffix, attribute):
+    """MS-MQMQ 2.1.2 MachineQueuePath (DIRECT=OS:Computer\\SYSTEM$;DEADLETTER), how a Windows reader without a directory
+    names a remote computer's dead-letter queue."""
+    client = await env.qmcomm_client()
+    opened = await env.run(client.open_remote_queue, f"DIRECT=OS:qm2qm\\SYSTEM$;{suffix}")
+    assert opened.status == st.MQ_OK
+    [descriptor] = [d for d in getattr(env.qm, attribute).open_queue_descriptor_collection]
+    assert descriptor.handle == opened.h_queue and descriptor.remote_read_state is RemoteReadState.OPENED
