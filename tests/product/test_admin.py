@@ -440,3 +440,19 @@ async def test_one_message_is_found_by_its_lookup_id_without_rebuilding_the_mess
     for missing in (-1, 1 << 64, sent["last_lookup_id"] + 1):
         status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages/{missing}")
         assert (status, data["error"]) == (404, "MQ_ERROR_MESSAGE_NOT_FOUND")
+
+
+async def test_the_dead_letter_queues_are_found_by_the_path_names_the_queue_list_shows_and_take_no_sends(api):
+    status, listed = await call(api, "GET", "/v1/queues")
+    dead = [q for q in listed["queues"] if q["pathname"].lower().endswith(("system$;deadletter", "system$;deadxact"))]
+    assert [q["pathname"] for q in dead] == ["testhost\\system$;deadletter", "testhost\\system$;deadxact"]
+    for queue in dead:
+        for name in (queue["pathname"], queue["pathname"].upper(), ".\\" + queue["pathname"].split("\\")[1]):
+            status, shown = await call(api, "GET", f"/v1/queues/{url(name)}")
+            assert (status, shown["identifier"]) == (200, queue["identifier"])
+        assert queue["format_name"] == "DIRECT=OS:" + queue["pathname"]
+        status, data = await call(api, "POST", f"/v1/queues/{url(queue['pathname'])}/messages", {"body": "x"})
+        assert (status, data["error"]) == (403, "system_queue")
+        assert (await call(api, "GET", f"/v1/queues/{url(queue['pathname'])}/messages"))[0] == 200
+        assert (await call(api, "POST", f"/v1/queues/{url(queue['pathname'])}/open", {"access": "peek"}))[0] == 201
+    assert (await call(api, "GET", f"/v1/queues/{url('elsewhere' + chr(92) + 'system$;deadletter')}"))[0] == 404
