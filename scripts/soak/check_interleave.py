@@ -1,8 +1,9 @@
-"""Check: clients of the admin API, qmcomm, qm2qm and MS-MQRR interleaving at random on a few queues (sends, opens,
-receives with ACK and NACK, transactional receives and their outcomes, moves, cursors, closes, disconnects) get no
-5xx and no unexplained error, the log stays clean, and no message is lost or duplicated: sent - acknowledged -
-committed = left, every one Available, nothing open afterwards. The server runs with a small --max-context-handles
-so that the refusals past it are part of the mix."""
+"""Check: clients of the admin API, qmcomm, qm2qm and MS-MQRR interleaving at random on a few queues (sends, some
+expiring into the dead-letter queues, opens, receives plain, through cursors and by lookup id with ACK and NACK,
+transactional receives and their outcomes, moves, cursors, cancels, closes, disconnects) get no 5xx and no
+unexplained error, the log stays clean, and no message is lost or duplicated: sent - acknowledged - committed = left
+(in the queues and the dead-letter queues), every one Available, nothing open afterwards. The server runs with a
+small --max-context-handles so that the refusals past it are part of the mix."""
 from __future__ import annotations
 
 import os
@@ -12,17 +13,20 @@ import time
 
 from qm2qm.client import AdminClient, AdminError, Qm2qmClient, RpcCallError
 from qm2qm.mqmp.client import QmcommClient
-from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, RR_ACK, RR_NACK
+from qm2qm.mqqp.constants import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
+                                  MQ_LOOKUP_RECEIVE_CURRENT, RR_ACK, RR_NACK)
 from qm2qm.mqrr.client import MqrrClient, MqrrFault
 from qm2qm.mqrr.constants import MQ_MOVE_ACCESS, RECEIVE_ACCESS
 from soak.harness import LogWatch, Run
 
 QUEUES = (r".\private$\mix0", r".\private$\mix1", r".\private$\xmix0", r".\private$\xmix1")   # x: transactional
+DEAD_LETTER = (".\\system$;deadletter", ".\\system$;deadxact")     # where an expired message that asked for it goes
+TTBR_S = 1
 THREADS = 4
 HANDLES_PER_ASSOCIATION = 6
-OPERATIONS = ("send", "qmcomm_open", "qm2qm_open", "receive", "receive", "end", "end", "close", "cursor", "rr_open",
-              "rr_read", "rr_txread", "rr_txread", "rr_end", "rr_end", "rr_close", "rr_move", "rr_cancel", "tx_end",
-              "reconnect")
+OPERATIONS = ("send", "qmcomm_open", "qm2qm_open", "receive", "receive", "receive_cursor", "lookup_receive", "end",
+              "end", "end", "close", "close_session", "cursor", "close_cursor", "rr_open", "rr_read", "rr_txread",
+              "rr_txread", "rr_end", "rr_end", "rr_close", "rr_move", "rr_cancel", "tx_end", "reconnect")
 
 
 class Tally:
@@ -50,6 +54,8 @@ class Client:
 
     def forget(self) -> None:
         self.opened, self.sessions, self.queue_handles, self.received, self.rr_received = [], [], [], [], []
+        self.cursors: list[tuple[object, int]] = []         # (qmcomm open, hCursor)
+        self.queue_of: dict[int, str] = {}                    # id(qmcomm open) -> its queue
 
     def format_name(self, queue: str) -> str:
         return f"DIRECT=OS:{self.computer}\\{queue[2:]}"
@@ -79,30 +85,62 @@ class Client:
 
     def op_send(self, queue: str) -> None:
         count = self.rng.randint(1, 4)
+        expiring = {"time_to_be_received": TTBR_S, "dead_letter": True} if self.rng.random() < 0.2 else {}
         self.admin.send(queue, body="m" * self.rng.randint(0, 2000), count=count,
-                        delivery=self.rng.choice(("express", "recoverable")))
+                        delivery=self.rng.choice(("express", "recoverable")), **expiring)
         self.tally.add("sent", count)
 
     def op_qmcomm_open(self, queue: str) -> None:
         self.qmcomm = self.qmcomm or QmcommClient("127.0.0.1", self.server.qmcomm_port).connect()
         opened = self.qmcomm.open_remote_queue(self.format_name(queue), access=self.rng.choice((1, 32)))
         if opened.status == 0:
+            self.queue_of[id(opened)] = queue
             self.opened.append(opened)
 
     def op_qm2qm_open(self, queue: str) -> None:
         if self.opened:
             self.qm2qm = self.qm2qm or Qm2qmClient("127.0.0.1", self.server.port).connect()
             opened = self.rng.choice(self.opened)
-            if self.qm2qm.open_queue(opened.h_queue)[0] == 0:
-                self.sessions.append(opened)
+            status, session = self.qm2qm.open_queue(opened.h_queue)
+            if status == 0:
+                self.sessions.append((opened, session))
 
     def op_receive(self, queue: str) -> None:
         if self.sessions and self.qm2qm is not None:
-            read = self.qm2qm.start_receive2(self.rng.choice(self.sessions).h_queue,
+            read = self.qm2qm.start_receive2(self.rng.choice(self.sessions)[0].h_queue,
                                              action=self.rng.choice((MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_CURRENT)),
                                              timeout_ms=self.rng.choice((0, 0, 20)))
-            if read.ok and read.context != bytes(20):
-                self.received.append(read.context)
+            self._hold(read)
+
+    def _hold(self, read) -> None:
+        if read.ok and read.context != bytes(20):
+            self.received.append(read.context)
+
+    def op_receive_cursor(self, queue: str) -> None:
+        sessions = {id(opened) for opened, _ in self.sessions}
+        cursors = [(opened, cursor) for opened, cursor in self.cursors if id(opened) in sessions]
+        if cursors and self.qm2qm is not None:
+            opened, cursor = self.rng.choice(cursors)
+            self._hold(self.qm2qm.start_receive2(opened.h_queue, cursor=cursor, timeout_ms=self.rng.choice((0, 20)),
+                                                 action=self.rng.choice((MQ_ACTION_RECEIVE, MQ_ACTION_PEEK_NEXT))))
+
+    def op_lookup_receive(self, queue: str) -> None:
+        if self.sessions and self.qm2qm is not None:
+            opened, _ = self.rng.choice(self.sessions)
+            ids = [m["lookup_id"] for m in self.admin.list_messages(self.queue_of[id(opened)], limit=20)]
+            if ids:
+                self._hold(self.qm2qm.start_receive_by_lookup_id(opened.h_queue, self.rng.choice(ids),
+                                                                 action=MQ_LOOKUP_RECEIVE_CURRENT))
+
+    def op_close_session(self, queue: str) -> None:
+        if self.sessions and self.qm2qm is not None:
+            _, session = self.sessions.pop(self.rng.randrange(len(self.sessions)))
+            self.qm2qm.close_queue(session)
+
+    def op_close_cursor(self, queue: str) -> None:
+        if self.cursors and self.qm2qm is not None:
+            opened, cursor = self.cursors.pop(self.rng.randrange(len(self.cursors)))
+            self.qm2qm.close_cursor(opened.h_queue, cursor)
 
     def op_end(self, queue: str) -> None:
         if self.received and self.qm2qm is not None:
@@ -113,12 +151,16 @@ class Client:
 
     def op_cursor(self, queue: str) -> None:
         if self.opened and self.qmcomm is not None:
-            self.qmcomm.create_remote_cursor(self.rng.choice(self.opened).h_queue)
+            opened = self.rng.choice(self.opened)
+            status, cursor = self.qmcomm.create_remote_cursor(opened.h_queue)
+            if status == 0:
+                self.cursors.append((opened, cursor))
 
     def op_close(self, queue: str) -> None:
         if self.opened and self.qmcomm is not None:
             opened = self.opened.pop(self.rng.randrange(len(self.opened)))
-            self.sessions = [s for s in self.sessions if s is not opened]
+            self.sessions = [s for s in self.sessions if s[0] is not opened]
+            self.cursors = [c for c in self.cursors if c[0] is not opened]
             self.qmcomm.close_remote_queue_context(opened.context)
 
     def op_rr_open(self, queue: str) -> None:
@@ -202,13 +244,15 @@ def run(r: Run) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-        time.sleep(0.5)                                 # the last disconnects' rundown
+        time.sleep(TTBR_S + 1.0)                        # the last disconnects' rundown, the last expiries
         for transaction in admin.list_transactions():
             admin.end_transaction(transaction["identifier"], "abort")
         states: dict[str, int] = {}
-        for queue in QUEUES:
+        dead = 0
+        for queue in QUEUES + DEAD_LETTER:
             for message in admin.list_messages(queue, limit=1_000_000):
                 states[message["state"]] = states.get(message["state"], 0) + 1
+                dead += queue in DEAD_LETTER
         left, expected = sum(states.values()), tally.sent - tally.acknowledged - tally.committed
         handles, reads = admin.list_handles(), admin.list_reads()
         problems = watch.new_problems()
@@ -218,7 +262,7 @@ def run(r: Run) -> None:
             "interleaved admin, qmcomm, qm2qm and MS-MQRR clients lose and duplicate no message",
             ok, f"{tally.operations} operations in {r.budget.interleave_seconds:.0f} s by {THREADS} clients: "
                 f"{tally.sent} sent - {tally.acknowledged} acknowledged - {tally.committed} committed = {expected}; "
-                f"left {left} {states}; open afterwards: {len(handles)} handles, {len(reads['reads'])} reads"
+                f"left {left} {states}, {dead} of them dead-lettered; open afterwards: {len(handles)} handles, {len(reads['reads'])} reads"
                 + (f"; {len(tally.unexpected)} unexpected, first: {tally.unexpected[0][:150]}" if tally.unexpected
                    else "")
                 + (f"; server log: {problems[0][:150]}" if problems else ""))
