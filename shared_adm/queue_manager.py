@@ -81,8 +81,8 @@ def _packed_batches(messages, size: int = 1024):
 
 
 # The most OpenQueueDescriptors opened for remote readers, and Cursors, open at once over every caller (our bounds,
-# not the spec's): each costs memory for as long as a caller keeps it, and a remote caller can open them in a loop. About 1 KiB a descriptor
-# (with its context handle) and 200 bytes a cursor, so the defaults bound them near 256 MiB each.
+# not the spec's): each costs memory for as long as a caller keeps it, and a remote caller can open them in a loop.
+# About 1 KiB a descriptor (with its context handle) and 200 bytes a cursor: the defaults bound each near 256 MiB.
 DEFAULT_MAX_OPEN_QUEUES = 262144
 DEFAULT_MAX_CURSORS = 1048576
 
@@ -441,7 +441,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             if name.protocol == "OS" and not self._is_local_host(name.host):
                 return None
             path = name.path.lower()
-            if path == "system$":               # MS-MQMQ 2.1.2 MachineQueuePath: "\SYSTEM$;" JOURNAL / DEADLETTER / DEADXACT
+            if path == "system$":       # MS-MQMQ 2.1.2 MachineQueuePath: \SYSTEM$;JOURNAL, DEADLETTER or DEADXACT
                 return self._machine_queue(name.suffix)
             if "\\" not in path.replace("private$\\", "", 1) and path.count("\\") <= 1:
                 queue = self._by_path.get(path)

@@ -262,7 +262,8 @@ def run(r: Run) -> None:
             "interleaved admin, qmcomm, qm2qm and MS-MQRR clients lose and duplicate no message",
             ok, f"{tally.operations} operations in {r.budget.interleave_seconds:.0f} s by {THREADS} clients: "
                 f"{tally.sent} sent - {tally.acknowledged} acknowledged - {tally.committed} committed = {expected}; "
-                f"left {left} {states}, {dead} of them dead-lettered; open afterwards: {len(handles)} handles, {len(reads['reads'])} reads"
+                f"left {left} {states}, {dead} of them dead-lettered; "
+                f"open afterwards: {len(handles)} handles, {len(reads['reads'])} reads"
                 + (f"; {len(tally.unexpected)} unexpected, first: {tally.unexpected[0][:150]}" if tally.unexpected
                    else "")
                 + (f"; server log: {problems[0][:150]}" if problems else ""))

@@ -6,8 +6,8 @@ import uuid
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from qm2qm.rpc.handles import (MAX_CONTEXT_HANDLES, NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_FAULT_REMOTE_NO_MEMORY, NULL_HANDLE,
-                               HandleLimitReached, HandleTable, run_down)
+from qm2qm.rpc.handles import (MAX_CONTEXT_HANDLES, NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_FAULT_REMOTE_NO_MEMORY,
+                               NULL_HANDLE, HandleLimitReached, HandleTable, run_down)
 from qm2qm.rpc.interface import ContextHandleType, RpcFault
 
 ran = []
