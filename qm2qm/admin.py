@@ -181,7 +181,13 @@ def message_from_request(body: dict, *, now: Callable[[], float] = time.time) ->
     if "body_base64" in body:
         payload = _b64(body, "body_base64") or b""
     else:
-        payload = _str(body, "body", "").encode("utf-8")
+        text = _str(body, "body", "")
+        try:
+            payload = text.encode("utf-8")
+        except UnicodeEncodeError as exc:      # JSON lets "\ud800" through; UTF-8 has no lone surrogates
+            raise AdminError(400, "bad_value", f"body: character {exc.start} is a lone surrogate "
+                                               f"(U+{ord(text[exc.start]):04X}), which UTF-8 cannot carry; "
+                                               "send such bytes as body_base64") from None
     if len(payload) > MAX_BODY:
         raise AdminError(413, "body_too_large", f"body: {len(payload)} bytes is larger than {MAX_BODY}")
     label = _str(body, "label", "")

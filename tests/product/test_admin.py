@@ -456,3 +456,12 @@ async def test_the_dead_letter_queues_are_found_by_the_path_names_the_queue_list
         assert (await call(api, "GET", f"/v1/queues/{url(queue['pathname'])}/messages"))[0] == 200
         assert (await call(api, "POST", f"/v1/queues/{url(queue['pathname'])}/open", {"access": "peek"}))[0] == 201
     assert (await call(api, "GET", f"/v1/queues/{url('elsewhere' + chr(92) + 'system$;deadletter')}"))[0] == 404
+
+
+async def test_a_text_body_with_a_lone_surrogate_is_a_bad_value_not_an_internal_error(api):
+    await make_queue(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages", raw='{"body": "ab\\ud800"}')
+    assert (status, data["error"]) == (400, "bad_value")
+    assert data["message"] == ("body: character 2 is a lone surrogate (U+D800), which UTF-8 cannot carry; "
+                               "send such bytes as body_base64")
+    assert (await call(api, "GET", f"/v1/queues/{url(Q)}/messages"))[1]["total"] == 0
