@@ -77,10 +77,11 @@ def run(r: Run) -> None:
         counts: dict[int, int] = {}
         five_hundreds: list[str] = []
         for i in range(r.budget.admin_cases):
-            target = rng.randrange(12)
+            target = rng.randrange(15)
             qq = odd_segment(rng, q) if rng.random() < 0.4 else q
             hh = odd_segment(rng, str(handle)) if rng.random() < 0.4 else str(handle)
             ll = odd_segment(rng, str(lookup)) if rng.random() < 0.4 else str(lookup)
+            tt = odd_segment(rng, "00" * 16)
             method, path, kind = [
                 ("GET", "/v1/info", None), ("GET", "/v1/queues", None), ("POST", "/v1/queues", "queue"),
                 ("GET", f"/v1/queues/{qq}", None), ("DELETE", f"/v1/queues/{qq}2", None),
@@ -88,7 +89,9 @@ def run(r: Run) -> None:
                  f"&body={rng.choice(('1', '0', 'yes', ''))}", None),
                 ("POST", f"/v1/queues/{qq}/messages", "message"), ("GET", f"/v1/queues/{qq}/messages/{ll}", None),
                 ("POST", f"/v1/queues/{qq}/open", "open"), ("GET", "/v1/handles", None),
-                ("POST", f"/v1/handles/{hh}/cursors", "cursor"), ("GET", "/v1/reads", None)][target]
+                ("POST", f"/v1/handles/{hh}/cursors", "cursor"), ("GET", "/v1/reads", None),
+                ("GET", "/v1/transactions", None), ("POST", f"/v1/transactions/{tt}/commit", None),
+                ("POST", f"/v1/transactions/{tt}/abort", None)][target]
             if rng.random() < 0.05:
                 method = rng.choice(("PUT", "PATCH", "DELETE", "POST", "GET"))
             body = mutated_body(rng, kind) if kind else (mutated_body(rng, "open") if rng.random() < 0.2 else None)
