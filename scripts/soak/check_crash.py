@@ -13,6 +13,7 @@ from soak.admin import Admin
 from soak.harness import Run
 
 QUEUE = r".\private$\soak-durable"
+XQUEUE = r".\private$\soak-durable-x"     # transactional: MS-MQRR transactional receives, ended by the operator
 SEQ_MASK = (1 << 56) - 1
 
 
@@ -26,6 +27,7 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
     purge_epoch: int = 0                                 # +1 when a purge starts and again when it ends
     purging: int = 0                                     # purges in flight
+    in_xqueue: set[int] = field(default_factory=set)     # sent to XQUEUE: no purge (of QUEUE) touches them
     ops: dict[str, int] = field(default_factory=dict)
 
     def count(self, op: str) -> None:
@@ -39,8 +41,9 @@ def _enqueuer(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
             recoverable = rng.random() < 0.7
             with ledger.lock:
                 epoch, purging = ledger.purge_epoch, ledger.purging
+            queue = rng.choice((QUEUE, QUEUE, XQUEUE))
             try:
-                status, data = admin.json("POST", f"/v1/queues/{Admin.q(QUEUE)}/messages",
+                status, data = admin.json("POST", f"/v1/queues/{Admin.q(queue)}/messages",
                                           {"body": f"t{rng.getrandbits(48)}",
                                            "delivery": "recoverable" if recoverable else "express"})
             except OSError:
@@ -50,7 +53,9 @@ def _enqueuer(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
             seq = data["lookup_id"] & SEQ_MASK
             with ledger.lock:
                 (ledger.recoverable if recoverable else ledger.express).add(seq)
-                if ledger.purge_epoch != epoch or purging or ledger.purging:
+                if queue == XQUEUE:
+                    ledger.in_xqueue.add(seq)
+                elif ledger.purge_epoch != epoch or purging or ledger.purging:
                     ledger.maybe_gone.add(seq)          # a purge overlapped this enqueue: it may have removed it
                 ledger.count("enqueue recoverable" if recoverable else "enqueue express")
     finally:
@@ -67,7 +72,7 @@ def _receiver(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
             roll = rng.random()
             if roll < 0.01:
                 with ledger.lock:
-                    snapshot = set(ledger.recoverable) | set(ledger.express)
+                    snapshot = (set(ledger.recoverable) | set(ledger.express)) - ledger.in_xqueue
                     ledger.maybe_gone |= snapshot
                     ledger.purging += 1
                     ledger.purge_epoch += 1
@@ -113,13 +118,55 @@ def _receiver(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
         admin.close()
 
 
+def _transactions(server, ledger: Ledger, stop: threading.Event, rng: random.Random) -> None:
+    """MS-MQRR transactional receives on XQUEUE, then the outcome through the admin API (this server has no DTC): a
+    commit, once answered, must have deleted its messages durably; an abort, or none, leaves them to come back."""
+    from qm2qm.mqrr.client import MqrrClient
+    from qm2qm.mqrr.constants import RECEIVE_ACCESS
+    admin = Admin(server.admin, timeout=5)
+    client = None
+    try:
+        computer = admin.ok("GET", "/v1/info")["computer_name"]
+        client = MqrrClient(server.host, server.port, timeout=5)
+        handle = client.open(f"DIRECT=OS:{computer}\\{XQUEUE[2:]}", RECEIVE_ACCESS)
+        while not stop.is_set():
+            uow = rng.randbytes(16)
+            received = []
+            for request_id in range(1, rng.randint(1, 4)):
+                read = client.read(handle, request_id=request_id, timeout=rng.choice((0, 50)), transaction=uow)
+                if read.status == 0:
+                    received.append(read.sequence_id & SEQ_MASK)
+            if not received:
+                continue
+            commit = rng.random() < 0.6
+            if commit:
+                with ledger.lock:
+                    ledger.maybe_gone.update(received)
+            status, _ = admin.json("POST", f"/v1/transactions/{uow.hex()}/{'commit' if commit else 'abort'}", None)
+            if commit and status == 200:
+                with ledger.lock:
+                    ledger.gone.update(received)
+                    ledger.recoverable.difference_update(received)
+                    ledger.express.difference_update(received)
+            with ledger.lock:
+                ledger.count("transaction commit" if commit else "transaction abort")
+    except Exception:                           # noqa: BLE001 - the server died under us: expected
+        return
+    finally:
+        if client is not None:
+            client.disconnect()
+        admin.close()
+
+
 def _verify(server, ledger: Ledger) -> list[str]:
     """The invariants after a restart; also folds what was ambiguous back into the ledger."""
     admin = Admin(server.admin)
     try:
-        data = admin.ok("GET", f"/v1/queues/{Admin.q(QUEUE)}/messages?limit=1000000&body=1")
+        messages = [m for queue in (QUEUE, XQUEUE)
+                    for m in admin.ok("GET", f"/v1/queues/{Admin.q(queue)}/messages?limit=1000000&body=1")["messages"]]
     finally:
         admin.close()
+    data = {"messages": messages}
     seqs = [m["lookup_id"] & SEQ_MASK for m in data["messages"]]
     present = set(seqs)
     bodies = [m.get("body_text") for m in data["messages"]]
@@ -160,6 +207,7 @@ def run(r: Run) -> None:
     start = time.monotonic()
     server = r.server("crash", data_dir=data_dir).start()
     Admin(server.admin).ok("POST", "/v1/queues", {"pathname": QUEUE})
+    Admin(server.admin).ok("POST", "/v1/queues", {"pathname": XQUEUE, "transactional": True})
     done = 0
     for i in range(rounds):
         stop = threading.Event()
@@ -167,6 +215,7 @@ def run(r: Run) -> None:
                    for _ in range(2)]
         threads += [threading.Thread(target=_receiver, args=(server, ledger, stop, random.Random(rng.random())))
                     for _ in range(2)]
+        threads.append(threading.Thread(target=_transactions, args=(server, ledger, stop, random.Random(rng.random()))))
         for t in threads:
             t.start()
         time.sleep(rng.uniform(0.05, 1.2))
