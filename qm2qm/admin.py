@@ -18,7 +18,6 @@ from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm import status as st
 from shared_adm.status import status_name
 from qm2qm.web import register as register_web_view
-from shared_adm.enums import QueueType
 from shared_adm.queue_manager import CursorLimitReached
 from shared_adm.store.base import StoreError
 
@@ -431,7 +430,7 @@ class AdminApi:
         """POST /v1/queues/{name}/messages: Enqueue Message (MS-MQDMPR 3.1.7.1.9), ``count`` copies."""
         body = await _body(request)
         queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
-        if self.backend.is_machine_queue(queue):
+        if self.qm.is_machine_queue(queue):
             raise AdminError(403, "system_queue", f"'{self.backend.pathname(queue)}' takes no sends: the queue "
                                                   "manager puts messages there (Open Queue refuses SendAccess to a "
                                                   "computer journal or dead-letter queue)")
@@ -582,14 +581,9 @@ class Backend:
         queues, its MachineQueuePath: DIRECT=OS:Computer\\system$;DEADLETTER)."""
         return f"DIRECT=OS:{self.pathname(queue)}"
 
-    def is_machine_queue(self, queue) -> bool:
-        """The computer journal or a dead-letter queue (MS-MQMQ 2.1.2 MachineQueuePath): read only."""
-        qm = self.qm
-        return any(queue is q for q in (qm.system_journal_queue, qm.system_deadletter_queue,
-                                        qm.system_transactional_deadletter_queue))
-
     def find_queue(self, name: str):
-        """By path name (Computer may be '.'), by 'private$\\Name' / 'Name' alone, or by queue GUID."""
+        """By path name (Computer may be '.'), by 'private$\\Name' / 'Name' alone, by queue GUID, or by a machine
+        queue's path name (Computer\\system$;deadletter)."""
         if "\\" not in name or name.lower().startswith("private$\\"):
             name = ".\\" + name
         queue = self.qm.queue_by_pathname(name)
@@ -597,18 +591,8 @@ class Backend:
             try:
                 queue = self.qm.queue_collection.get(uuid.UUID(name.split("\\")[-1]))
             except ValueError:
-                queue = self._system_queue(name)
+                queue = self.qm.machine_queue_by_pathname(name)
         return queue
-
-    def _system_queue(self, name: str):
-        """A system queue that Open Queue finds only by its format name (dead-letter, journal) named as the queue
-        list shows it: Computer\\system$;deadletter ('.' for this computer), case-insensitive."""
-        computer, _, path = name.partition("\\")
-        if computer.lower() not in (".", self.qm.computer_name.lower()):
-            return None
-        path = path.lower()
-        return next((q for q in self.qm.queue_collection.values()
-                     if q.queue_type is QueueType.SYSTEM and q.pathname.lower() == path), None)
 
     # queues ------------------------------------------------------------------------------------------------
     def queues(self) -> list:

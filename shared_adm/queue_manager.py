@@ -48,6 +48,9 @@ U64 = (1 << 64) - 1
 RESERVED_PRIVATE_QUEUES = {1: "admin_queue$", 2: "order_queue$", 3: "notify_queue$"}
 FIRST_USER_PRIVATE_QUEUE_NUMBER = 4
 SYSTEM_QUEUE_PATHS = {"journal": "system$;journal", "deadletter": "system$;deadletter", "deadxact": "system$;deadxact"}
+# The same roles (a MachineQueuePath's suffix, MS-MQMQ 2.1.2) -> the QueueManager attribute holding that queue
+MACHINE_QUEUE_ATTRIBUTES = {"journal": "system_journal_queue", "deadletter": "system_deadletter_queue",
+                            "deadxact": "system_transactional_deadletter_queue"}
 DEFAULT_QUEUE_MANAGER_QUOTA_KB = 0x00100000      # 3.1.1.1 says bytes; Windows' MachineQuota is KB (DEFECTS.md extra)
 _MAX_HANDLE = 0xFFFFFFFF
 FREEZE_AFTER_LOADING = 100_000      # messages loaded at start-up from which they are gc-frozen (initialize)
@@ -246,8 +249,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             queue = by_path.get(path)
             if queue is None:
                 queue = self._new_queue(path, QueueType.SYSTEM, {"transactional": role == "deadxact"})
-            setattr(self, {"journal": "system_journal_queue", "deadletter": "system_deadletter_queue",
-                           "deadxact": "system_transactional_deadletter_queue"}[role], queue)
+            setattr(self, MACHINE_QUEUE_ATTRIBUTES[role], queue)
         for number, name in RESERVED_PRIVATE_QUEUES.items():
             if number not in self._by_number:
                 self._new_queue("private$\\" + name, QueueType.SYSTEM, {"private_queue_number": number})
@@ -458,8 +460,20 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
 
     def _machine_queue(self, suffix: str) -> Queue | None:
         """The computer journal, dead-letter or transactional dead-letter queue (MS-MQMQ 2.1.2, 2.1.5), by suffix."""
-        return {"journal": self.system_journal_queue, "deadletter": self.system_deadletter_queue,
-                "deadxact": self.system_transactional_deadletter_queue}.get(suffix)
+        attribute = MACHINE_QUEUE_ATTRIBUTES.get(suffix)
+        return getattr(self, attribute) if attribute is not None else None
+
+    def machine_queue_by_pathname(self, pathname: str) -> Queue | None:
+        """The computer journal or a dead-letter queue by its path name, Computer\\system$;deadletter (MS-MQMQ 2.1.1;
+        Open Queue reaches them by format name only, so queue_by_pathname does not), or None."""
+        host, _, path = pathname.partition("\\")
+        path = path.lower()
+        role = next((role for role, system_path in SYSTEM_QUEUE_PATHS.items() if system_path == path), None)
+        return self._machine_queue(role) if role is not None and self._is_local_host(host) else None
+
+    def is_machine_queue(self, queue: Queue) -> bool:
+        """The computer journal or a dead-letter queue (MS-MQMQ 2.1.2 MachineQueuePath): read only."""
+        return any(queue is getattr(self, attribute) for attribute in MACHINE_QUEUE_ATTRIBUTES.values())
 
     def _names_this_queue_manager(self, name: FormatName) -> bool:
         if name.kind == "direct":

@@ -7,6 +7,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from qm2qm.mqrr.client import MqrrClient
+from qm2qm.mqrr.constants import RECEIVE_ACCESS
 from soak import qm2qm_calls as q
 from soak import wire
 from soak.admin import Admin
@@ -121,8 +123,6 @@ def _receiver(server, ledger: Ledger, stop: threading.Event, rng: random.Random)
 def _transactions(server, ledger: Ledger, stop: threading.Event, rng: random.Random) -> None:
     """MS-MQRR transactional receives on XQUEUE, then the outcome through the admin API (this server has no DTC): a
     commit, once answered, must have deleted its messages durably; an abort, or none, leaves them to come back."""
-    from qm2qm.mqrr.client import MqrrClient
-    from qm2qm.mqrr.constants import RECEIVE_ACCESS
     admin = Admin(server.admin, timeout=5)
     client = None
     try:
