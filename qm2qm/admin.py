@@ -155,6 +155,19 @@ MESSAGE_FIELDS = {
     "journal", "dead_letter", "extension_base64", "trace", "count",
 }
 MAX_COUNT = 100_000
+
+
+def _position(queue, text: str):
+    """The MessagePosition of ``queue`` whose LookupIdentifier is ``text`` (a URL segment), or a 400/404 AdminError;
+    found by LookupIdentifier, not by unpacking the queue up to it."""
+    try:
+        lookup_id = int(text, 0)
+    except ValueError:
+        raise AdminError(400, "bad_value", f"lookup_id: {text!r} is not a number") from None
+    position = queue.message_position_list.get(lookup_id) if 0 <= lookup_id < 1 << 64 else None
+    if position is None:
+        raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
+    return position
 # Listing unpacks every message on the loop thread; a bound keeps one request from stalling the RPC listener.
 DEFAULT_LIST_LIMIT = 1000
 
@@ -369,6 +382,7 @@ class AdminApi:
         r.add_get("/v1/queues/{name}/messages", self.list_messages)
         r.add_post("/v1/queues/{name}/messages", self.send_message)
         r.add_get("/v1/queues/{name}/messages/{lookup_id}", self.show_message)
+        r.add_post("/v1/queues/{name}/messages/{lookup_id}/move", self.move_message)
         r.add_post("/v1/queues/{name}/open", self.open_queue)
         r.add_get("/v1/handles", self.list_handles)
         r.add_delete("/v1/handles/{handle}", self.close_handle)
@@ -434,6 +448,9 @@ class AdminApi:
             raise AdminError(403, "system_queue", f"'{self.backend.pathname(queue)}' takes no sends: the queue "
                                                   "manager puts messages there (Open Queue refuses SendAccess to a "
                                                   "computer journal or dead-letter queue)")
+        if queue.parent_queue is not None:
+            raise AdminError(403, "subqueue", f"'{self.backend.pathname(queue)}' is a subqueue: it takes no sends, "
+                                              "messages reach it only by a move (POST …/messages/{lookup_id}/move)")
         count = _int(body, "count", 1, MAX_COUNT, 1)
         message = message_from_request(body)
         self.backend.prepare(queue, message)
@@ -455,18 +472,23 @@ class AdminApi:
 
     async def show_message(self, request: web.Request) -> web.Response:
         """GET /v1/queues/{name}/messages/{lookup_id}: one message, body included."""
-        queue = self._queue(request)
-        text = request.match_info["lookup_id"]
-        try:
-            lookup_id = int(text, 0)
-        except ValueError:
-            raise AdminError(400, "bad_value", f"lookup_id: {text!r} is not a number") from None
-        position = queue.message_position_list.get(lookup_id) if 0 <= lookup_id < 1 << 64 else None
-        if position is None:        # found by LookupIdentifier, not by unpacking the queue up to it
-            raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
+        position = _position(self._queue(request), request.match_info["lookup_id"])
         message = position.message
-        message.lookup_identifier = lookup_id
+        message.lookup_identifier = position.lookup_identifier
         return _json(message_view(message, position.state.value, with_body=True))
+
+    async def move_message(self, request: web.Request) -> web.Response:
+        """POST /v1/queues/{name}/messages/{lookup_id}/move {"to": subqueue name, or "" for the queue itself}: Move
+        Message (MS-MQDMPR 3.1.7.1.16) within a queue's family, as MS-MQRR R_MoveMessage (3.1.4.10) does."""
+        body = await _body(request)
+        queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
+        _reject_unknown(body, {"to"})
+        to = _str(body, "to", "", max_len=64)
+        position = _position(queue, request.match_info["lookup_id"])
+        target = self.backend.move(position, to)
+        await self.qm.durable()
+        return _json({"moved": position.lookup_identifier, "from": self.backend.pathname(queue),
+                      "to": self.backend.pathname(target)})
 
     async def open_queue(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2), without its access check: the
@@ -495,6 +517,9 @@ class AdminApi:
         body = await _body(request)
         queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
         _reject_unknown(body, {"grant", "revoke", "principal"})
+        if queue.parent_queue is not None:
+            raise AdminError(400, "subqueue", f"'{self.backend.pathname(queue)}' is a subqueue: it has its queue's "
+                                              f"permissions; change those of '{self.backend.pathname(queue.parent_queue)}'")
         if ("grant" in body) == ("revoke" in body):
             raise AdminError(400, "bad_value", "give exactly one of grant or revoke (receive, peek or delete)")
         verb = "grant" if "grant" in body else "revoke"
@@ -618,6 +643,9 @@ class Backend:
             "private_queue_number": queue.private_queue_number or None,
             "create_time": queue.create_time,
             "open_handles": len(queue.open_queue_descriptor_collection),
+            **({"parent": self.pathname(queue.parent_queue)} if queue.parent_queue is not None else
+               {"subqueues": [{"name": sub.subqueue_name, "messages": len(sub.message_position_list)}
+                              for sub in queue.subqueue_collection]}),
         }
 
     def create_queue(self, spec: dict):
@@ -645,6 +673,10 @@ class Backend:
         from shared_adm.enums import QueueType
         if queue.queue_type is QueueType.SYSTEM:
             raise AdminError(403, "system_queue", f"'{self.pathname(queue)}' is a system queue and cannot be deleted")
+        if queue.parent_queue is not None:
+            raise AdminError(409, "subqueue", f"'{self.pathname(queue)}' is a subqueue: it goes by itself once it "
+                                              "holds no message and no handle (as in MSMQ); receive or move its "
+                                              "messages, or delete its queue")
         if self.directory is not None and queue.queue_type is QueueType.PUBLIC:
             from shared_adm.directory import delete_public_queue
             status = delete_public_queue(self.qm, self.directory, queue)
@@ -662,6 +694,32 @@ class Backend:
             message.lookup_identifier = position.lookup_identifier
             out.append((message, position.state.value))
         return out
+
+    def move(self, position, to: str):
+        """Move Message (MS-MQDMPR 3.1.7.1.16) of an Available message to the subqueue ``to`` of its queue (created
+        as an Open Queue would) or, with ``to`` "", to the queue itself; the target queue is returned."""
+        from shared_adm import status as st
+        from shared_adm.enums import PositionState
+        from shared_adm.format_name import SUBQUEUE_NAME
+        source = position.queue
+        family = source.parent_queue or source
+        if to and not SUBQUEUE_NAME.fullmatch(to):
+            raise AdminError(400, "bad_value", f"to: {to!r} is no subqueue name (1 to 32 of the characters MS-MQMQ "
+                                               "2.1.1 allows: no space, '\"', '+', ',', ';' or '\\')")
+        if position.state is not PositionState.AVAILABLE:
+            raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
+                                                    f"{position.state.value}: a read or a transaction holds it")
+        target = self.qm.subqueue(family, to, create=True) if to else family
+        if target is None:
+            raise AdminError(400, "no_subqueues", f"'{self.pathname(family)}' has no subqueues (a system queue)")
+        if target is source:
+            raise AdminError(400, "bad_value", f"lookup_id {position.lookup_identifier} is in "
+                                               f"'{self.pathname(source)}' already")
+        status = self.qm.move_message(position, target)
+        self.qm.drop_subqueue_if_idle(target)       # only if the move failed and made it for nothing
+        if status != st.MQ_OK:
+            raise mq_error(status, f"Move Message failed: {status_name(status)}")
+        return target
 
     def prepare(self, queue, message: Message) -> None:
         """Set what the sending queue manager sets, then prove the message serializes to a UserMessage packet

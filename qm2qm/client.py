@@ -332,6 +332,10 @@ class AdminClient:
         """GET /v1/queues/{pathname}/messages/{id}."""
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}")
 
+    def move_message(self, pathname: str, lookup_id: int, to: str = "") -> dict:
+        """POST /v1/queues/{pathname}/messages/{id}/move: to the subqueue ``to`` of its queue, or "" the queue."""
+        return self.request("POST", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}/move", {"to": to})
+
     def open_queue(self, pathname: str, *, access: str = "receive", share_mode: str = "deny-none") -> dict:
         """POST /v1/queues/{pathname}/open: hRemoteQueue / dwQueue for a remote read."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/open",

@@ -45,7 +45,7 @@ class ExpiryEvents:
         now = self.scheduler.now_ms()
         while self._ttbr_heap and self._ttbr_heap[0][0] <= now:
             _, lookup_id, queue_id = heapq.heappop(self._ttbr_heap)
-            queue = self.queue_collection.get(queue_id)
+            queue = self.queue_by_identifier(queue_id)
             position = queue.message_position_list.get(lookup_id) if queue is not None else None
             if position is not None:
                 self.time_to_be_received_timer_expired(position)

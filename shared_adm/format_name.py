@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 _GUID = r"\{?[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\}?"
 _SUFFIXES = {"journal", "deadletter", "deadxact"}
+# MS-MQMQ 2.1.1 (MSMQ 4.0 and later): Subqueue = 1*32(%x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7f)
+SUBQUEUE_NAME = re.compile(r"[\x21\x23-\x2A\x2D-\x3A\x3C-\x5B\x5D-\x7F]{1,32}")
 MAX_FORMAT_NAME_LENGTH = 380 * 4   # MQ_MAX_Q_NAME_LEN (124) per element, generously bounded for multi-element names
 
 
@@ -25,6 +27,7 @@ class FormatName:
     guid: uuid.UUID | None = None
     number: int = 0             # private: QueueNumber
     suffix: str = ""            # ";journal" | ";deadletter" | ";deadxact" (lower case, no ';') or subqueue name
+    subqueue: str = ""          # direct: the Subqueue of "QueueName;Subqueue" as written (MS-MQMQ 2.1.1)
     elements: tuple["FormatName", ...] = ()
 
     @property
@@ -46,6 +49,11 @@ def _split_suffix(text: str) -> tuple[str, str]:
     return text, ""
 
 
+def _is_subqueue_suffix(suffix: str) -> bool:
+    """A suffix that names a subqueue: none of the reserved three, and of the Subqueue ABNF (MS-MQMQ 2.1.1)."""
+    return suffix not in _SUFFIXES and SUBQUEUE_NAME.fullmatch(suffix) is not None
+
+
 def parse(text: object) -> FormatName:
     """Parse a format name (MS-MQMQ 2.1.1–2.1.7); anything not understood is kind "illegal"."""
     if not isinstance(text, str) or not text or len(text) > MAX_FORMAT_NAME_LENGTH or "\x00" in text:
@@ -65,12 +73,14 @@ def parse(text: object) -> FormatName:
     if key == "PRIVATE":
         guid_text, _, number = value.partition("\\")
         guid = _guid(guid_text)
-        if guid is None or not re.fullmatch(r"[0-9A-Fa-f]{1,8}", number):
+        if guid is None or not re.fullmatch(r"[0-9A-Fa-f]{1,8}", number) or suffix not in _SUFFIXES | {""}:
             return FormatName("illegal", text)
         return FormatName("private", text, guid=guid, number=int(number, 16), suffix=suffix)
     if key == "PUBLIC":
         guid = _guid(value)
-        return FormatName("public", text, guid=guid, suffix=suffix) if guid else FormatName("illegal", text)
+        if guid is None or suffix not in _SUFFIXES | {""}:     # a subqueue has a direct format name only
+            return FormatName("illegal", text)
+        return FormatName("public", text, guid=guid, suffix=suffix)
     if key == "MACHINE":
         guid = _guid(value)
         if guid is None or suffix not in _SUFFIXES:
@@ -98,11 +108,17 @@ def _parse_direct(text: str, value: str) -> FormatName:
         return FormatName("direct", text, protocol=protocol, host=host, path=path, suffix=suffix)
     if protocol not in ("OS", "TCP", "IPX", "SPX"):
         return FormatName("illegal", text)
+    written_suffix = address.partition(";")[2]
     address, suffix = _split_suffix(address)
     host, _, path = address.partition("\\")
     if not host or not path or path.endswith("\\") or path.lower() == "private$":
         return FormatName("illegal", text)
-    return FormatName("direct", text, protocol=protocol, host=host, path=path, suffix=suffix)
+    subqueue = ""
+    if suffix and path.lower() != "system$":
+        if not _is_subqueue_suffix(suffix) and suffix != "journal":
+            return FormatName("illegal", text)
+        subqueue = written_suffix if suffix != "journal" else ""
+    return FormatName("direct", text, protocol=protocol, host=host, path=path, suffix=suffix, subqueue=subqueue)
 
 
 def pathname_key(pathname: str) -> tuple[str, str] | None:

@@ -245,6 +245,8 @@ class Queue:
     queue_manager: object = None
     open_queue_descriptor_collection: list = field(default_factory=list)
     subqueue_collection: list = field(default_factory=list)
+    # The inverse of SubqueueCollection: the queue a subqueue belongs to (None for a queue)
+    parent_queue: "Queue | None" = None
 
     def __post_init__(self) -> None:
         self.message_position_list = MessagePositionList(self)
@@ -254,6 +256,11 @@ class Queue:
     def positions(self) -> MessagePositionList:
         """Short alias of MessagePositionList."""
         return self.message_position_list
+
+    @property
+    def subqueue_name(self) -> str:
+        """The Subqueue part of a subqueue's pathname (MS-MQMQ 2.1.1), or "" for a queue."""
+        return self.pathname.partition(";")[2] if self.parent_queue is not None else ""
 
     @property
     def active(self) -> bool:

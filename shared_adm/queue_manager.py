@@ -37,10 +37,11 @@ from shared_adm.enums import (MessageClass, OperationType, PositionState, QueueA
 from shared_adm.events_expiry import ExpiryEvents
 from shared_adm.events_read import ReadEvents
 from shared_adm.events_transaction import TransactionEvents
-from shared_adm.format_name import FormatName, parse, pathname_key
+from shared_adm.format_name import SUBQUEUE_NAME, FormatName, parse, pathname_key
 from shared_adm.message import Message
 from shared_adm.queue import MessagePosition, Queue
 from shared_adm.store.base import MemoryStore, PackedStoredMessage, Snapshot, Store, StoredQueue, StoreError
+from shared_adm.subqueues import SubqueueEvents
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
@@ -99,7 +100,7 @@ class CursorLimitReached(Exception):
         self.status = st.MQ_ERROR_INSUFFICIENT_RESOURCES
 
 
-class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
+class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
     """QueueManager (3.1.1.1): the LocalQueueManager with its QueueCollection and events."""
 
     def __init__(self, store: Store | None = None, scheduler: Scheduler | None = None,
@@ -119,6 +120,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self.max_cursors = DEFAULT_MAX_CURSORS              # Open Cursor past it: CursorLimitReached
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
+        self._subqueues: dict[uuid.UUID, Queue] = {}       # every queue's SubqueueCollection, by Identifier
         self.transaction_collection: dict[bytes, object] = {}
         self.system_deadletter_queue: Queue | None = None
         self.system_transactional_deadletter_queue: Queue | None = None
@@ -154,6 +156,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 close = getattr(snapshot.messages, "close", None)
                 if close is not None:
                     close()
+        self._drop_idle_subqueues()
         self._create_system_queues()
         self.queue_manager_state = "Ready"
 
@@ -171,15 +174,23 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             self.identifier = uuid.uuid4()
         if snapshot.queue_manager_identifier != str(self.identifier):
             self.store.set_queue_manager_identifier(str(self.identifier))
+        subqueues = []
         for stored in snapshot.queues:
             try:
                 queue = Queue.from_attributes(stored.identifier, stored.attributes)
             except ValueError as exc:
                 raise StoreError(f"{where}: corrupt attributes of queue {stored.identifier!r:.60}: {exc}") from None
+            if ";" in queue.pathname and queue.queue_type is not QueueType.SYSTEM:     # "Queue;Subqueue"
+                if not SUBQUEUE_NAME.fullmatch(queue.pathname.partition(";")[2]):
+                    raise StoreError(f"{where}: corrupt queue {stored.identifier!r:.60}: {queue.pathname!r:.60} is "
+                                     "no subqueue path name")
+                subqueues.append((stored.identifier, queue))
+                continue
             same = self._same_name_or_number(queue)
             if same is not None:
                 raise StoreError(f"{where}: corrupt queue {stored.identifier!r:.60}: {same}")
             self._register_queue(queue)
+        self._load_subqueues(subqueues, where)
         batches = snapshot.messages if packed else _packed_batches(snapshot.messages)
         self.sequential_id = self._load_messages(batches, snapshot.sequential_id)
         self._start_late_ttbr_timers(snapshot.expiring)
@@ -206,7 +217,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             for key, lookup, state, packed, expires, _ in batch:
                 queue = queues_by_key.get(key, self)
                 if queue is self:
-                    queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
+                    queue = queues_by_key[key] = self.queue_by_identifier(uuid.UUID(key))
                 if lookup & LOW_7_BYTES > highest:
                     highest = lookup & LOW_7_BYTES
                 if queue is None or state == purge_pending_name:
@@ -231,7 +242,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         for key, lookup in expiring:
             queue = queues_by_key.get(key, self)
             if queue is self:
-                queue = queues_by_key[key] = self.queue_collection.get(uuid.UUID(key))
+                queue = queues_by_key[key] = self.queue_by_identifier(uuid.UUID(key))
             position = queue.message_position_list.get(lookup) if queue is not None else None
             if position is not None:
                 self._start_ttbr_timer(queue, unpack(position.packed))
@@ -268,9 +279,14 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         return self._cursors.get(handle) if isinstance(handle, int) else None
 
     def queue_by_pathname(self, pathname: str) -> Queue | None:
-        """The local Queue with this pathname (MS-MQMQ 2.1.1), or None."""
+        """The local Queue with this pathname (MS-MQMQ 2.1.1), or the existing subqueue of a "QueueName;Subqueue"
+        one, or None."""
+        pathname, _, subqueue = pathname.partition(";")
         key = pathname_key(pathname)
-        return self._by_path.get(key[1]) if key and self._is_local_host(key[0]) else None
+        queue = self._by_path.get(key[1]) if key and self._is_local_host(key[0]) else None
+        if queue is None or not subqueue:
+            return queue
+        return self.subqueue(queue, subqueue)
 
     def _new_handle(self, in_use) -> int:
         # Random, not sequential: a remote reader holding one handle must not guess another's (MS-MQQP 5.1).
@@ -338,6 +354,16 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         """Delete Queue (3.1.7.1.4): messages deleted (NackQueueDeleted), descriptors lose their queue, waiters end."""
         if self.queue_collection.get(queue.identifier) is not queue:
             return st.MQ_ERROR_QUEUE_NOT_FOUND
+        self._delete_subqueues(queue, self._delete_contents)
+        self._delete_contents(queue)
+        del self.queue_collection[queue.identifier]
+        self._by_path.pop(queue.pathname.lower(), None)
+        self._by_number.pop(queue.private_queue_number, None)
+        self.store.delete_queue(queue.store_identifier)
+        return st.MQ_OK
+
+    def _delete_contents(self, queue: Queue) -> None:
+        """Delete Queue's (3.1.7.1.4) part for one queue or subqueue: its messages, then its descriptors' waiters."""
         for position in list(queue.message_position_list):
             self.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_DELETED)
         for desc in list(queue.open_queue_descriptor_collection):
@@ -345,11 +371,6 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
                 self._stop_waiting(op, st.MQ_ERROR_QUEUE_DELETED)
             desc.locked_positions.clear()
             desc.queue_reference = None
-        del self.queue_collection[queue.identifier]
-        self._by_path.pop(queue.pathname.lower(), None)
-        self._by_number.pop(queue.private_queue_number, None)
-        self.store.delete_queue(queue.store_identifier)
-        return st.MQ_OK
 
     # ------------------------------------------------------------------ 3.1.7.1.5 Open Queue
     def open_queue(self, format_name: str, required_access: QueueAccessType, shared_mode: QueueShareMode,
@@ -383,8 +404,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             return st.MQ_OK, parent
         if name.kind == "direct" and name.protocol in ("HTTP", "HTTPS") and not send:
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
-        if send and (name.kind == "machine" or name.kind == "direct" and name.path.lower() == "system$"):
-            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
+        if send and (name.kind == "machine" or name.kind == "direct" and (name.path.lower() == "system$"
+                                                                          or name.subqueue)):
+            return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None     # messages reach a subqueue by moves only
         if name.kind == "multicast" and not send:
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
         queue_obj = self._find_queue(name)
@@ -396,7 +418,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             return st.MQ_ERROR_ACCESS_DENIED, None      # internal queues are never remote-readable (MS-MQCN 3.2.3)
         status = self._share_mode_check(queue_obj, required_access, shared_mode)
         if status != st.MQ_OK:
-            return status, None
+            return status, None         # (a subqueue refused here has the descriptor that refused it: it stays)
         desc = self._new_descriptor(required_access, shared_mode, queue_obj, format_name, False, remote_read_state)
         queue_obj.open_queue_descriptor_collection.append(desc)
         return st.MQ_OK, desc
@@ -456,6 +478,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             return self._machine_queue(name.suffix)
         if queue is None or not name.suffix:
             return queue
+        if name.subqueue:           # the first Open Queue naming a subqueue creates it (subqueues.py)
+            return self.subqueue(queue, name.subqueue, create=True)
         return queue.journal_queue_reference if name.suffix == "journal" else None
 
     def _machine_queue(self, suffix: str) -> Queue | None:
@@ -502,6 +526,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         for position in list(descriptor.locked_positions.values()):
             self._end_two_phase(descriptor, position, delete_message=False)
         queue.open_queue_descriptor_collection.remove(descriptor)
+        if queue.parent_queue is not None:
+            self.drop_subqueue_if_idle(queue)
         return st.MQ_OK
 
     def open_cursor(self, descriptor: OpenQueueDescriptor) -> Cursor | None:
@@ -564,7 +590,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         if self.throttled or size_kb > self.queue_manager_quota:
             self.sequential_id = before
             return 2
-        if (queue.total_bytes + len(blob) + 1023) // 1024 > queue.quota:
+        family_bytes = queue.total_bytes
+        if queue.subqueue_collection:       # moves between a queue and its subqueues leave its quota as it was
+            family_bytes += sum(subqueue.total_bytes for subqueue in queue.subqueue_collection)
+        if (family_bytes + len(blob) + 1023) // 1024 > queue.quota:
             self.sequential_id = before
             return 1
         position = MessagePosition(queue, message.lookup_identifier, PositionState.LOCKED, blob)
@@ -585,8 +614,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
     def move_message(self, message_position: MessagePosition, target_queue: Queue, transaction=None) -> int:
         """Move Message (3.1.7.1.16): same Message, new position in the target queue (Locked + op in a transaction)."""
         source = message_position.queue
-        if message_position not in source.message_position_list or self.queue_collection.get(
-                target_queue.identifier) is not target_queue:
+        if message_position not in source.message_position_list or not self.is_live_queue(target_queue):
             return st.MQ_ERROR_MESSAGE_NOT_FOUND
         if transaction is not None:
             if target_queue.queue_type is QueueType.SYSTEM:
@@ -600,6 +628,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
 
     def _move_now(self, position: MessagePosition, target: Queue) -> MessagePosition:
         source = position.queue
+        if target is source:        # a move within one queue (R_MoveMessage between two handles of a subqueue)
+            self._make_available(source, position, record=True)
+            return position
         self._remove(source, position, PositionState.DELETED)
         moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
         target.message_position_list.insert(moved)
@@ -610,6 +641,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
             target.message_position_list.set_state(moved, PositionState.AVAILABLE)
             self._add_bytes(target, moved, +1)
         else:
+            self._start_ttbr_timer(target, unpack(moved.packed))     # the source's timer no longer finds it
             self._make_available(target, moved, record=False)
         return moved
 
@@ -629,6 +661,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents):
         self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
         if record and recoverable(position.packed):
             self.store.delete_message(queue.store_identifier, position.lookup_identifier)
+        if queue.parent_queue is not None:
+            self.drop_subqueue_if_idle(queue)
 
     def message_position_available(self, queue: Queue, position: MessagePosition) -> None:
         """Message Position Available (3.1.7.2.2): State Available, then waiting readers are offered it (#7, #13)."""

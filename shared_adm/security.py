@@ -170,7 +170,9 @@ def rights_names(mask: int) -> list[str]:
 
 
 def queue_security(queue: Any) -> QueueSecurity:
-    """The queue's security (its Security attribute parsed), or the default one when it has none."""
+    """The queue's security (its Security attribute parsed), or the default one when it has none; a subqueue has
+    its queue's."""
+    queue = getattr(queue, "parent_queue", None) or queue
     if not queue.security:
         return QueueSecurity.default()
     return QueueSecurity.from_bytes(queue.security)

@@ -1,4 +1,4 @@
-"""`qm2qm send`, `messages`, `message`: put and inspect messages over the admin API."""
+"""`qm2qm send`, `messages`, `message`, `move`: put, inspect and move messages over the admin API."""
 from __future__ import annotations
 
 import base64
@@ -11,7 +11,6 @@ from qm2qm.cli._common import (MESSAGE_COLUMNS, _admin,
 
 ACK_CHOICES = ["pos-arrival", "pos-receive", "neg-arrival", "neg-receive", "nack-reach-queue", "full-reach-queue",
                "nack-receive", "full-receive"]
-
 
 
 @main.command()
@@ -83,3 +82,15 @@ def message(pathname, lookup_id, admin_url, as_json) -> None:
     """Show one message of PATHNAME by lookup id, body included."""
     data = _call_admin(lambda: _admin(admin_url).show_message(pathname, lookup_id))
     _emit(data, as_json, _kv)
+
+
+@main.command()
+@click.argument("pathname")
+@click.argument("lookup_id", type=int)
+@click.argument("subqueue", required=False, default="")
+@admin_options
+def move(pathname, lookup_id, subqueue, admin_url, as_json) -> None:
+    """Move message LOOKUP_ID of PATHNAME to SUBQUEUE of its queue, or without SUBQUEUE back to the queue itself
+    (MS-MQDMPR 3.1.7.1.16 Move Message; e.g. `move .\\private$\\orders;poison 72057594037927937` to retry)."""
+    data = _call_admin(lambda: _admin(admin_url).move_message(pathname, lookup_id, subqueue))
+    _emit(data, as_json, lambda d: click.echo(f"moved lookup_id={d['moved']} from {d['from']} to {d['to']}"))

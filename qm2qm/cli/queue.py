@@ -44,9 +44,19 @@ def queue_delete(pathname, admin_url, as_json) -> None:
 @queue.command("list")
 @admin_options
 def queue_list(admin_url, as_json) -> None:
-    """List every queue."""
+    """List every queue, each followed by its subqueues."""
     data = _call_admin(lambda: _admin(admin_url).list_queues())
-    _emit(data, as_json, lambda d: _table(d, QUEUE_COLUMNS))
+    _emit(data, as_json, lambda d: _table(_with_subqueue_rows(d), QUEUE_COLUMNS))
+
+
+def _with_subqueue_rows(queues: list[dict]) -> list[dict]:
+    """The queue rows, each followed by one row per subqueue (a queue's view lists them in "subqueues")."""
+    rows = []
+    for view in queues:
+        rows.append(view)
+        rows.extend({"pathname": f"{view['pathname']};{sub['name']}", "type": "subqueue",
+                     "messages": sub["messages"]} for sub in view.get("subqueues", ()))
+    return rows
 
 
 @queue.command("show")

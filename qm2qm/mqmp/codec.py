@@ -95,7 +95,7 @@ _SUFFIX_TEXT = {c.QUEUE_SUFFIX_TYPE_NONE: "", c.QUEUE_SUFFIX_TYPE_JOURNAL: ";JOU
 # MS-MQMQ 2.2.11: which suffixes each QUEUE_FORMAT_TYPE may carry
 _ALLOWED_SUFFIXES = {
     c.QUEUE_FORMAT_TYPE_PUBLIC: {0, 1}, c.QUEUE_FORMAT_TYPE_PRIVATE: {0, 1}, c.QUEUE_FORMAT_TYPE_DIRECT: {0, 1, 2, 3},
-    c.QUEUE_FORMAT_TYPE_MACHINE: {1, 2, 3}, c.QUEUE_FORMAT_TYPE_SUBQUEUE: {5},
+    c.QUEUE_FORMAT_TYPE_MACHINE: {1, 2, 3}, c.QUEUE_FORMAT_TYPE_SUBQUEUE: {0, 5},
 }
 
 
@@ -182,6 +182,12 @@ def fill_queue_format(qf: Any, name: str) -> None:
     """The inverse of format_name for a client: PUBLIC=, PRIVATE=, DIRECT= (with ;JOURNAL etc.) → QUEUE_FORMAT."""
     from shared_adm.format_name import parse
     parsed = parse(name)
+    if parsed.subqueue:         # "DIRECT=…\\Queue;Subqueue": QUEUE_FORMAT_TYPE_SUBQUEUE, SUFFIX_TYPE_SUBQUEUE, Flags 0
+        qf["m_qft"] = qf["u"]["tag"] = c.QUEUE_FORMAT_TYPE_SUBQUEUE
+        qf["m_SuffixAndFlags"] = c.QUEUE_SUFFIX_TYPE_SUBQUEUE
+        qf["m_reserved"] = 0
+        qf["u"]["m_pDirectSubqueueID"] = name.split("=", 1)[1] + "\x00"
+        return
     suffix = {"": 0, "journal": 1, "deadletter": 2, "deadxact": 3}.get(parsed.suffix)
     if parsed.kind not in ("public", "private", "direct", "machine") or suffix is None:
         raise ValueError(f"{name!r} is not a format name a remote read can open (PUBLIC=, PRIVATE=, DIRECT=)")

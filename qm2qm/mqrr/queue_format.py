@@ -11,6 +11,7 @@ QUEUE_FORMAT_TYPE_MACHINE = 4
 QUEUE_FORMAT_TYPE_SUBQUEUE = 8
 # m_SuffixAndFlags, Suffix Type subfield (MS-MQMQ 2.2.7)
 _SUFFIXES = {0: "", 1: ";JOURNAL", 2: ";DEADLETTER", 3: ";DEADXACT"}
+QUEUE_SUFFIX_TYPE_SUBQUEUE = 5      # with m_qft QUEUE_FORMAT_TYPE_SUBQUEUE only; the name is in m_pDirectSubqueueID
 
 
 def _guid_bytes(value: Any) -> bytes:
@@ -47,6 +48,9 @@ def format_name(queue_format: Any) -> str | None:
 def format_name_of(qft: int, flags: int, value: Any) -> str | None:
     """format_name of a QUEUE_FORMAT's parts: ``value`` is the arm's, the GUID's 16 bytes_le, (Lineage bytes_le,
     Uniquifier) or the direct name without its terminating NULs."""
+    if qft == QUEUE_FORMAT_TYPE_SUBQUEUE:
+        # MS-MQMQ 2.2.7: Suffix Type QUEUE_SUFFIX_TYPE_SUBQUEUE (NONE taken too); the direct name holds ";Subqueue"
+        return "DIRECT=" + value if flags & 0x0F in (0, QUEUE_SUFFIX_TYPE_SUBQUEUE) and ";" in value else None
     suffix = _SUFFIXES.get(flags & 0x0F)
     if suffix is None:
         return None
@@ -56,7 +60,7 @@ def format_name_of(qft: int, flags: int, value: Any) -> str | None:
         return f"PRIVATE={uuid.UUID(bytes_le=value[0])}\\{value[1]:08x}{suffix}"
     if qft == QUEUE_FORMAT_TYPE_MACHINE:
         return f"MACHINE={uuid.UUID(bytes_le=value)}{suffix}" if suffix else None
-    if qft in (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_SUBQUEUE):
+    if qft == QUEUE_FORMAT_TYPE_DIRECT:
         return "DIRECT=" + value + suffix if value else None
     return None
 
@@ -76,6 +80,8 @@ def queue_format(name: str) -> Any:
     arm = value["u"]
     if key == "DIRECT":
         qft = QUEUE_FORMAT_TYPE_SUBQUEUE if ";" in rest else QUEUE_FORMAT_TYPE_DIRECT
+        if qft == QUEUE_FORMAT_TYPE_SUBQUEUE:
+            value["m_SuffixAndFlags"] = QUEUE_SUFFIX_TYPE_SUBQUEUE        # Flags 0x00 (MS-MQMQ 2.2.7)
         value["m_qft"] = arm["tag"] = qft
         arm["m_pDirectID" if qft == QUEUE_FORMAT_TYPE_DIRECT else "m_pDirectSubqueueID"] = rest + "\x00"
     elif key in ("PUBLIC", "MACHINE"):

@@ -188,3 +188,23 @@ async def test_a_dead_letter_queue_opens_by_its_direct_machine_queue_path(env, s
     assert opened.status == st.MQ_OK
     [descriptor] = [d for d in getattr(env.qm, attribute).open_queue_descriptor_collection]
     assert descriptor.handle == opened.h_queue and descriptor.remote_read_state is RemoteReadState.OPENED
+
+
+async def test_a_subqueue_format_opens_the_subqueue_and_its_last_close_drops_it(env):
+    client = await env.qmcomm_client()
+    opened = await env.run(client.open_remote_queue, FORMAT_NAME + ";poison")       # m_qft 8, suffix type 5
+    assert opened.status == st.MQ_OK, hex(opened.status)
+    poison = env.qm.descriptor_by_handle(opened.h_queue).queue_reference
+    assert poison.parent_queue is env.queue and poison.subqueue_name == "poison"
+    await env.run(client.close_remote_queue_context, opened.context)
+    assert env.queue.subqueue_collection == []
+
+
+async def test_a_subqueue_format_with_another_suffix_type_is_an_illegal_format_name(env):
+    client = await env.qmcomm_client()
+
+    def subqueue(arm):
+        arm["m_pDirectSubqueueID"] = "OS:qm2qm\\" + QUEUE_PATH + ";poison\x00"
+
+    assert await env.run(_raw_open, client, 8, subqueue, 0x81) == st.MQ_ERROR_ILLEGAL_FORMATNAME
+    assert await env.run(_raw_open, client, 8, subqueue, 0x05) == st.MQ_OK

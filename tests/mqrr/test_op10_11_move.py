@@ -1,8 +1,8 @@
 """R_MoveMessage (MS-MQRR 3.1.4.10, opnum 10) and R_OpenQueueForMove (3.1.4.11, opnum 11).
 
-shared_adm opens no subqueues (Open Queue resolves no ";subqueue" name) and Move Message targets only queues
-of the QueueCollection (not a journal), so the one related destination reachable here is the queue itself:
-its parent pathname is the source's (the third relation of 3.1.4.10)."""
+The related destinations: a subqueue of the source ("QueueName;Subqueue", opened by QUEUE_FORMAT_TYPE_SUBQUEUE with
+QUEUE_SUFFIX_TYPE_SUBQUEUE, MS-MQMQ 2.2.7; the first open creates it, shared_adm/subqueues.py), the queue of a
+subqueue, another subqueue of the same queue, and the queue itself (the same parent pathname)."""
 from __future__ import annotations
 
 import os
@@ -123,3 +123,57 @@ async def test_move_message_in_a_transaction_is_provisional_until_commit(env):
     assert env.qm.transaction_commit(uow) == st.MQ_OK
     assert env.bodies(queue) == [b"moved in a transaction"]          # moved within its own queue family
     assert set(env.positions(queue).values()) == {PositionState.AVAILABLE}
+
+
+POISON = FORMAT_NAME + ";poison"
+
+
+async def test_open_queue_for_move_of_a_subqueue_creates_it_and_sends_the_subqueue_format(env):
+    from qm2qm.mqrr.queue_format import queue_format
+    wire = queue_format(POISON)
+    assert (wire["m_qft"], wire["m_SuffixAndFlags"]) == (8, 5)      # QUEUE_FORMAT_TYPE_SUBQUEUE, SUFFIX_TYPE_SUBQUEUE
+    c = await env.connect()
+    move_context, _ = await env.call(c.open, POISON, MQ_MOVE_ACCESS, for_move=True)
+    poison = env.qm.subqueue(env.queue, "poison")
+    assert move_context and poison is not None
+    assert [d.access_type for d in poison.open_queue_descriptor_collection] == [QueueAccessType.MOVE_ACCESS]
+
+
+async def test_move_message_into_a_subqueue_of_the_source_and_back(env):
+    c, h, to_poison, _, m = await setup(env, POISON)
+    assert await env.call(c.move, h, to_poison, m.lookup_identifier) == st.MQ_OK
+    poison = env.qm.subqueue(env.queue, "poison")
+    assert env.positions() == {} and env.bodies(poison) == [b"moved"]
+    h_poison = await env.call(c.open, POISON)
+    to_queue, _ = await env.call(c.open, FORMAT_NAME, MQ_MOVE_ACCESS, for_move=True)
+    assert await env.call(c.move, h_poison, to_queue, m.lookup_identifier) == st.MQ_OK
+    assert env.bodies() == [b"moved"] and env.positions() == {m.lookup_identifier: PositionState.AVAILABLE}
+
+
+async def test_move_message_between_two_subqueues_of_one_queue(env):
+    c, h, to_poison, _, m = await setup(env, POISON)
+    await env.call(c.move, h, to_poison, m.lookup_identifier)
+    h_poison = await env.call(c.open, POISON)
+    to_retry, _ = await env.call(c.open, FORMAT_NAME + ";retry", MQ_MOVE_ACCESS, for_move=True)
+    assert await env.call(c.move, h_poison, to_retry, m.lookup_identifier) == st.MQ_OK
+    assert env.bodies(env.qm.subqueue(env.queue, "retry")) == [b"moved"]
+    assert env.bodies(env.qm.subqueue(env.queue, "poison")) == []
+
+
+async def test_move_message_into_another_queue_s_subqueue_returns_status_invalid_parameter(env):
+    env.qm.create_queue(".\\" + OTHER_PATH)
+    c, h, move_context, _, m = await setup(env, "DIRECT=OS:qm2qm\\" + OTHER_PATH + ";poison")
+    assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.STATUS_INVALID_PARAMETER
+    assert env.bodies() == [b"moved"]
+
+
+async def test_move_message_into_a_subqueue_in_a_transaction_lands_at_commit(env):
+    c, h, _, m, queue = await transactional_setup(env)
+    to_poison, _ = await env.call(c.open, "DIRECT=OS:qm2qm\\private$\\xorders;poison", MQ_MOVE_ACCESS, for_move=True)
+    uow = os.urandom(16)
+    env.qm.create_transaction(uow)
+    assert await env.call(c.move, h, to_poison, m.lookup_identifier, uow) == st.MQ_OK
+    assert env.positions(queue) == {m.lookup_identifier: PositionState.LOCKED}
+    assert env.qm.transaction_commit(uow) == st.MQ_OK
+    assert env.positions(queue) == {} and env.bodies(env.qm.subqueue(queue, "poison")) == [b"moved in a transaction"]
+

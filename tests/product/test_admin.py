@@ -465,3 +465,93 @@ async def test_a_text_body_with_a_lone_surrogate_is_a_bad_value_not_an_internal_
     assert data["message"] == ("body: character 2 is a lone surrogate (U+D800), which UTF-8 cannot carry; "
                                "send such bytes as body_base64")
     assert (await call(api, "GET", f"/v1/queues/{url(Q)}/messages"))[1]["total"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- subqueues
+
+POISON = Q + ";poison"
+
+
+async def send_one(client, pathname=Q, body="m"):
+    status, data = await call(client, "POST", f"/v1/queues/{url(pathname)}/messages", {"body": body})
+    assert status == 201, data
+    return data["lookup_id"]
+
+
+async def test_move_to_a_subqueue_lists_it_under_its_queue_and_back_again(api):
+    await make_queue(api)
+    lookup_id = await send_one(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", {"to": "poison"})
+    assert (status, data) == (200, {"moved": lookup_id, "from": "testhost\\private$\\orders",
+                                    "to": "testhost\\private$\\orders;poison"})
+    status, shown = await call(api, "GET", f"/v1/queues/{url(Q)}")
+    assert shown["subqueues"] == [{"name": "poison", "messages": 1}] and shown["messages"] == 0
+    status, sub = await call(api, "GET", f"/v1/queues/{url(POISON)}")
+    assert (status, sub["parent"], sub["format_name"]) == (200, "testhost\\private$\\orders",
+                                                           "DIRECT=OS:testhost\\private$\\orders;poison")
+    status, listed = await call(api, "GET", f"/v1/queues/{url(POISON)}/messages")
+    assert [m["lookup_id"] for m in listed["messages"]] == [lookup_id]
+    status, data = await call(api, "POST", f"/v1/queues/{url(POISON)}/messages/{lookup_id}/move", {})
+    assert (status, data["to"]) == (200, "testhost\\private$\\orders")
+    assert (await call(api, "GET", f"/v1/queues/{url(POISON)}"))[0] == 404      # empty and closed: gone
+    assert (await call(api, "GET", f"/v1/queues/{url(Q)}"))[1]["subqueues"] == []
+
+
+async def test_a_subqueue_takes_no_sends_no_delete_and_no_permission_change(api):
+    await make_queue(api)
+    lookup_id = await send_one(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", {"to": "poison"})
+    status, data = await call(api, "POST", f"/v1/queues/{url(POISON)}/messages", {"body": "x"})
+    assert (status, data["error"]) == (403, "subqueue")
+    status, data = await call(api, "DELETE", f"/v1/queues/{url(POISON)}")
+    assert (status, data["error"]) == (409, "subqueue")
+    status, data = await call(api, "POST", f"/v1/queues/{url(POISON)}/permissions",
+                              {"grant": "receive", "principal": "Everyone"})
+    assert (status, data["error"]) == (400, "subqueue")
+    assert (await call(api, "GET", f"/v1/queues/{url(POISON)}/permissions"))[0] == 200
+
+
+@pytest.mark.parametrize("body, code, error", [
+    ({"to": "a b"}, 400, "bad_value"), ({"to": "x" * 33}, 400, "bad_value"), ({"to": 5}, 400, "bad_value"),
+    ({"to": ""}, 400, "bad_value"), ({"where": "poison"}, 400, "unknown_field"),
+])
+async def test_move_with_a_bad_target_is_refused_and_moves_nothing(api, body, code, error):
+    await make_queue(api)
+    lookup_id = await send_one(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", body)
+    assert (status, data["error"]) == (code, error), data
+    assert (await call(api, "GET", f"/v1/queues/{url(Q)}"))[1]["messages"] == 1
+    assert api.qm.queue_by_pathname(Q).subqueue_collection == []
+
+
+async def test_move_of_a_locked_or_missing_message_is_refused(api):
+    await make_queue(api)
+    lookup_id = await send_one(api)
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id + 1}/move", {"to": "p"})
+    assert (status, data["error"]) == (404, "MQ_ERROR_MESSAGE_NOT_FOUND")
+    queue = api.qm.queue_by_pathname(Q)
+    status, desc = api.qm.open_queue("DIRECT=OS:testhost\\private$\\orders", _receive(), _deny_none())
+    assert api.qm.dequeue_message_begin(desc, 0).status == 0
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", {"to": "p"})
+    assert (status, data["error"]) == (409, "message_locked")
+    assert queue.subqueue_collection == []
+
+
+async def test_the_dead_letter_queue_has_no_subqueues(api):
+    qm = api.qm
+    from shared_adm.message import Message
+    assert qm.enqueue_message(qm.system_deadletter_queue, Message(body=b"dead")) == 0
+    lookup_id = next(iter(qm.system_deadletter_queue.message_position_list)).lookup_identifier
+    dlq = "testhost\\system$;deadletter"
+    status, data = await call(api, "POST", f"/v1/queues/{url(dlq)}/messages/{lookup_id}/move", {"to": "x"})
+    assert (status, data["error"]) == (400, "no_subqueues")
+
+
+def _receive():
+    from shared_adm.enums import QueueAccessType
+    return QueueAccessType.RECEIVE_ACCESS
+
+
+def _deny_none():
+    from shared_adm.enums import QueueShareMode
+    return QueueShareMode.DENY_NONE

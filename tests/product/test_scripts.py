@@ -54,7 +54,7 @@ def test_bench_session_cursor_counts_a_queue_emptied_at_a_session_boundary_as_th
     # 200 messages per client, 10 per session: each client's queue runs out just as a session ends, so its next
     # session's first read (the cursor's PEEK_CURRENT) meets the empty queue
     out = tmp_path / "bench.json"
-    run_script("bench.py", "--only", "session-cursor", "--loop", "asyncio", "--clients", "2", "--duration", "2",
+    run_script("bench.py", "--only", "session-cursor", "--loop", "asyncio", "--clients", "2", "--duration", "5",
                "--repeat", "1", "--receive-messages", "400", "--session-receives", "10", "--json", str(out),
                cwd=tmp_path)
     [row] = json.loads(out.read_text())["rows"]

@@ -1,0 +1,103 @@
+"""Subqueues (MS-MQDMPR 3.1.1.2 SubqueueCollection; MS-MQMQ 2.1.1 "QueueName;Subqueue") of the QueueManager.
+
+The specifications say what a subqueue is, not when one comes or goes; this follows Windows (MSMQ 4.0): the first
+Open Queue naming one creates it, and it is gone once it holds no message and no OpenQueueDescriptor references it.
+A subqueue shares its queue's attributes (Transactional, Security: copied or read through ``parent_queue``), has no
+queue journal (3.1.7.1.3), takes no sends (messages come only by Move Message, 3.1.7.1.16), and is stored as a
+Queue of its own so that its messages survive a restart.
+"""
+from __future__ import annotations
+
+import uuid
+
+from shared_adm.enums import QueueType
+from shared_adm.queue import Queue
+from shared_adm.store.base import StoredQueue, StoreError
+
+
+class SubqueueEvents:
+    """Mixin of QueueManager: find, create, drop and reload subqueues."""
+
+    def subqueue(self, parent: Queue, name: str, create: bool = False) -> Queue | None:
+        """The subqueue ``name`` of ``parent`` (compared without case, as queue names are), created when ``create``
+        and absent; None when absent and not created, or when ``parent`` is itself a subqueue or a system queue."""
+        if parent.parent_queue is not None or parent.queue_type is QueueType.SYSTEM or not self.is_live_queue(parent):
+            return None
+        wanted = name.lower()
+        for queue in parent.subqueue_collection:
+            if queue.subqueue_name.lower() == wanted:
+                return queue
+        if not create:
+            return None
+        now = int(self.scheduler.wall_time())
+        queue = Queue(pathname=f"{parent.pathname};{name}", queue_type=parent.queue_type, create_time=now,
+                      modify_time=now, transactional=parent.transactional, label=parent.label)
+        self._attach_subqueue(parent, queue)
+        self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
+        return queue
+
+    def _attach_subqueue(self, parent: Queue, queue: Queue) -> None:
+        queue.parent_queue = parent
+        queue.queue_manager = self
+        queue.qualified_pathname = queue.pathname
+        parent.subqueue_collection.append(queue)
+        self._subqueues[queue.identifier] = queue
+
+    def is_live_queue(self, queue: Queue) -> bool:
+        """The queue is in QueueCollection, or is a subqueue in the SubqueueCollection of one that is."""
+        parent = queue.parent_queue
+        if parent is None:
+            return self.queue_collection.get(queue.identifier) is queue
+        return self._subqueues.get(queue.identifier) is queue and self.queue_collection.get(
+            parent.identifier) is parent
+
+    def queue_by_identifier(self, identifier: uuid.UUID) -> Queue | None:
+        """A queue of QueueCollection or a live subqueue, by Identifier (the store's queue key)."""
+        return self.queue_collection.get(identifier) or self._subqueues.get(identifier)
+
+    def drop_subqueue_if_idle(self, queue: Queue | None) -> None:
+        """A subqueue with no message and no OpenQueueDescriptor is gone (Windows deletes it implicitly)."""
+        if queue is None or queue.parent_queue is None or queue.message_position_list \
+                or queue.open_queue_descriptor_collection or self._subqueues.get(queue.identifier) is not queue:
+            return
+        del self._subqueues[queue.identifier]
+        queue.parent_queue.subqueue_collection.remove(queue)
+        self.store.delete_queue(queue.store_identifier)
+
+    def _reattach_subqueue(self, queue: Queue) -> bool:
+        """Attach again a subqueue dropped while a transaction's Move into it was pending; False once its parent is
+        gone or already has another subqueue of that name (the move then finds no target)."""
+        parent = queue.parent_queue
+        if self.is_live_queue(queue):
+            return True
+        if self.queue_collection.get(parent.identifier) is not parent or self.subqueue(parent, queue.subqueue_name):
+            return False
+        self._attach_subqueue(parent, queue)
+        self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
+        return True
+
+    def _delete_subqueues(self, parent: Queue, delete_messages) -> None:
+        """Delete Queue (3.1.7.1.4) of ``parent`` takes its subqueues with it: ``delete_messages(subqueue)`` first."""
+        for queue in list(parent.subqueue_collection):
+            delete_messages(queue)          # which drops a subqueue no descriptor holds
+            if self._subqueues.pop(queue.identifier, None) is queue:
+                self.store.delete_queue(queue.store_identifier)
+        parent.subqueue_collection.clear()
+
+    def _load_subqueues(self, stored: list[tuple[str, Queue]], where: str) -> None:
+        """Initialization (3.1.3): attach the stored subqueues to their queues; one whose queue is gone is deleted."""
+        for identifier, queue in stored:
+            parent_path, _, name = queue.pathname.partition(";")
+            parent = self._by_path.get(parent_path.lower())
+            if parent is None or parent.queue_type is QueueType.SYSTEM:
+                self.store.delete_queue(identifier)
+                continue
+            if self.subqueue(parent, name) is not None:
+                raise StoreError(f"{where}: corrupt queue {identifier!r:.60}: subqueue {queue.pathname!r:.60} is "
+                                 "stored twice")
+            self._attach_subqueue(parent, queue)
+
+    def _drop_idle_subqueues(self) -> None:
+        """After loading: a stored subqueue left empty (its last message went just before a stop) is gone."""
+        for queue in list(self._subqueues.values()):
+            self.drop_subqueue_if_idle(queue)
