@@ -226,7 +226,7 @@ class Qm2qmCollector:
         waiting = 0
         if qm is not None:
             from shared_adm.enums import RemoteReadState
-            for queue in list(qm.queue_collection.values()):
+            for queue in qm.queues_and_subqueues():
                 for desc in queue.open_queue_descriptor_collection:
                     if desc.remote_read_state is not RemoteReadState.NONE:
                         waiting += len(desc.waiting_message_read_operation_collection)
@@ -254,7 +254,9 @@ class Qm2qmCollector:
         size = GaugeMetricFamily("qm2qm_queue_bytes", "Bytes of the messages in the queue", labels=["queue"])
         handles = GaugeMetricFamily("qm2qm_queue_open_handles", "OpenQueueDescriptors on the queue", labels=["queue"])
         if qm is not None:
-            for queue in sorted(qm.queue_collection.values(), key=lambda q: q.pathname.lower()):
+            # a subqueue only while it holds messages: one without is an open handle, which needs no series
+            shown = [q for q in qm.queues_and_subqueues() if q.parent_queue is None or q.message_position_list]
+            for queue in sorted(shown, key=lambda q: q.pathname.lower()):
                 name = [f"{qm.computer_name}\\{queue.pathname}"]
                 positions = queue.message_position_list
                 messages.add_metric(name, len(positions))

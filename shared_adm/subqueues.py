@@ -55,6 +55,12 @@ class SubqueueEvents:
         """A queue of QueueCollection or a live subqueue, by Identifier (the store's queue key)."""
         return self.queue_collection.get(identifier) or self._subqueues.get(identifier)
 
+    def queues_and_subqueues(self):
+        """Every queue of QueueCollection, each followed by its subqueues."""
+        for queue in list(self.queue_collection.values()):
+            yield queue
+            yield from list(queue.subqueue_collection)
+
     def drop_subqueue_if_idle(self, queue: Queue | None) -> None:
         """A subqueue with no message and no OpenQueueDescriptor is gone (Windows deletes it implicitly)."""
         if queue is None or queue.parent_queue is None or queue.message_position_list \

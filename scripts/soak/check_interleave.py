@@ -1,8 +1,9 @@
 """Check: clients of the admin API, qmcomm, qm2qm and MS-MQRR interleaving at random on a few queues (sends, some
 expiring into the dead-letter queues, opens, receives plain, through cursors and by lookup id with ACK and NACK,
-transactional receives and their outcomes, moves, cursors, cancels, closes, disconnects) get no 5xx and no
-unexplained error, the log stays clean, and no message is lost or duplicated: sent - acknowledged - committed = left
-(in the queues and the dead-letter queues), every one Available, nothing open afterwards. The server runs with a
+transactional receives and their outcomes, moves between a queue and its subqueues over MS-MQRR and the admin API,
+reads from subqueues, cursors, cancels, closes, disconnects) get no 5xx and no unexplained error, the log stays clean,
+and no message is lost or duplicated: sent - acknowledged - committed = left (in the queues, their subqueues and the
+dead-letter queues), every one Available, nothing open afterwards and no empty subqueue left. The server runs with a
 small --max-context-handles so that the refusals past it are part of the mix."""
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ from soak.harness import LogWatch, Run
 
 QUEUES = (r".\private$\mix0", r".\private$\mix1", r".\private$\xmix0", r".\private$\xmix1")   # x: transactional
 DEAD_LETTER = (".\\system$;deadletter", ".\\system$;deadxact")     # where an expired message that asked for it goes
+SUBQUEUES = ("poison", "retry")
 TTBR_S = 1
 THREADS = 4
 HANDLES_PER_ASSOCIATION = 6
 OPERATIONS = ("send", "qmcomm_open", "qm2qm_open", "receive", "receive", "receive_cursor", "lookup_receive", "end",
               "end", "end", "close", "close_session", "cursor", "close_cursor", "rr_open", "rr_read", "rr_txread",
-              "rr_txread", "rr_end", "rr_end", "rr_close", "rr_move", "rr_cancel", "tx_end", "reconnect")
+              "rr_txread", "rr_end", "rr_end", "rr_close", "rr_move", "rr_move", "admin_move", "rr_cancel", "tx_end",
+              "reconnect")
 
 
 class Tally:
@@ -60,6 +63,10 @@ class Client:
     def format_name(self, queue: str) -> str:
         return f"DIRECT=OS:{self.computer}\\{queue[2:]}"
 
+    def member(self, queue: str) -> str:
+        """The queue itself or one of its subqueues, at random."""
+        return queue if self.rng.random() < 0.6 else f"{queue};{self.rng.choice(SUBQUEUES)}"
+
     def step(self) -> None:
         op, queue = self.rng.choice(OPERATIONS), self.rng.choice(QUEUES)
         try:
@@ -92,6 +99,7 @@ class Client:
 
     def op_qmcomm_open(self, queue: str) -> None:
         self.qmcomm = self.qmcomm or QmcommClient("127.0.0.1", self.server.qmcomm_port).connect()
+        queue = self.member(queue)
         opened = self.qmcomm.open_remote_queue(self.format_name(queue), access=self.rng.choice((1, 32)))
         if opened.status == 0:
             self.queue_of[id(opened)] = queue
@@ -165,6 +173,7 @@ class Client:
 
     def op_rr_open(self, queue: str) -> None:
         self.mqrr = self.mqrr or MqrrClient("127.0.0.1", self.server.port)
+        queue = self.member(queue)
         self.queue_handles.append((queue, self.mqrr.open(self.format_name(queue), RECEIVE_ACCESS)))
 
     def _rr_read(self, transaction: bytes | None) -> None:
@@ -193,11 +202,19 @@ class Client:
     def op_rr_move(self, queue: str) -> None:
         if self.queue_handles and self.mqrr is not None:
             source, handle = self.rng.choice(self.queue_handles)
-            move_context, _ = self.mqrr.open(self.format_name(source), MQ_MOVE_ACCESS, for_move=True)
+            destination = self.member(source.partition(";")[0])       # the queue itself, a subqueue, or the source
+            move_context, _ = self.mqrr.open(self.format_name(destination), MQ_MOVE_ACCESS, for_move=True)
             ids = [m["lookup_id"] for m in self.admin.list_messages(source, limit=20)]
             if ids:
                 self.mqrr.move(handle, move_context, self.rng.choice(ids),
                                os.urandom(16) if self.rng.random() < 0.3 else bytes(16))
+
+    def op_admin_move(self, queue: str) -> None:
+        source = self.member(queue)
+        to = self.rng.choice([""] + [name for name in SUBQUEUES if not source.endswith(";" + name)])
+        ids = [m["lookup_id"] for m in self.admin.list_messages(source, limit=20) if m["state"] == "Available"]
+        if ids and (to or source != queue):
+            self.admin.move_message(source, self.rng.choice(ids), to)
 
     def op_rr_cancel(self, queue: str) -> None:
         if self.queue_handles and self.mqrr is not None:
@@ -249,7 +266,9 @@ def run(r: Run) -> None:
             admin.end_transaction(transaction["identifier"], "abort")
         states: dict[str, int] = {}
         dead = 0
-        for queue in QUEUES + DEAD_LETTER:
+        subqueues = [f"{queue};{sub['name']}" for queue in QUEUES for sub in admin.show_queue(queue)["subqueues"]]
+        empty = [name for name in subqueues if not admin.show_queue(name)["messages"]]
+        for queue in QUEUES + DEAD_LETTER + tuple(subqueues):
             for message in admin.list_messages(queue, limit=1_000_000):
                 states[message["state"]] = states.get(message["state"], 0) + 1
                 dead += queue in DEAD_LETTER
@@ -257,12 +276,14 @@ def run(r: Run) -> None:
         handles, reads = admin.list_handles(), admin.list_reads()
         problems = watch.new_problems()
         ok = (not tally.unexpected and not problems and server.alive() and left == expected
-              and set(states) <= {"Available"} and not handles and not reads["reads"] and not reads["waiting"])
+              and set(states) <= {"Available"} and not handles and not reads["reads"] and not reads["waiting"]
+              and not empty)
         r.report.check(
             "interleaved admin, qmcomm, qm2qm and MS-MQRR clients lose and duplicate no message",
             ok, f"{tally.operations} operations in {r.budget.interleave_seconds:.0f} s by {THREADS} clients: "
                 f"{tally.sent} sent - {tally.acknowledged} acknowledged - {tally.committed} committed = {expected}; "
-                f"left {left} {states}, {dead} of them dead-lettered; "
+                f"left {left} {states}, {dead} of them dead-lettered, in {len(subqueues)} subqueues "
+                f"({len(empty)} empty); "
                 f"open afterwards: {len(handles)} handles, {len(reads['reads'])} reads"
                 + (f"; {len(tally.unexpected)} unexpected, first: {tally.unexpected[0][:150]}" if tally.unexpected
                    else "")

@@ -241,3 +241,22 @@ def test_hresults_per_opnum_of_qmcomm_and_remoteread(qm2qm_server, qm2qm_qmcomm_
     assert per_interface(samples, "qm2qm_rpc_calls_total", "RemoteRead") == {
         (0, "R_GetServerPort"): 1, (2, "R_OpenQueue"): 1, (7, "R_StartReceive"): 2, (9, "R_EndReceive"): 1,
         (6, "R_PurgeQueue"): 1, (3, "R_CloseQueue"): 1}
+
+
+def test_a_subqueue_holding_messages_has_queue_series_and_an_empty_one_has_none(tmp_path):
+    from qm2qm.pytest_plugin import start_in_process
+    handle, server = start_in_process(tmp_path / "data")
+    try:
+        admin = handle.admin()
+        admin.create_queue(".\\private$\\orders")
+        sent = admin.send(".\\private$\\orders", body="bad")
+        admin.move_message(".\\private$\\orders", sent["lookup_id"], "poison")
+        held = scrape(handle)
+        admin.move_message(".\\private$\\orders;poison", sent["lookup_id"])
+        after = scrape(handle)
+    finally:
+        server.stop()
+    subqueue_series = {k: v for k, v in held.items() if k[0] == "qm2qm_queue_messages"
+                       and dict(k[1])["queue"].endswith("\\private$\\orders;poison")}
+    assert list(subqueue_series.values()) == [1]
+    assert not [k for k in after if k[0].startswith("qm2qm_queue") and dict(k[1])["queue"].endswith(";poison")]
