@@ -576,9 +576,11 @@ class AdminApi:
 
     async def _end_transaction(self, request: web.Request, outcome: Callable[[Any], int], done: str) -> web.Response:
         identifier = self.backend.transaction_to_end(request.match_info["identifier"])
+        # the operations as the outcome found them: a listing taken before may miss a receive that ended since
+        operations = self.backend.transaction_view(self.qm.transaction_collection[identifier])["operations"]
         outcome(identifier)
         await self.qm.durable()
-        return _json({done: request.match_info["identifier"]})
+        return _json({done: request.match_info["identifier"], "operations": operations})
 
     async def list_reads(self, request: web.Request) -> web.Response:
         """GET /v1/reads: RemoteReadEntry (MS-MQQP 3.1.1.2) and WaitingMessageReadOperation elements."""

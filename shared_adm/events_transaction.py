@@ -46,16 +46,14 @@ class TransactionEvents:
                 self._make_available(queue, position, record=False)
             elif op.operation_type is OperationType.DEQUEUE:
                 self.message_position_deleted(queue, position, op.dequeue_reason or MessageClass.ACK_RECEIVE)
-            elif self._move_target_ready(op.target_queue_reference):
-                self._move_now(position, op.target_queue_reference)
-            else:               # its target queue was deleted meanwhile: the message stays where it was
-                self.message_position_available(queue, position)
+            else:
+                target = self._live_move_target(op.target_queue_reference)
+                if target is not None:
+                    self._move_now(position, target)
+                else:           # its target queue was deleted meanwhile: the message stays where it was
+                    self.message_position_available(queue, position)
         transaction.transactional_operation_collection.clear()
         return st.MQ_OK
-
-    def _move_target_ready(self, target) -> bool:
-        """A Move's target is still there, or is a subqueue that went idle meanwhile and can be attached again."""
-        return self.is_live_queue(target) or target.parent_queue is not None and self._reattach_subqueue(target)
 
     def transaction_abort(self, transaction_identifier) -> int:
         """Transaction Abort (3.1.4.5), with the indentation read as #16 decides."""

@@ -70,17 +70,21 @@ class SubqueueEvents:
         queue.parent_queue.subqueue_collection.remove(queue)
         self.store.delete_queue(queue.store_identifier)
 
-    def _reattach_subqueue(self, queue: Queue) -> bool:
-        """Attach again a subqueue dropped while a transaction's Move into it was pending; False once its parent is
-        gone or already has another subqueue of that name (the move then finds no target)."""
-        parent = queue.parent_queue
+    def _live_move_target(self, queue: Queue) -> Queue | None:
+        """Where a transaction's pending Move into ``queue`` lands at Commit: the queue itself while it is there; for a
+        subqueue that went idle meanwhile, the subqueue of that name its queue has now, or ``queue`` attached again;
+        None once the queue (or the subqueue's queue) is gone."""
         if self.is_live_queue(queue):
-            return True
-        if self.queue_collection.get(parent.identifier) is not parent or self.subqueue(parent, queue.subqueue_name):
-            return False
+            return queue
+        parent = queue.parent_queue
+        if parent is None or self.queue_collection.get(parent.identifier) is not parent:
+            return None
+        existing = self.subqueue(parent, queue.subqueue_name)
+        if existing is not None:
+            return existing
         self._attach_subqueue(parent, queue)
         self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
-        return True
+        return queue
 
     def _delete_subqueues(self, parent: Queue, delete_messages) -> None:
         """Delete Queue (3.1.7.1.4) of ``parent`` takes its subqueues with it: ``delete_messages(subqueue)`` first."""

@@ -231,9 +231,9 @@ class Client:
         if transactions:
             transaction = self.rng.choice(transactions)
             outcome = self.rng.choice(("commit", "abort"))
-            self.admin.end_transaction(transaction["identifier"], outcome)
-            if outcome == "commit":
-                self.tally.add("committed", sum(o["operation"] == "Dequeue" for o in transaction["operations"]))
+            ended = self.admin.end_transaction(transaction["identifier"], outcome)
+            if outcome == "commit":     # what the commit applied to: a receive ended after the listing too
+                self.tally.add("committed", sum(o["operation"] == "Dequeue" for o in ended["operations"]))
 
     def op_reconnect(self, queue: str) -> None:
         self.disconnect()

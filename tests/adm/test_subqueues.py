@@ -231,3 +231,16 @@ def test_receive_from_a_subqueue_deletes_with_ack_receive(qm, queue):
     assert reader.queue_reference.message_position_list.get(lookup_id).state is PositionState.LOCKED
     qm.dequeue_message_end(reader, result.position, True)
     assert bodies(qm, reader.queue_reference) == []
+
+
+def test_a_transactional_move_into_a_subqueue_made_anew_meanwhile_lands_in_the_new_one(qm, queue):
+    lookup_id, = put(qm, queue, "m")
+    holder = open_ok(qm, POISON)
+    old = holder.queue_reference
+    transaction = qm.create_transaction(os.urandom(16))
+    assert qm.move_message(queue.message_position_list.get(lookup_id), old, transaction) == st.MQ_OK
+    qm.close_queue(holder)                              # gone ...
+    again = open_ok(qm, POISON).queue_reference         # ... and made anew, another Queue
+    assert again is not old
+    assert qm.transaction_commit(transaction.identifier) == st.MQ_OK
+    assert queue.subqueue_collection == [again] and bodies(qm, again) == [(b"m", "Available")]

@@ -41,7 +41,8 @@ async def test_a_transaction_is_listed_with_its_message_and_its_abort_makes_the_
             "identifier": uow.hex(), "single_phase": True, "operations": [{
                 "operation": "Dequeue", "queue": "qm2qm\\private$\\xorders", "lookup_id": m.lookup_identifier,
                 "target_queue": None, "dequeue_reason": "ACK_RECEIVE"}]}]}
-        assert await _call(api, "POST", f"/v1/transactions/{uow.hex()}/abort") == (200, {"aborted": uow.hex()})
+        assert await _call(api, "POST", f"/v1/transactions/{uow.hex()}/abort") == (200, {
+            "aborted": uow.hex(), "operations": data["transactions"][0]["operations"]})
         assert env.positions(queue) == {m.lookup_identifier: PositionState.AVAILABLE}
         assert env.qm.transaction_collection == {}
         # the client ends its receive late: its transaction is over (the message is no longer Locked)
@@ -54,13 +55,15 @@ async def test_a_transaction_is_listed_with_its_message_and_its_abort_makes_the_
 
 async def test_a_committed_transaction_deletes_its_received_message(env):
     c, h, queue = await xqueue(env)
-    env.enqueue(b"gone", queue=queue)
+    m = env.enqueue(b"gone", queue=queue)
     uow = os.urandom(16)
     await env.call(c.read, h, MQ_ACTION_RECEIVE, request_id=1, transaction=uow)
     assert await env.call(c.end, h, 1, RR_ACK, transactional=True) == st.MQ_OK
     api = await _api(env)
     try:
-        assert await _call(api, "POST", f"/v1/transactions/{uow.hex()}/commit") == (200, {"committed": uow.hex()})
+        status, data = await _call(api, "POST", f"/v1/transactions/{uow.hex()}/commit")
+        assert (status, data["committed"]) == (200, uow.hex())
+        assert [(o["operation"], o["lookup_id"]) for o in data["operations"]] == [("Dequeue", m.lookup_identifier)]
         assert env.positions(queue) == {} and env.qm.transaction_collection == {}
         status, data = await _call(api, "POST", f"/v1/transactions/{uow.hex()}/commit")
         assert (status, data["error"]) == (404, "MQ_ERROR_TRANSACTION_SEQUENCE")
@@ -83,5 +86,22 @@ async def test_a_transaction_with_a_receive_in_flight_is_not_ended(env):
         assert (await waiting).status == st.MQ_OK
         assert (await _call(api, "POST", f"/v1/transactions/{uow.hex()}/abort"))[0] == 200
         assert env.positions(queue) == {m.lookup_identifier: PositionState.AVAILABLE}
+    finally:
+        await api.close()
+
+
+async def test_the_outcome_answers_the_operations_it_applied_to_not_those_of_an_earlier_listing(env):
+    c, h, queue = await xqueue(env)
+    uow = os.urandom(16)
+    api = await _api(env)
+    try:
+        waiting = await env.blocked(c.read, h, MQ_ACTION_RECEIVE, request_id=1, transaction=uow, timeout=5000)
+        _, listed = await _call(api, "GET", "/v1/transactions")
+        assert listed["transactions"][0]["operations"] == []        # the receive waits: nothing yet
+        m = env.enqueue(b"arrives", queue=queue)
+        assert (await waiting).status == st.MQ_OK
+        status, data = await _call(api, "POST", f"/v1/transactions/{uow.hex()}/commit")
+        assert (status, [o["lookup_id"] for o in data["operations"]]) == (200, [m.lookup_identifier])
+        assert env.positions(queue) == {}
     finally:
         await api.close()
