@@ -114,6 +114,8 @@ def populated(qm2qm_server, qm2qm_queues, qm2qm_admin):
     qm2qm_queues.send(orders, "first order <script>alert(1)</script>", label=HOSTILE_LABEL, priority=7)
     qm2qm_queues.send(orders, b"\x00\x01\x02\xff" * 8, label="binary", priority=1)
     qm2qm_queues.send(orders, "third", label="plain")
+    poisoned = qm2qm_admin.send(orders, body="poisoned")
+    qm2qm_admin.move_message(orders, poisoned["lookup_id"], "poison")       # a subqueue of orders, one message
     empty = qm2qm_queues.make("empty")
     session = qm2qm_queues.open_session(orders)
     cursor = qm2qm_admin.open_cursor(session.handle)["hCursor"]
@@ -144,6 +146,7 @@ def test_overview_renders_queues_calls_and_pending_reads(qm2qm_server, qm2qm_adm
     assert row[5] == "0.0"                                      # Δ messages/s between two refreshes
     assert row[6] == "1" and row[7] == HOSTILE_LABEL[:100]      # the label shown as text, not as markup
     assert dom.row("queues", qm2qm_admin.show_queue(populated["empty"])["pathname"])[2] == "0"
+    assert dom.row("queues", orders["pathname"] + ";poison")[1:3] == ["subqueue", "1"]     # listed under its queue
     calls = {(r[0], r[2]): r for r in dom.tables["calls"]}
     assert calls[("qm2qm", "RemoteQMOpenQueue")][3] == "2"
     assert calls[("qm2qm", "RemoteQMStartReceive2")][3] == "2"    # the blocked one is not answered yet
