@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
-import itertools
 import json
 import logging
 import re
@@ -170,6 +169,8 @@ def _position(queue, text: str):
     return position
 # Listing unpacks every message on the loop thread; a bound keeps one request from stalling the RPC listener.
 DEFAULT_LIST_LIMIT = 1000
+MAX_LIST_LIMIT = 10_000         # messages a page; page on with ?after=<next_after>
+MAX_PAGE_BODY_BYTES = 16 << 20  # with ?body=1 a page also ends past this many body bytes (at least one message)
 
 
 def queue_spec(body: dict) -> dict:
@@ -433,12 +434,17 @@ class AdminApi:
         queue = self._queue(request)
         with_body = request.query.get("body", "0") not in ("0", "false", "")
         text = request.query.get("limit", str(DEFAULT_LIST_LIMIT))
-        if not text.isdigit() or int(text) < 1:
-            raise AdminError(400, "bad_value", f"limit: {text!r} is not a positive integer")
-        limit = int(text)
-        listed = self.backend.messages(queue, limit)
+        if not text.isdigit() or not 1 <= int(text) <= MAX_LIST_LIMIT:
+            raise AdminError(400, "bad_value", f"limit: {text!r} is not an integer from 1 to {MAX_LIST_LIMIT}; page "
+                                               "on with after=<next_after of the previous page>")
+        after = request.query.get("after")
+        if after is not None and not (after.isdigit() and int(after) < 1 << 64):
+            raise AdminError(400, "bad_value", f"after: {after!r} is not a lookup_id")
+        listed, next_after = self.backend.messages(queue, int(text), None if after is None else int(after),
+                                                   MAX_PAGE_BODY_BYTES if with_body else None)
         return _json({"queue": self.backend.queue_view(queue)["pathname"], "total": len(queue.message_position_list),
-                      "messages": [message_view(m, s, with_body=with_body) for m, s in listed]})
+                      "messages": [message_view(m, s, with_body=with_body) for m, s in listed],
+                      "next_after": next_after})
 
     async def send_message(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/messages: Enqueue Message (MS-MQDMPR 3.1.7.1.9), ``count`` copies."""
@@ -688,14 +694,22 @@ class Backend:
             raise mq_error(status, f"Delete Queue failed for '{self.pathname(queue)}': {status_name(status)}")
 
     # messages ----------------------------------------------------------------------------------------------
-    def messages(self, queue, limit: int | None = None) -> list[tuple[Message, str]]:
-        """(Message, MessagePosition.State) pairs in MessagePositionList order (MS-MQDMPR 3.1.1.2)."""
-        out = []
-        for position in itertools.islice(queue.message_position_list, limit):
+    def messages(self, queue, limit: int, after: int | None = None,
+                 max_body_bytes: int | None = None) -> tuple[list[tuple[Message, str]], int | None]:
+        """(Message, MessagePosition.State) pairs in MessagePositionList order (MS-MQDMPR 3.1.1.2) from the first
+        position past LookupIdentifier ``after`` (O(log n) to find), at most ``limit`` of them and, given
+        ``max_body_bytes``, no more once their bodies reach it; and the last one's lookup id when more follow."""
+        positions = queue.message_position_list
+        source = iter(positions) if after is None else positions.irange_after_values(after)
+        out, size = [], 0
+        for position in source:
+            if len(out) >= limit or (max_body_bytes is not None and out and size >= max_body_bytes):
+                return out, out[-1][0].lookup_identifier
             message = position.message
             message.lookup_identifier = position.lookup_identifier
+            size += len(message.body)
             out.append((message, position.state.value))
-        return out
+        return out, None
 
     def move(self, position, to: str):
         """Move Message (MS-MQDMPR 3.1.7.1.16) of an Available message to the subqueue ``to`` of its queue (created

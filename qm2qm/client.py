@@ -323,10 +323,20 @@ class AdminClient:
         """POST /v1/queues/{pathname}/messages (fields as in docs/admin-api.md)."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/messages", fields)
 
-    def list_messages(self, pathname: str, *, body: bool = False, limit: int = 1000) -> list[dict]:
-        """GET /v1/queues/{pathname}/messages: the first ``limit`` messages in queue order."""
-        suffix = f"?limit={limit}" + ("&body=1" if body else "")
-        return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages{suffix}")["messages"]
+    def list_messages(self, pathname: str, *, body: bool = False, limit: int | None = 1000,
+                      after: int | None = None) -> list[dict]:
+        """GET /v1/queues/{pathname}/messages: the first ``limit`` messages (None: all) in queue order past lookup id
+        ``after``, fetched a page (at most 10,000) at a time."""
+        out: list[dict] = []
+        while limit is None or len(out) < limit:
+            page = 10_000 if limit is None else min(10_000, limit - len(out))
+            query = f"?limit={page}" + ("&body=1" if body else "") + ("" if after is None else f"&after={after}")
+            data = self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages{query}")
+            out.extend(data["messages"])
+            after = data.get("next_after")
+            if after is None:
+                break
+        return out
 
     def show_message(self, pathname: str, lookup_id: int) -> dict:
         """GET /v1/queues/{pathname}/messages/{id}."""

@@ -121,7 +121,7 @@ class WebView:
         if not text.isdigit() or not 1 <= int(text) <= MAX_PREVIEW_MESSAGES:
             raise AdminError(400, "bad_value", f"limit: {text!r} is not an integer 1..{MAX_PREVIEW_MESSAGES}")
         rows = []
-        for message, state in backend.messages(queue, int(text)):
+        for message, state in backend.messages(queue, int(text))[0]:
             # a string: lookup identifiers are 64-bit (MS-MQDMPR 3.1.1.12), beyond a JavaScript Number's 2**53
             rows.append({"lookup_id": str(message.lookup_identifier), "state": state, "priority": message.priority,
                          "label": message.label, "body_size": len(message.body), "preview": preview(message.body, message.body_type),

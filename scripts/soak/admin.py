@@ -46,6 +46,17 @@ class Admin:
             raise RuntimeError(f"{method} {path} -> {status}: {data}")
         return data
 
+    def messages(self, pathname: str, body: bool = False) -> list[dict]:
+        """Every message of a queue, a page of GET …/messages at a time (next_after)."""
+        out, after = [], None
+        while True:
+            query = "?limit=10000" + ("&body=1" if body else "") + ("" if after is None else f"&after={after}")
+            data = self.ok("GET", f"/v1/queues/{self.q(pathname)}/messages{query}")
+            out.extend(data["messages"])
+            after = data["next_after"]
+            if after is None:
+                return out
+
     @staticmethod
     def q(pathname: str) -> str:
         return urllib.parse.quote(pathname, safe="")

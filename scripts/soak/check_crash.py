@@ -163,7 +163,7 @@ def _verify(server, ledger: Ledger) -> list[str]:
     admin = Admin(server.admin)
     try:
         messages = [m for queue in (QUEUE, XQUEUE)
-                    for m in admin.ok("GET", f"/v1/queues/{Admin.q(queue)}/messages?limit=1000000&body=1")["messages"]]
+                    for m in admin.messages(queue, body=True)]
     finally:
         admin.close()
     data = {"messages": messages}

@@ -49,7 +49,7 @@ def leftovers(admin: Admin) -> tuple[int, int, int]:
     for q in admin.ok("GET", "/v1/queues")["queues"]:
         if q.get("type") not in ("Private", "Public"):
             continue
-        msgs = admin.ok("GET", f"/v1/queues/{Admin.q(q['pathname'])}/messages?limit=100000")["messages"]
+        msgs = admin.messages(q["pathname"])
         locked += sum(1 for m in msgs if m["state"] == "Locked")
     return handles, len(reads["reads"]) + len(reads["waiting"]), locked
 

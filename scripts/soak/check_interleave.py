@@ -269,7 +269,7 @@ def run(r: Run) -> None:
         subqueues = [f"{queue};{sub['name']}" for queue in QUEUES for sub in admin.show_queue(queue)["subqueues"]]
         empty = [name for name in subqueues if not admin.show_queue(name)["messages"]]
         for queue in QUEUES + DEAD_LETTER + tuple(subqueues):
-            for message in admin.list_messages(queue, limit=1_000_000):
+            for message in admin.list_messages(queue, limit=None):
                 states[message["state"]] = states.get(message["state"], 0) + 1
                 dead += queue in DEAD_LETTER
         left, expected = sum(states.values()), tally.sent - tally.acknowledged - tally.committed

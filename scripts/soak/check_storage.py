@@ -38,7 +38,7 @@ def _enqueue_until_error(admin: Admin, limit: int = 400) -> tuple[list[int], tup
 
 
 def _present(admin: Admin) -> set[int]:
-    return {m["lookup_id"] for m in admin.ok("GET", f"/v1/queues/{Admin.q(QUEUE)}/messages?limit=100000")["messages"]}
+    return {m["lookup_id"] for m in admin.messages(QUEUE)}
 
 
 def _receive_ack(server, admin: Admin) -> tuple[int, int, int]:

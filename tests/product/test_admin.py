@@ -299,8 +299,57 @@ async def test_list_messages_limit(api):
     await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 5})
     status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=2")
     assert status == 200 and data["total"] == 5 and len(data["messages"]) == 2
-    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=0")
-    assert (status, data["message"]) == (400, "limit: '0' is not a positive integer")
+    for bad in ("0", "10001", "x"):
+        status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit={bad}")
+        assert (status, data["message"]) == (400, f"limit: '{bad}' is not an integer from 1 to 10000; page on with "
+                                                  "after=<next_after of the previous page>")
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?after=-1")
+    assert (status, data["message"]) == (400, "after: '-1' is not a lookup_id")
+
+
+async def test_list_messages_pages_with_after_from_where_the_last_page_ended(api):
+    await make_queue(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 5})
+    pages, after = [], None
+    while True:
+        query = "limit=2" + ("" if after is None else f"&after={after}")
+        status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?{query}")
+        assert status == 200
+        pages.append([m["lookup_id"] for m in data["messages"]])
+        after = data["next_after"]
+        if after is None:
+            break
+    everything = (await call(api, "GET", f"/v1/queues/{url(Q)}/messages"))[1]
+    assert [len(p) for p in pages] == [2, 2, 1] and sum(pages, []) == [m["lookup_id"] for m in everything["messages"]]
+    assert everything["next_after"] is None
+
+
+async def test_a_page_with_bodies_ends_once_its_bodies_reach_the_byte_bound(api, monkeypatch):
+    import qm2qm.admin
+    monkeypatch.setattr(qm2qm.admin, "MAX_PAGE_BODY_BYTES", 250)
+    await make_queue(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "y" * 100, "count": 4})
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?body=1&limit=10")
+    assert status == 200 and len(data["messages"]) == 3 and data["next_after"] == data["messages"][-1]["lookup_id"]
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=10")
+    assert len(data["messages"]) == 4        # without bodies the bound does not apply
+
+
+async def test_the_client_lists_every_message_a_page_at_a_time(monkeypatch, tmp_path):
+    from qm2qm.pytest_plugin import start_in_process
+    handle, server = start_in_process(tmp_path / "data")
+    try:
+        admin = handle.admin()
+        admin.create_queue(Q)
+        admin.send(Q, body="z", count=25)
+        import qm2qm.admin
+        monkeypatch.setattr(qm2qm.admin, "MAX_PAGE_BODY_BYTES", 1)      # one message a page with bodies
+        assert len(admin.list_messages(Q, body=True, limit=None)) == 25
+        assert len(admin.list_messages(Q, limit=7)) == 7
+        first = admin.list_messages(Q, limit=3)
+        assert admin.list_messages(Q, limit=3, after=first[-1]["lookup_id"])[0]["lookup_id"] > first[-1]["lookup_id"]
+    finally:
+        server.stop()
 
 
 # ---------------------------------------------------------------------------------------------- fuzz
