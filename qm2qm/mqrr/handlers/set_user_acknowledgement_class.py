@@ -7,7 +7,7 @@ from qm2qm.mqrr.handlers._transaction import operation_on
 from qm2qm.mqrr.service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from shared_adm.enums import MessageClass
+from shared_adm.enums import MessageClass, PositionState
 
 
 def set_user_acknowledgement_class(service: Service, ctx: CallContext, wire: bytes, lookup_id: int,
@@ -20,7 +20,8 @@ def set_user_acknowledgement_class(service: Service, ctx: CallContext, wire: byt
     position = queue.message_position_list.get(lookup_id) if queue is not None else None
     if position is None:
         return st.MQ_ERROR_MESSAGE_NOT_FOUND
-    operation = operation_on(service.qm, position)
+    # every TransactionalOperation Locks its message: an Available one is in none (and needs no scan of them all)
+    operation = operation_on(service.qm, position) if position.state is not PositionState.AVAILABLE else None
     if operation is None:
         return st.MQ_ERROR_TRANSACTION_USAGE
     if ack_class != 0x0000:
