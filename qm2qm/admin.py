@@ -384,6 +384,7 @@ class AdminApi:
         r.add_post("/v1/queues/{name}/messages", self.send_message)
         r.add_get("/v1/queues/{name}/messages/{lookup_id}", self.show_message)
         r.add_post("/v1/queues/{name}/messages/{lookup_id}/move", self.move_message)
+        r.add_delete("/v1/queues/{name}/messages/{lookup_id}", self.delete_message)
         r.add_post("/v1/queues/{name}/open", self.open_queue)
         r.add_get("/v1/handles", self.list_handles)
         r.add_delete("/v1/handles/{handle}", self.close_handle)
@@ -482,6 +483,20 @@ class AdminApi:
         message = position.message
         message.lookup_identifier = position.lookup_identifier
         return _json(message_view(message, position.state.value, with_body=True))
+
+    async def delete_message(self, request: web.Request) -> web.Response:
+        """DELETE /v1/queues/{name}/messages/{lookup_id}: Message Position Deleted (MS-MQDMPR 3.1.7.2.1) of one
+        Available message, as a purge deletes it (NackQueuePurged): an operator's way to take one message away."""
+        from shared_adm.enums import MessageClass, PositionState
+        queue = self._queue(request)
+        position = _position(queue, request.match_info["lookup_id"])
+        if position.state is not PositionState.AVAILABLE:
+            raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
+                                                    f"{position.state.value}: a read or a transaction holds it")
+        pathname = self.backend.pathname(queue)         # before: deleting a subqueue's last message removes it
+        self.qm.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_PURGED)
+        await self.qm.durable()
+        return _json({"deleted": position.lookup_identifier, "queue": pathname})
 
     async def move_message(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/messages/{lookup_id}/move {"to": subqueue name, or "" for the queue itself}: Move

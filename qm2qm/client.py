@@ -342,6 +342,10 @@ class AdminClient:
         """GET /v1/queues/{pathname}/messages/{id}."""
         return self.request("GET", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}")
 
+    def delete_message(self, pathname: str, lookup_id: int) -> dict:
+        """DELETE /v1/queues/{pathname}/messages/{id}: take one Available message away."""
+        return self.request("DELETE", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}")
+
     def move_message(self, pathname: str, lookup_id: int, to: str = "") -> dict:
         """POST /v1/queues/{pathname}/messages/{id}/move: to the subqueue ``to`` of its queue, or "" the queue."""
         return self.request("POST", f"/v1/queues/{self.quote(pathname)}/messages/{lookup_id}/move", {"to": to})

@@ -77,9 +77,14 @@ def messages(pathname, with_body, limit, admin_url, as_json) -> None:
 @main.command()
 @click.argument("pathname")
 @click.argument("lookup_id", type=int)
+@click.option("--delete", is_flag=True, help="Delete it instead (an Available message only; as a purge does).")
 @admin_options
-def message(pathname, lookup_id, admin_url, as_json) -> None:
-    """Show one message of PATHNAME by lookup id, body included."""
+def message(pathname, lookup_id, delete, admin_url, as_json) -> None:
+    """Show one message of PATHNAME by lookup id, body included; or, with --delete, delete it."""
+    if delete:
+        data = _call_admin(lambda: _admin(admin_url).delete_message(pathname, lookup_id))
+        _emit(data, as_json, lambda d: click.echo(f"deleted lookup_id={d['deleted']} from {d['queue']}"))
+        return
     data = _call_admin(lambda: _admin(admin_url).show_message(pathname, lookup_id))
     _emit(data, as_json, _kv)
 

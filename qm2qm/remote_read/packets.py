@@ -65,7 +65,12 @@ def take_packet(core: ReadCore, entry: ReadEntry, result: ReadResult, *, receive
     try:
         return st.MQ_OK, packet_of(core, result, memo=not receive)
     except PacketError as exc:
-        _log.error("message %#x cannot be returned: %s", getattr(result.message, "lookup_identifier", 0), exc)
+        descriptor = entry.descriptor
+        queue = descriptor.queue_reference if descriptor is not None else None
+        _log.error("message %#x of %s cannot be returned: %s (take it out of the readers' way: `qm2qm move QUEUE "
+                   "ID SUBQUEUE` or `qm2qm message QUEUE ID --delete`)",
+                   getattr(result.message, "lookup_identifier", 0),
+                   queue.pathname if queue is not None else "its queue", exc)
         if receive:
             release(core, entry)
         return st.MQ_ERROR_INSUFFICIENT_RESOURCES, None

@@ -604,3 +604,27 @@ def _receive():
 def _deny_none():
     from shared_adm.enums import QueueShareMode
     return QueueShareMode.DENY_NONE
+
+
+async def test_delete_one_message_takes_an_available_one_away_and_refuses_a_locked_one(api):
+    await make_queue(api)
+    first = await send_one(api, body="first")
+    second = await send_one(api, body="second")
+    status, data = await call(api, "DELETE", f"/v1/queues/{url(Q)}/messages/{first}")
+    assert (status, data) == (200, {"deleted": first, "queue": "testhost\\private$\\orders"})
+    listed = (await call(api, "GET", f"/v1/queues/{url(Q)}/messages"))[1]["messages"]
+    assert [m["lookup_id"] for m in listed] == [second]
+    assert (await call(api, "DELETE", f"/v1/queues/{url(Q)}/messages/{first}"))[0] == 404
+    _, desc = api.qm.open_queue("DIRECT=OS:testhost\\private$\\orders", _receive(), _deny_none())
+    assert api.qm.dequeue_message_begin(desc, 0).status == 0
+    status, data = await call(api, "DELETE", f"/v1/queues/{url(Q)}/messages/{second}")
+    assert (status, data["error"]) == (409, "message_locked")
+
+
+async def test_deleting_a_subqueue_s_last_message_removes_the_subqueue(api):
+    await make_queue(api)
+    lookup_id = await send_one(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", {"to": "poison"})
+    status, data = await call(api, "DELETE", f"/v1/queues/{url(POISON)}/messages/{lookup_id}")
+    assert (status, data["queue"]) == (200, "testhost\\private$\\orders;poison")
+    assert (await call(api, "GET", f"/v1/queues/{url(POISON)}"))[0] == 404

@@ -197,3 +197,20 @@ def test_a_packet_the_compact_path_cannot_make_comes_from_the_general_path_byte_
     assert status == st.MQ_OK and packet.buffer == fast.buffer
     assert (packet.size, packet.arrival_time, packet.lookup_identifier) == (
         fast.size, fast.arrival_time, fast.lookup_identifier)
+
+
+def test_a_message_no_packet_can_carry_is_named_with_its_queue_and_once_moved_aside_the_queue_reads_on(core, caplog):
+    d = opened(core)
+    bad = Message(body=b"bad", label="L" * 5000, destination_queue_format_name=NAME)    # over 250 characters
+    assert core.qm.enqueue_message(d.queue_reference, bad) == st.MQ_OK
+    enqueue(core, d, b"good")
+    entry, read, finish = receive(core, d)
+    with caplog.at_level("ERROR"):
+        assert run_read_now(core, entry, read, finish) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, None)
+    assert f"message {bad.lookup_identifier:#x} of private$\\shared cannot be returned" in caplog.text
+    assert "qm2qm move QUEUE ID SUBQUEUE" in caplog.text and states(d) == [PositionState.AVAILABLE] * 2
+    aside = core.qm.subqueue(d.queue_reference, "bad", create=True)
+    assert core.qm.move_message(d.queue_reference.message_position_list.get(bad.lookup_identifier), aside) == 0
+    entry, read, finish = receive(core, d, request_id=2)
+    status, packet = run_read_now(core, entry, read, finish)
+    assert status == st.MQ_OK and b"good" in packet.buffer
