@@ -45,7 +45,7 @@ def _guid(text: str) -> uuid.UUID | None:
 def _split_suffix(text: str) -> tuple[str, str]:
     if ";" in text:
         base, _, suffix = text.partition(";")
-        return base, suffix.lower()
+        return base, suffix.lower() or ";"         # "Queue;" names nothing: ";" is no suffix any check accepts
     return text, ""
 
 

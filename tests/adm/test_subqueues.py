@@ -44,7 +44,8 @@ def test_subqueue_name_is_parsed_from_a_direct_format_name_as_written():
 
 
 def test_subqueue_names_outside_the_abnf_or_on_other_format_names_are_illegal():
-    for text in (QNAME + ";" + "x" * 33, QNAME + ";a b", QNAME + ';a"b', QNAME + ";a+b", QNAME + ";deadletter",
+    for text in (QNAME + ";" + "x" * 33, QNAME + ";a b", QNAME + ";", QNAME + ";a;b", QNAME + ";journal;x",
+                 "PRIVATE={00000000-0000-0000-0000-000000000001}\\00000004;", QNAME + ';a"b', QNAME + ";a+b", QNAME + ";deadletter",
                  "PRIVATE=" + "{%s}" % ("0" * 8 + "-0000-0000-0000-" + "0" * 12) + "\\00000004;poison",
                  "PUBLIC={00000000-0000-0000-0000-000000000001};poison"):
         assert parse(text).kind == "illegal", text
