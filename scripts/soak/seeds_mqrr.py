@@ -10,7 +10,8 @@ import uuid
 from qm2qm.mqrr import idl
 from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, MQ_MOVE_ACCESS, PEEK_ACCESS, RECEIVE_ACCESS, RR_ACK, \
     RR_NACK
-from qm2qm.mqrr.queue_format import QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_PRIVATE
+from qm2qm.mqrr.queue_format import (QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_PRIVATE, QUEUE_FORMAT_TYPE_SUBQUEUE,
+                                     QUEUE_SUFFIX_TYPE_SUBQUEUE)
 from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
 
 from soak.seeds_common import SESSION, ndr, repeatable
@@ -21,12 +22,18 @@ ALL = 0xFFFFFFFF
 
 
 def _queue_format(qf, format_name: str) -> None:
-    """QUEUE_FORMAT of a DIRECT= name (MS-MQMQ 2.2.7), or a PRIVATE= one."""
+    """QUEUE_FORMAT of a DIRECT= name (MS-MQMQ 2.2.7; with ";Subqueue" a QUEUE_FORMAT_TYPE_SUBQUEUE), or a PRIVATE=
+    one."""
     if format_name.upper().startswith("PRIVATE="):
         guid, number = format_name.split("=", 1)[1].split("\\")
         qf["m_qft"], qf["u"]["tag"] = QUEUE_FORMAT_TYPE_PRIVATE, QUEUE_FORMAT_TYPE_PRIVATE
         qf["u"]["m_oPrivateID"]["Lineage"] = uuid.UUID(guid).bytes_le
         qf["u"]["m_oPrivateID"]["Uniquifier"] = int(number, 16)
+    elif ";" in format_name:
+        qf["m_qft"], qf["u"]["tag"] = QUEUE_FORMAT_TYPE_SUBQUEUE, QUEUE_FORMAT_TYPE_SUBQUEUE
+        qf["u"]["m_pDirectSubqueueID"] = format_name.split("=", 1)[1] + "\x00"
+        qf["m_SuffixAndFlags"], qf["m_reserved"] = QUEUE_SUFFIX_TYPE_SUBQUEUE, 0
+        return
     else:
         qf["m_qft"], qf["u"]["tag"] = QUEUE_FORMAT_TYPE_DIRECT, QUEUE_FORMAT_TYPE_DIRECT
         qf["u"]["m_pDirectID"] = format_name.split("=", 1)[1] + "\x00"
@@ -62,6 +69,7 @@ def build(ndr64: bool) -> dict[int, list[bytes]]:
                                                                     (PEEK_ACCESS, MQ_DENY_NONE),
                                                                     (RECEIVE_ACCESS, MQ_DENY_SHARE))]
     opens.append(open_queue("PRIVATE=" + str(uuid.UUID(int=14)) + "\\00000001", ndr64))
+    opens.append(open_queue(SEED_FORMAT_NAME + ";poison", ndr64))           # a subqueue, made by this open
     r3 = idl.R_CloseQueue()
     r3["pphContext"] = SESSION
     out[3] = [r3]
@@ -99,5 +107,6 @@ def build(ndr64: bool) -> dict[int, list[bytes]]:
     out[14] = [r14]
     stubs = {opnum: [ndr(call, ndr64) for call in calls] for opnum, calls in out.items()}
     stubs[2] = opens
-    stubs[11] = [open_queue(SEED_FORMAT_NAME, ndr64, MQ_MOVE_ACCESS, MQ_DENY_NONE, for_move=True)]
+    stubs[11] = [open_queue(SEED_FORMAT_NAME + suffix, ndr64, MQ_MOVE_ACCESS, MQ_DENY_NONE, for_move=True)
+                 for suffix in ("", ";retry")]
     return dict(sorted(stubs.items()))

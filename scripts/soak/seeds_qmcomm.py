@@ -176,6 +176,7 @@ def build_qmcomm(ndr64: bool) -> dict[int, list[bytes]]:
     out[1] = [ndr(r1, ndr64)]
     out[2] = [open_remote_queue(SEED_FORMAT_NAME, ndr64, access) for access in (MQ_RECEIVE_ACCESS, MQ_PEEK_ACCESS)]
     out[2].append(open_remote_queue(PRIVATE_FORMAT_NAME, ndr64, MQ_RECEIVE_ACCESS, MQ_DENY_RECEIVE_SHARE))
+    out[2].append(open_remote_queue(SEED_FORMAT_NAME + ";poison", ndr64))     # QUEUE_FORMAT_TYPE_SUBQUEUE
     r3 = idl.R_QMCloseRemoteQueueContext()
     r3["pphContext"] = SESSION
     out[3] = [ndr(r3, ndr64)]
