@@ -539,8 +539,9 @@ class AdminApi:
         queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
         _reject_unknown(body, {"grant", "revoke", "principal"})
         if queue.parent_queue is not None:
+            parent = self.backend.pathname(queue.parent_queue)
             raise AdminError(400, "subqueue", f"'{self.backend.pathname(queue)}' is a subqueue: it has its queue's "
-                                              f"permissions; change those of '{self.backend.pathname(queue.parent_queue)}'")
+                                              f"permissions; change those of '{parent}'")
         if ("grant" in body) == ("revoke" in body):
             raise AdminError(400, "bad_value", "give exactly one of grant or revoke (receive, peek or delete)")
         verb = "grant" if "grant" in body else "revoke"
@@ -731,12 +732,13 @@ class Backend:
         as an Open Queue would) or, with ``to`` "", to the queue itself; the target queue is returned."""
         from shared_adm import status as st
         from shared_adm.enums import PositionState
-        from shared_adm.format_name import SUBQUEUE_NAME
+        from shared_adm.format_name import is_subqueue_name
         source = position.queue
         family = source.parent_queue or source
-        if to and not SUBQUEUE_NAME.fullmatch(to):
+        if to and not is_subqueue_name(to):
             raise AdminError(400, "bad_value", f"to: {to!r} is no subqueue name (1 to 32 of the characters MS-MQMQ "
-                                               "2.1.1 allows: no space, '\"', '+', ',', ';' or '\\')")
+                                               "2.1.1 allows: no space, '\"', '+', ',', ';' or '\\'; not journal, "
+                                               "deadletter or deadxact)")
         if position.state is not PositionState.AVAILABLE:
             raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
                                                     f"{position.state.value}: a read or a transaction holds it")

@@ -49,9 +49,10 @@ def _split_suffix(text: str) -> tuple[str, str]:
     return text, ""
 
 
-def _is_subqueue_suffix(suffix: str) -> bool:
-    """A suffix that names a subqueue: none of the reserved three, and of the Subqueue ABNF (MS-MQMQ 2.1.1)."""
-    return suffix not in _SUFFIXES and SUBQUEUE_NAME.fullmatch(suffix) is not None
+def is_subqueue_name(name: str) -> bool:
+    """A name a subqueue may have: of the Subqueue ABNF (MS-MQMQ 2.1.1) and none of the suffixes JOURNAL, DEADLETTER
+    and DEADXACT, which ";name" already means."""
+    return isinstance(name, str) and name.lower() not in _SUFFIXES and SUBQUEUE_NAME.fullmatch(name) is not None
 
 
 def parse(text: object) -> FormatName:
@@ -115,7 +116,7 @@ def _parse_direct(text: str, value: str) -> FormatName:
         return FormatName("illegal", text)
     subqueue = ""
     if suffix and path.lower() != "system$":
-        if not _is_subqueue_suffix(suffix) and suffix != "journal":
+        if not is_subqueue_name(suffix) and suffix != "journal":
             return FormatName("illegal", text)
         subqueue = written_suffix if suffix != "journal" else ""
     return FormatName("direct", text, protocol=protocol, host=host, path=path, suffix=suffix, subqueue=subqueue)

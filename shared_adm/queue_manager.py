@@ -37,7 +37,7 @@ from shared_adm.enums import (MessageClass, OperationType, PositionState, QueueA
 from shared_adm.events_expiry import ExpiryEvents
 from shared_adm.events_read import ReadEvents
 from shared_adm.events_transaction import TransactionEvents
-from shared_adm.format_name import SUBQUEUE_NAME, FormatName, parse, pathname_key
+from shared_adm.format_name import FormatName, is_subqueue_name, parse, pathname_key
 from shared_adm.message import Message
 from shared_adm.queue import MessagePosition, Queue
 from shared_adm.store.base import MemoryStore, PackedStoredMessage, Snapshot, Store, StoredQueue, StoreError
@@ -181,7 +181,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             except ValueError as exc:
                 raise StoreError(f"{where}: corrupt attributes of queue {stored.identifier!r:.60}: {exc}") from None
             if ";" in queue.pathname and queue.queue_type is not QueueType.SYSTEM:     # "Queue;Subqueue"
-                if not SUBQUEUE_NAME.fullmatch(queue.pathname.partition(";")[2]):
+                if not is_subqueue_name(queue.pathname.partition(";")[2]):
                     raise StoreError(f"{where}: corrupt queue {stored.identifier!r:.60}: {queue.pathname!r:.60} is "
                                      "no subqueue path name")
                 subqueues.append((stored.identifier, queue))

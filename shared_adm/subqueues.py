@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 
 from shared_adm.enums import QueueType
+from shared_adm.format_name import is_subqueue_name
 from shared_adm.queue import Queue
 from shared_adm.store.base import StoredQueue, StoreError
 
@@ -27,7 +28,7 @@ class SubqueueEvents:
         for queue in parent.subqueue_collection:
             if queue.subqueue_name.lower() == wanted:
                 return queue
-        if not create:
+        if not create or not is_subqueue_name(name):
             return None
         now = int(self.scheduler.wall_time())
         queue = Queue(pathname=f"{parent.pathname};{name}", queue_type=parent.queue_type, create_time=now,

@@ -182,7 +182,7 @@ def fill_queue_format(qf: Any, name: str) -> None:
     """The inverse of format_name for a client: PUBLIC=, PRIVATE=, DIRECT= (with ;JOURNAL etc.) → QUEUE_FORMAT."""
     from shared_adm.format_name import parse
     parsed = parse(name)
-    if parsed.subqueue:         # "DIRECT=…\\Queue;Subqueue": QUEUE_FORMAT_TYPE_SUBQUEUE, SUFFIX_TYPE_SUBQUEUE, Flags 0
+    if parsed.subqueue:         # "DIRECT=…;Subqueue": QUEUE_FORMAT_TYPE_SUBQUEUE, SUFFIX_TYPE_SUBQUEUE, Flags 0
         qf["m_qft"] = qf["u"]["tag"] = c.QUEUE_FORMAT_TYPE_SUBQUEUE
         qf["m_SuffixAndFlags"] = c.QUEUE_SUFFIX_TYPE_SUBQUEUE
         qf["m_reserved"] = 0

@@ -45,7 +45,8 @@ def test_subqueue_name_is_parsed_from_a_direct_format_name_as_written():
 
 def test_subqueue_names_outside_the_abnf_or_on_other_format_names_are_illegal():
     for text in (QNAME + ";" + "x" * 33, QNAME + ";a b", QNAME + ";", QNAME + ";a;b", QNAME + ";journal;x",
-                 "PRIVATE={00000000-0000-0000-0000-000000000001}\\00000004;", QNAME + ';a"b', QNAME + ";a+b", QNAME + ";deadletter",
+                 "PRIVATE={00000000-0000-0000-0000-000000000001}\\00000004;", QNAME + ';a"b', QNAME + ";a+b",
+                 QNAME + ";deadletter",
                  "PRIVATE=" + "{%s}" % ("0" * 8 + "-0000-0000-0000-" + "0" * 12) + "\\00000004;poison",
                  "PUBLIC={00000000-0000-0000-0000-000000000001};poison"):
         assert parse(text).kind == "illegal", text
@@ -245,3 +246,10 @@ def test_a_transactional_move_into_a_subqueue_made_anew_meanwhile_lands_in_the_n
     assert again is not old
     assert qm.transaction_commit(transaction.identifier) == st.MQ_OK
     assert queue.subqueue_collection == [again] and bodies(qm, again) == [(b"m", "Available")]
+
+
+def test_no_subqueue_takes_the_name_of_a_reserved_suffix(qm, queue):
+    for name in ("journal", "DeadLetter", "deadxact"):
+        assert qm.subqueue(queue, name, create=True) is None
+    assert open_ok(qm, QNAME + ";JOURNAL").queue_reference is queue.journal_queue_reference
+    assert queue.subqueue_collection == []

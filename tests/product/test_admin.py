@@ -563,6 +563,7 @@ async def test_a_subqueue_takes_no_sends_no_delete_and_no_permission_change(api)
 @pytest.mark.parametrize("body, code, error", [
     ({"to": "a b"}, 400, "bad_value"), ({"to": "x" * 33}, 400, "bad_value"), ({"to": 5}, 400, "bad_value"),
     ({"to": ""}, 400, "bad_value"), ({"where": "poison"}, 400, "unknown_field"),
+    ({"to": "Journal"}, 400, "bad_value"),
 ])
 async def test_move_with_a_bad_target_is_refused_and_moves_nothing(api, body, code, error):
     await make_queue(api)
