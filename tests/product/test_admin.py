@@ -629,3 +629,31 @@ async def test_deleting_a_subqueue_s_last_message_removes_the_subqueue(api):
     status, data = await call(api, "DELETE", f"/v1/queues/{url(POISON)}/messages/{lookup_id}")
     assert (status, data["queue"]) == (200, "testhost\\private$\\orders;poison")
     assert (await call(api, "GET", f"/v1/queues/{url(POISON)}"))[0] == 404
+
+
+async def test_a_long_page_is_built_a_chunk_a_turn_and_stays_in_order_while_the_queue_changes(api, monkeypatch):
+    import qm2qm.admin
+    monkeypatch.setattr(qm2qm.admin, "LIST_CHUNK", 3)
+    await make_queue(api)
+    await call(api, "POST", f"/v1/queues/{url(Q)}/messages", {"body": "x", "count": 10})
+    queue = api.qm.queue_by_pathname(Q)
+    first = next(iter(queue.message_position_list))
+    turns = []
+    real_messages = qm2qm.admin.Backend.messages
+
+    def messages(self, *args):
+        turns.append(args[2])          # where each chunk starts
+        if len(turns) == 2:            # between two turns the first message, already listed, goes
+            api.qm.message_position_deleted(queue, first, _purged())
+        return real_messages(self, *args)
+
+    monkeypatch.setattr(qm2qm.admin.Backend, "messages", messages)
+    status, data = await call(api, "GET", f"/v1/queues/{url(Q)}/messages?limit=8")
+    ids = [m["lookup_id"] for m in data["messages"]]
+    assert status == 200 and len(ids) == 8 and ids == sorted(ids) and len(set(ids)) == 8
+    assert turns[0] is None and len(turns) == 3 and data["next_after"] == ids[-1]
+
+
+def _purged():
+    from shared_adm.enums import MessageClass
+    return MessageClass.NACK_QUEUE_PURGED
