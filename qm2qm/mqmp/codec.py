@@ -170,7 +170,9 @@ def _compose(qft: int, suffix: int, value: Any) -> str:
         text = "MACHINE={%s}" % uuid.UUID(bytes_le=value)
     elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
         text = "DIRECT=" + value
-    else:
+    else:                   # m_pDirectSubqueueID "MUST … contain the optional <Subqueue> element" (MS-MQMQ 2.2.7)
+        if ";" not in value:
+            raise FormatNameError(st.MQ_ERROR_ILLEGAL_FORMATNAME, "QUEUE_FORMAT_TYPE_SUBQUEUE without a subqueue")
         return "DIRECT=" + value
     if qft == c.QUEUE_FORMAT_TYPE_DIRECT and text[7:].split(":", 1)[0].upper() in ("HTTP", "HTTPS"):
         raise FormatNameError(st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION,

@@ -50,7 +50,7 @@ def format_name_of(qft: int, flags: int, value: Any) -> str | None:
     Uniquifier) or the direct name without its terminating NULs."""
     if qft == QUEUE_FORMAT_TYPE_SUBQUEUE:
         # MS-MQMQ 2.2.7: Suffix Type QUEUE_SUFFIX_TYPE_SUBQUEUE (NONE taken too); the direct name holds ";Subqueue"
-        return "DIRECT=" + value if flags & 0x0F in (0, QUEUE_SUFFIX_TYPE_SUBQUEUE) and ";" in value else None
+        return "DIRECT=" + value if (flags & 0x0F) in (0, QUEUE_SUFFIX_TYPE_SUBQUEUE) and ";" in value else None
     suffix = _SUFFIXES.get(flags & 0x0F)
     if suffix is None:
         return None

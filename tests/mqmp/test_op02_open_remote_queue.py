@@ -208,3 +208,8 @@ async def test_a_subqueue_format_with_another_suffix_type_is_an_illegal_format_n
 
     assert await env.run(_raw_open, client, 8, subqueue, 0x81) == st.MQ_ERROR_ILLEGAL_FORMATNAME
     assert await env.run(_raw_open, client, 8, subqueue, 0x05) == st.MQ_OK
+
+    def no_subqueue(arm):
+        arm["m_pDirectSubqueueID"] = "OS:qm2qm\\" + QUEUE_PATH + "\x00"
+
+    assert await env.run(_raw_open, client, 8, no_subqueue, 0x05) == st.MQ_ERROR_ILLEGAL_FORMATNAME
