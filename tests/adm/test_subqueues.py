@@ -179,14 +179,19 @@ def test_a_stored_subqueue_left_empty_is_gone_after_a_restart(qm, queue, store):
     assert all(";poison" not in q.attributes["pathname"] for q in store.load().queues)
 
 
-def test_a_transactional_move_into_a_subqueue_closed_meanwhile_still_lands_at_commit(qm, queue):
+def pending_move_into_a_closed_subqueue(qm, queue):
+    """A transaction's Move of a message into ;poison, whose only handle then closes: (the subqueue, transaction)."""
     lookup_id, = put(qm, queue, "m")
     holder = open_ok(qm, POISON)
-    poison = holder.queue_reference
     transaction = qm.create_transaction(os.urandom(16))
-    assert qm.move_message(queue.message_position_list.get(lookup_id), poison, transaction) == st.MQ_OK
+    assert qm.move_message(queue.message_position_list.get(lookup_id), holder.queue_reference, transaction) == 0
     qm.close_queue(holder)
     assert queue.subqueue_collection == []              # empty and closed: gone, while the move is pending
+    return holder.queue_reference, transaction
+
+
+def test_a_transactional_move_into_a_subqueue_closed_meanwhile_still_lands_at_commit(qm, queue):
+    poison, transaction = pending_move_into_a_closed_subqueue(qm, queue)
     assert qm.transaction_commit(transaction.identifier) == st.MQ_OK
     assert qm.subqueue(queue, "poison") is poison and bodies(qm, poison) == [(b"m", "Available")]
 
@@ -236,13 +241,8 @@ def test_receive_from_a_subqueue_deletes_with_ack_receive(qm, queue):
 
 
 def test_a_transactional_move_into_a_subqueue_made_anew_meanwhile_lands_in_the_new_one(qm, queue):
-    lookup_id, = put(qm, queue, "m")
-    holder = open_ok(qm, POISON)
-    old = holder.queue_reference
-    transaction = qm.create_transaction(os.urandom(16))
-    assert qm.move_message(queue.message_position_list.get(lookup_id), old, transaction) == st.MQ_OK
-    qm.close_queue(holder)                              # gone ...
-    again = open_ok(qm, POISON).queue_reference         # ... and made anew, another Queue
+    old, transaction = pending_move_into_a_closed_subqueue(qm, queue)
+    again = open_ok(qm, POISON).queue_reference         # made anew: another Queue
     assert again is not old
     assert qm.transaction_commit(transaction.identifier) == st.MQ_OK
     assert queue.subqueue_collection == [again] and bodies(qm, again) == [(b"m", "Available")]
