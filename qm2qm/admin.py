@@ -18,7 +18,7 @@ from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm import status as st
 from shared_adm.status import status_name
 from qm2qm.web import register as register_web_view
-from shared_adm.queue_manager import CursorLimitReached
+from shared_adm.queue_manager import CursorLimitReached, SubqueueLimitReached
 from shared_adm.store.base import StoreError
 
 log = logging.getLogger("qm2qm.admin")
@@ -756,7 +756,11 @@ class Backend:
         if position.state is not PositionState.AVAILABLE:
             raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
                                                     f"{position.state.value}: a read or a transaction holds it")
-        target = self.qm.subqueue(family, to, create=True) if to else family
+        try:
+            target = self.qm.subqueue(family, to, create=True) if to else family
+        except SubqueueLimitReached as refused:
+            raise AdminError(507, "too_many_subqueues", f"{refused}: receive, move or delete the messages of some "
+                                                         "(serve --max-subqueues)") from None
         if target is None:
             raise AdminError(400, "no_subqueues", f"'{self.pathname(family)}' has no subqueues (a system queue)")
         if target is source:

@@ -122,6 +122,7 @@ class App:
             raise StartupError(str(exc)) from None
         self.qm.allow_anonymous_read = self.config.allow_anonymous_read
         self.qm.max_open_queues, self.qm.max_cursors = self.config.max_open_queues, self.config.max_cursors
+        self.qm.max_subqueues = self.config.max_subqueues
         mqqp_config = MqqpConfig(qmcomm_port=self.config.qmcomm_port)
         self.service = build_service(self.qm, mqqp_config)
         interface = service_interface(self.service)
@@ -305,7 +306,8 @@ class App:
             "version": list(self.service.config.version) if self.service else None,
             "limits": {"max_connections": self.config.max_connections,
                        "max_context_handles": self.config.max_context_handles,
-                       "max_open_queues": self.config.max_open_queues, "max_cursors": self.config.max_cursors},
+                       "max_open_queues": self.config.max_open_queues, "max_cursors": self.config.max_cursors,
+                       "max_subqueues": self.config.max_subqueues},
         }
 
     async def close(self) -> None:

@@ -25,11 +25,13 @@ MQSD_DEFAULT_PORT = 1801
 # Same as qm2qm.rpc.server.DEFAULT_MAX_CONNECTIONS; each connection is one file descriptor (mind ulimit -n).
 DEFAULT_MAX_CONNECTIONS = 1024
 # Same as qm2qm.rpc.handles.MAX_CONTEXT_HANDLES (per association group) and shared_adm.queue_manager's
-# DEFAULT_MAX_OPEN_QUEUES / DEFAULT_MAX_CURSORS (over every caller): what a caller may keep open, so that opening
-# queues or cursors in a loop meets an error answer instead of the memory's end.
+# DEFAULT_MAX_OPEN_QUEUES / DEFAULT_MAX_CURSORS and shared_adm.subqueues' DEFAULT_MAX_SUBQUEUES (over every caller):
+# what a caller may keep open, so that opening queues, cursors or subqueues in a loop meets an error answer instead of
+# the memory's end.
 DEFAULT_MAX_CONTEXT_HANDLES = 4096
 DEFAULT_MAX_OPEN_QUEUES = 262144
 DEFAULT_MAX_CURSORS = 1048576
+DEFAULT_MAX_SUBQUEUES = 65536
 _MOST_OPEN = 100_000_000
 # Same as qm2qm.rpc.server.DEFAULT_IDLE_TIMEOUT_S: a connection that is not bound, or stops inside a PDU, is closed
 # after this many seconds without a complete PDU (C706 and MS-RPCE leave it to the implementation). Bound
@@ -77,6 +79,7 @@ class ServerConfig:
     max_context_handles: int = DEFAULT_MAX_CONTEXT_HANDLES
     max_open_queues: int = DEFAULT_MAX_OPEN_QUEUES
     max_cursors: int = DEFAULT_MAX_CURSORS
+    max_subqueues: int = DEFAULT_MAX_SUBQUEUES
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     epm_port: int = DEFAULT_EPM_PORT
     trace: str | None = None
@@ -199,7 +202,7 @@ def _check_value(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
             raise ConfigError(f"max_connections: expected an integer 1..1000000, got {value!r}")
         return value
-    if key in ("max_context_handles", "max_open_queues", "max_cursors"):
+    if key in ("max_context_handles", "max_open_queues", "max_cursors", "max_subqueues"):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MOST_OPEN:
             raise ConfigError(f"{key}: expected an integer 1..{_MOST_OPEN}, got {value!r}")
         return value

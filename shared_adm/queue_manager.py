@@ -41,7 +41,7 @@ from shared_adm.format_name import FormatName, is_subqueue_name, parse, pathname
 from shared_adm.message import Message
 from shared_adm.queue import MessagePosition, Queue
 from shared_adm.store.base import MemoryStore, PackedStoredMessage, Snapshot, Store, StoredQueue, StoreError
-from shared_adm.subqueues import SubqueueEvents
+from shared_adm.subqueues import DEFAULT_MAX_SUBQUEUES, SubqueueEvents, SubqueueLimitReached
 from shared_adm.transaction import TransactionalOperation
 
 LOW_7_BYTES = (1 << 56) - 1
@@ -118,6 +118,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self.allow_anonymous_read = False   # policy of shared_adm.security.check_access (--allow-anonymous-read)
         self.max_open_queues = DEFAULT_MAX_OPEN_QUEUES      # remote readers' opens past it: INSUFFICIENT_RESOURCES
         self.max_cursors = DEFAULT_MAX_CURSORS              # Open Cursor past it: CursorLimitReached
+        self.max_subqueues = DEFAULT_MAX_SUBQUEUES          # a new subqueue past it: INSUFFICIENT_RESOURCES
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
         self._subqueues: dict[uuid.UUID, Queue] = {}       # every queue's SubqueueCollection, by Identifier
@@ -409,7 +410,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None     # messages reach a subqueue by moves only
         if name.kind == "multicast" and not send:
             return st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None
-        queue_obj = self._find_queue(name)
+        try:
+            queue_obj = self._find_queue(name)
+        except SubqueueLimitReached as refused:
+            return refused.status, None
         if queue_obj is None:
             if not send or self._names_this_queue_manager(name):
                 return st.MQ_ERROR_QUEUE_NOT_FOUND, None

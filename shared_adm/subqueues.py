@@ -15,13 +15,25 @@ from shared_adm.format_name import is_subqueue_name
 from shared_adm.queue import Queue
 from shared_adm.store.base import StoredQueue, StoreError
 
+DEFAULT_MAX_SUBQUEUES = 65536       # about 4 KiB each (a Queue and its two sorted lists): near 256 MiB in all
+
+
+class SubqueueLimitReached(Exception):
+    """A subqueue not made: the queue manager already holds ``max_subqueues`` (answered
+    MQ_ERROR_INSUFFICIENT_RESOURCES by the protocols, 507 by the admin API)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the queue manager already holds {limit} subqueues")
+        self.status = 0xC00E0027        # MQ_ERROR_INSUFFICIENT_RESOURCES
+
 
 class SubqueueEvents:
     """Mixin of QueueManager: find, create, drop and reload subqueues."""
 
     def subqueue(self, parent: Queue, name: str, create: bool = False) -> Queue | None:
         """The subqueue ``name`` of ``parent`` (compared without case, as queue names are), created when ``create``
-        and absent; None when absent and not created, or when ``parent`` is itself a subqueue or a system queue."""
+        and absent; None when absent and not created, or when ``parent`` is itself a subqueue or a system queue.
+        SubqueueLimitReached when one is to be made and ``max_subqueues`` are held."""
         if parent.parent_queue is not None or parent.queue_type is QueueType.SYSTEM or not self.is_live_queue(parent):
             return None
         wanted = name.lower()
@@ -30,6 +42,8 @@ class SubqueueEvents:
                 return queue
         if not create or not is_subqueue_name(name):
             return None
+        if len(self._subqueues) >= self.max_subqueues:
+            raise SubqueueLimitReached(self.max_subqueues)
         now = int(self.scheduler.wall_time())
         queue = Queue(pathname=f"{parent.pathname};{name}", queue_type=parent.queue_type, create_time=now,
                       modify_time=now, transactional=parent.transactional, label=parent.label)

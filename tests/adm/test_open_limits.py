@@ -16,6 +16,9 @@ OPENED = RemoteReadState.OPENED
 
 def test_a_remote_reader_s_open_past_max_open_queues_answers_insufficient_resources_until_one_is_closed(qm, queue):
     assert (qm.max_open_queues, qm.max_cursors) == (DEFAULT_MAX_OPEN_QUEUES, DEFAULT_MAX_CURSORS)
+    from qm2qm import config
+    assert (config.DEFAULT_MAX_OPEN_QUEUES, config.DEFAULT_MAX_CURSORS, config.DEFAULT_MAX_SUBQUEUES) == (
+        DEFAULT_MAX_OPEN_QUEUES, DEFAULT_MAX_CURSORS, qm.max_subqueues)        # the serve defaults are the same
     qm.max_open_queues = 2
     first, second = (qm.open_queue(QNAME, RECEIVE, DENY_NONE, OPENED)[1] for _ in range(2))
     assert qm.open_queue(QNAME, RECEIVE, DENY_NONE, OPENED) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, None)

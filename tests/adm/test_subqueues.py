@@ -253,3 +253,25 @@ def test_no_subqueue_takes_the_name_of_a_reserved_suffix(qm, queue):
         assert qm.subqueue(queue, name, create=True) is None
     assert open_ok(qm, QNAME + ";JOURNAL").queue_reference is queue.journal_queue_reference
     assert queue.subqueue_collection == []
+
+
+def test_a_new_subqueue_past_max_subqueues_answers_insufficient_resources_until_one_goes(qm, queue):
+    qm.max_subqueues = 2
+    first, _ = open_ok(qm, QNAME + ";a"), open_ok(qm, QNAME + ";b")
+    assert qm.open_queue(QNAME + ";c", RECEIVE, DENY_NONE) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, None)
+    assert open_ok(qm, QNAME + ";a").queue_reference is first.queue_reference       # an existing one still opens
+    assert len(queue.subqueue_collection) == 2
+    for desc in list(first.queue_reference.open_queue_descriptor_collection):
+        qm.close_queue(desc)                                                          # ;a goes
+    assert open_ok(qm, QNAME + ";c").queue_reference.subqueue_name == "c"
+
+
+def test_stored_subqueues_past_max_subqueues_are_all_loaded(qm, queue, store):
+    for name in ("a", "b", "c"):
+        lookup_id, = put(qm, queue, name, delivery_guarantee=REC)
+        holder = open_ok(qm, QNAME + ";" + name)
+        qm.move_message(queue.message_position_list.get(lookup_id), holder.queue_reference)
+    again = QueueManager(store=store, scheduler=ManualScheduler(), computer_name="qm2qm")
+    again.max_subqueues = 1
+    again.initialize()                  # a restart never refuses what the store holds
+    assert len(again.queue_by_pathname(r".\private$\q").subqueue_collection) == 3

@@ -657,3 +657,13 @@ async def test_a_long_page_is_built_a_chunk_a_turn_and_stays_in_order_while_the_
 def _purged():
     from shared_adm.enums import MessageClass
     return MessageClass.NACK_QUEUE_PURGED
+
+
+async def test_a_move_that_would_make_a_subqueue_past_the_limit_is_507(api):
+    api.qm.max_subqueues = 1
+    await make_queue(api)
+    first, second = await send_one(api), await send_one(api)
+    assert (await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{first}/move", {"to": "a"}))[0] == 200
+    status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{second}/move", {"to": "b"})
+    assert (status, data["error"]) == (507, "too_many_subqueues")
+    assert (await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{second}/move", {"to": "a"}))[0] == 200
