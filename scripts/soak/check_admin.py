@@ -19,6 +19,7 @@ VALID = {
                 "extension_base64": "AAEC", "count": 2},
     "open": {"access": "peek", "share_mode": "deny-none"},
     "cursor": {},
+    "move": {"to": "poison"},
 }
 ODD_STRINGS = ("", " ", "\\", "private$\\", ".\\private$\\" + "q" * 200, "DIRECT=OS:", "\u0000", "\ud800", "é" * 300,
                "%", "%%", "..", "../..", "a;b", "\"", "-1", "0x10", "1e400", "NaN", "null", "🙂" * 50)
@@ -77,7 +78,7 @@ def run(r: Run) -> None:
         counts: dict[int, int] = {}
         five_hundreds: list[str] = []
         for i in range(r.budget.admin_cases):
-            target = rng.randrange(15)
+            target = rng.randrange(18)
             qq = odd_segment(rng, q) if rng.random() < 0.4 else q
             hh = odd_segment(rng, str(handle)) if rng.random() < 0.4 else str(handle)
             ll = odd_segment(rng, str(lookup)) if rng.random() < 0.4 else str(lookup)
@@ -86,21 +87,29 @@ def run(r: Run) -> None:
                 ("GET", "/v1/info", None), ("GET", "/v1/queues", None), ("POST", "/v1/queues", "queue"),
                 ("GET", f"/v1/queues/{qq}", None), ("DELETE", f"/v1/queues/{qq}2", None),
                 ("GET", f"/v1/queues/{qq}/messages?limit={rng.choice(('1', '0', '-1', 'x', '99999999999', ''))}"
-                 f"&body={rng.choice(('1', '0', 'yes', ''))}", None),
+                 f"&body={rng.choice(('1', '0', 'yes', ''))}"
+                 f"&after={rng.choice(('0', 'x', '-1', '', ll))}", None),
                 ("POST", f"/v1/queues/{qq}/messages", "message"), ("GET", f"/v1/queues/{qq}/messages/{ll}", None),
                 ("POST", f"/v1/queues/{qq}/open", "open"), ("GET", "/v1/handles", None),
                 ("POST", f"/v1/handles/{hh}/cursors", "cursor"), ("GET", "/v1/reads", None),
                 ("GET", "/v1/transactions", None), ("POST", f"/v1/transactions/{tt}/commit", None),
-                ("POST", f"/v1/transactions/{tt}/abort", None)][target]
+                ("POST", f"/v1/transactions/{tt}/abort", None),
+                ("POST", f"/v1/queues/{qq}/messages/{ll}/move", "move"),         # to a subqueue and back
+                ("GET", f"/v1/queues/{qq}%3Bpoison", None),
+                ("DELETE", f"/v1/queues/{qq}%3Bpoison/messages/{ll}", None)][target]
             if rng.random() < 0.05:
                 method = rng.choice(("PUT", "PATCH", "DELETE", "POST", "GET"))
             body = mutated_body(rng, kind) if kind else (mutated_body(rng, "open") if rng.random() < 0.2 else None)
+            if kind == "move" and rng.random() < 0.5:       # a valid move too, so the seed goes to ;poison and back
+                body = json.dumps({"to": rng.choice(("poison", ""))}).encode()
             headers = {"Content-Type": rng.choice(("application/json", "text/plain", "application/json; charset=latin-1"))}
             try:
                 status, data = admin.raw(method, path, body, headers)
             except Exception as exc:        # a dropped connection is as bad as a 500
                 status, data = 599, repr(exc).encode()
             counts[status] = counts.get(status, 0) + 1
+            if target == 17 and method == "DELETE" and status == 200:      # the seed is gone: send another
+                lookup = admin.ok("POST", f"/v1/queues/{q}/messages", {"body": "seed"})["lookup_id"]
             if status >= 500 and status != 507:
                 five_hundreds.append(f"{method} {path[:80]} {body[:60] if body else b''!r} -> {status} {data[:100]!r}")
         problems = watch.new_problems()
