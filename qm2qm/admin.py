@@ -168,6 +168,14 @@ def _position(queue, text: str):
     if position is None:
         raise AdminError(404, "MQ_ERROR_MESSAGE_NOT_FOUND", f"no message with lookup_id {lookup_id} in this queue")
     return position
+
+
+def _require_available(position) -> None:
+    """409 unless the message is Available: a read or a transaction holding it keeps it where it is."""
+    from shared_adm.enums import PositionState
+    if position.state is not PositionState.AVAILABLE:
+        raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
+                                                f"{position.state.value}: a read or a transaction holds it")
 # Listing unpacks every message on the loop thread; a bound keeps one request from stalling the RPC listener.
 DEFAULT_LIST_LIMIT = 1000
 MAX_LIST_LIMIT = 10_000         # messages a page; page on with ?after=<next_after>
@@ -501,12 +509,10 @@ class AdminApi:
     async def delete_message(self, request: web.Request) -> web.Response:
         """DELETE /v1/queues/{name}/messages/{lookup_id}: Message Position Deleted (MS-MQDMPR 3.1.7.2.1) of one
         Available message, as a purge deletes it (NackQueuePurged): an operator's way to take one message away."""
-        from shared_adm.enums import MessageClass, PositionState
+        from shared_adm.enums import MessageClass
         queue = self._queue(request)
         position = _position(queue, request.match_info["lookup_id"])
-        if position.state is not PositionState.AVAILABLE:
-            raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
-                                                    f"{position.state.value}: a read or a transaction holds it")
+        _require_available(position)
         pathname = self.backend.pathname(queue)         # before: deleting a subqueue's last message removes it
         self.qm.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_PURGED)
         await self.qm.durable()
@@ -729,10 +735,10 @@ class Backend:
         """(Message, MessagePosition.State) pairs in MessagePositionList order (MS-MQDMPR 3.1.1.2) from the first
         position past LookupIdentifier ``after`` (O(log n) to find), at most ``limit`` of them and, given
         ``max_body_bytes``, no more once their bodies reach it; and the last one's lookup id when more follow."""
+        from shared_adm.queue import START_KEY
         positions = queue.message_position_list
-        source = iter(positions) if after is None else positions.irange_after_values(after)
         out, size = [], 0
-        for position in source:
+        for position in positions.irange_after_values(START_KEY if after is None else after):
             if len(out) >= limit or (max_body_bytes is not None and out and size >= max_body_bytes):
                 return out, out[-1][0].lookup_identifier
             message = position.message
@@ -745,7 +751,6 @@ class Backend:
         """Move Message (MS-MQDMPR 3.1.7.1.16) of an Available message to the subqueue ``to`` of its queue (created
         as an Open Queue would) or, with ``to`` "", to the queue itself; the target queue is returned."""
         from shared_adm import status as st
-        from shared_adm.enums import PositionState
         from shared_adm.format_name import is_subqueue_name
         source = position.queue
         family = source.parent_queue or source
@@ -753,9 +758,7 @@ class Backend:
             raise AdminError(400, "bad_value", f"to: {to!r} is no subqueue name (1 to 32 of the characters MS-MQMQ "
                                                "2.1.1 allows: no space, '\"', '+', ',', ';' or '\\'; not journal, "
                                                "deadletter or deadxact)")
-        if position.state is not PositionState.AVAILABLE:
-            raise AdminError(409, "message_locked", f"lookup_id {position.lookup_identifier} is "
-                                                    f"{position.state.value}: a read or a transaction holds it")
+        _require_available(position)
         try:
             target = self.qm.subqueue(family, to, create=True) if to else family
         except SubqueueLimitReached as refused:

@@ -355,7 +355,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         """Delete Queue (3.1.7.1.4): messages deleted (NackQueueDeleted), descriptors lose their queue, waiters end."""
         if self.queue_collection.get(queue.identifier) is not queue:
             return st.MQ_ERROR_QUEUE_NOT_FOUND
-        self._delete_subqueues(queue, self._delete_contents)
+        self._delete_subqueues(queue)
         self._delete_contents(queue)
         del self.queue_collection[queue.identifier]
         self._by_path.pop(queue.pathname.lower(), None)

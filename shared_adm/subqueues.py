@@ -47,11 +47,13 @@ class SubqueueEvents:
         now = int(self.scheduler.wall_time())
         queue = Queue(pathname=f"{parent.pathname};{name}", queue_type=parent.queue_type, create_time=now,
                       modify_time=now, transactional=parent.transactional, label=parent.label)
-        self._attach_subqueue(parent, queue)
-        self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
+        self._attach_subqueue(parent, queue, record=True)
         return queue
 
-    def _attach_subqueue(self, parent: Queue, queue: Queue) -> None:
+    def _attach_subqueue(self, parent: Queue, queue: Queue, record: bool) -> None:
+        """Put ``queue`` in ``parent``'s SubqueueCollection; ``record``: write it to the store (not when loading)."""
+        if record:
+            self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
         queue.parent_queue = parent
         queue.queue_manager = self
         queue.qualified_pathname = queue.pathname
@@ -97,14 +99,13 @@ class SubqueueEvents:
         existing = self.subqueue(parent, queue.subqueue_name)
         if existing is not None:
             return existing
-        self._attach_subqueue(parent, queue)
-        self.store.put_queue(StoredQueue(queue.store_identifier, queue.persistent_attributes()))
+        self._attach_subqueue(parent, queue, record=True)
         return queue
 
-    def _delete_subqueues(self, parent: Queue, delete_messages) -> None:
-        """Delete Queue (3.1.7.1.4) of ``parent`` takes its subqueues with it: ``delete_messages(subqueue)`` first."""
+    def _delete_subqueues(self, parent: Queue) -> None:
+        """Delete Queue (3.1.7.1.4) of ``parent`` takes its subqueues with it, their messages and waits first."""
         for queue in list(parent.subqueue_collection):
-            delete_messages(queue)          # which drops a subqueue no descriptor holds
+            self._delete_contents(queue)    # which drops a subqueue no descriptor holds
             if self._subqueues.pop(queue.identifier, None) is queue:
                 self.store.delete_queue(queue.store_identifier)
         parent.subqueue_collection.clear()
@@ -120,7 +121,7 @@ class SubqueueEvents:
             if self.subqueue(parent, name) is not None:
                 raise StoreError(f"{where}: corrupt queue {identifier!r:.60}: subqueue {queue.pathname!r:.60} is "
                                  "stored twice")
-            self._attach_subqueue(parent, queue)
+            self._attach_subqueue(parent, queue, record=False)
 
     def _drop_idle_subqueues(self) -> None:
         """After loading: a stored subqueue left empty (its last message went just before a stop) is gone."""

@@ -13,6 +13,7 @@ class Admin:
     def __init__(self, base_url: str, timeout: float = 30.0) -> None:
         parsed = urllib.parse.urlsplit(base_url)
         self.host, self.port = parsed.hostname, parsed.port
+        self.base_url = base_url
         self.timeout = timeout
         self.conn: http.client.HTTPConnection | None = None
 
@@ -47,15 +48,9 @@ class Admin:
         return data
 
     def messages(self, pathname: str, body: bool = False) -> list[dict]:
-        """Every message of a queue, a page of GET …/messages at a time (next_after)."""
-        out, after = [], None
-        while True:
-            query = "?limit=10000" + ("&body=1" if body else "") + ("" if after is None else f"&after={after}")
-            data = self.ok("GET", f"/v1/queues/{self.q(pathname)}/messages{query}")
-            out.extend(data["messages"])
-            after = data["next_after"]
-            if after is None:
-                return out
+        """Every message of a queue: qm2qm.client.AdminClient.list_messages, which pages through GET …/messages."""
+        from qm2qm.client import AdminClient
+        return AdminClient(self.base_url, timeout=self.timeout).list_messages(pathname, body=body, limit=None)
 
     @staticmethod
     def q(pathname: str) -> str:
