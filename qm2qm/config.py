@@ -32,6 +32,10 @@ DEFAULT_MAX_CONTEXT_HANDLES = 4096
 DEFAULT_MAX_OPEN_QUEUES = 262144
 DEFAULT_MAX_CURSORS = 1048576
 DEFAULT_MAX_SUBQUEUES = 65536
+# Same as qm2qm.rpc.budget.DEFAULT_MAX_REASSEMBLY_BYTES, in MiB: unfinished fragmented requests over every
+# connection of every listener (one request may be 8 MiB, so less than that would refuse a legal one).
+DEFAULT_MAX_REASSEMBLY_MIB = 256
+_LEAST_REASSEMBLY_MIB, _MOST_REASSEMBLY_MIB = 8, 1_048_576
 _MOST_OPEN = 100_000_000
 # Same as qm2qm.rpc.server.DEFAULT_IDLE_TIMEOUT_S: a connection that is not bound, or stops inside a PDU, is closed
 # after this many seconds without a complete PDU (C706 and MS-RPCE leave it to the implementation). Bound
@@ -80,6 +84,7 @@ class ServerConfig:
     max_open_queues: int = DEFAULT_MAX_OPEN_QUEUES
     max_cursors: int = DEFAULT_MAX_CURSORS
     max_subqueues: int = DEFAULT_MAX_SUBQUEUES
+    max_reassembly_mib: int = DEFAULT_MAX_REASSEMBLY_MIB
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     epm_port: int = DEFAULT_EPM_PORT
     trace: str | None = None
@@ -205,6 +210,12 @@ def _check_value(key: str, value: Any) -> Any:
     if key in ("max_context_handles", "max_open_queues", "max_cursors", "max_subqueues"):
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MOST_OPEN:
             raise ConfigError(f"{key}: expected an integer 1..{_MOST_OPEN}, got {value!r}")
+        return value
+    if key == "max_reassembly_mib":
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not _LEAST_REASSEMBLY_MIB <= value <= _MOST_REASSEMBLY_MIB:
+            raise ConfigError(f"max_reassembly_mib: expected an integer {_LEAST_REASSEMBLY_MIB}..{_MOST_REASSEMBLY_MIB}"
+                              f" (one request may be 8 MiB), got {value!r}")
         return value
     if key == "idle_timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86400:

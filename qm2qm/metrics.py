@@ -159,6 +159,7 @@ class Qm2qmCollector:
         metrics: RpcMetrics | None = app.metrics
         yield from self._calls(metrics)
         yield from self._runtime(app.rpc, metrics)
+        yield from self._reassembly(getattr(app, "reassembly_budget", None))
         yield from self._reads(app.service, app.qm)
         yield from self._queues(app.qm)
         yield from self._store(getattr(app, "store", None))
@@ -188,6 +189,18 @@ class Qm2qmCollector:
         yield hresults
         yield _histogram("qm2qm_rpc_call_duration_seconds", "Time from a request's arrival to its answer",
                          labels, [(op.labels, op.latency) for op in ops])
+
+    @staticmethod
+    def _reassembly(budget: Any) -> Iterator[Any]:
+        if budget is None:
+            return
+        yield GaugeMetricFamily("qm2qm_rpc_reassembly_bytes", "Bytes held by unfinished fragmented requests over "
+                                "every listener (C706 12.6.3.7)", value=budget.held)
+        yield GaugeMetricFamily("qm2qm_rpc_reassembly_capacity_bytes", "The most they may hold (serve "
+                                "--max-reassembly-mib)", value=budget.capacity)
+        yield CounterMetricFamily("qm2qm_rpc_reassembly_refused", "Request fragments faulted "
+                                  "nca_s_server_too_busy because the reassembly allowance was spent",
+                                  value=budget.refused)
 
     @staticmethod
     def _runtime(rpc: Any, metrics: RpcMetrics | None) -> Iterator[Any]:

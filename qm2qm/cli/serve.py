@@ -36,6 +36,9 @@ from shared_adm.store.base import StoreError
 @click.option("--max-subqueues", type=int,
               help="Most subqueues (MSMQ 4.0's orders;poison) at once over every queue [65536]; past it an open or "
                    "move that would make one answers MQ_ERROR_INSUFFICIENT_RESOURCES.")
+@click.option("--max-reassembly-mib", type=int,
+              help="MiB of unfinished fragmented requests held at once over every connection [256]; a fragment past "
+                   "it is faulted nca_s_server_too_busy (the call did not execute; the connection stays).")
 @click.option("--idle-timeout", type=float,
               help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
@@ -69,8 +72,8 @@ from shared_adm.store.base import StoreError
 @click.option("--store-commit-interval-ms", type=float,
               help="Longest a change nobody waits for stays uncommitted [10].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
-          max_connections, max_context_handles, max_open_queues, max_cursors, max_subqueues, idle_timeout, epm_port,
-          trace,
+          max_connections, max_context_handles, max_open_queues, max_cursors, max_subqueues, max_reassembly_mib,
+          idle_timeout, epm_port, trace,
           mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop, store_synchronous,
           store_group_wait_ms, store_commit_interval_ms) -> None:
@@ -86,6 +89,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "max_context_handles": max_context_handles,
                                            "max_open_queues": max_open_queues, "max_cursors": max_cursors,
                                            "max_subqueues": max_subqueues,
+                                           "max_reassembly_mib": max_reassembly_mib,
                                            "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,

@@ -20,6 +20,7 @@ from qm2qm.rpc.events import (
 )
 from qm2qm.rpc.auth.security import AuthError, SecurityContext, SecurityProvider
 from qm2qm.rpc.auth.verifier import append_protected_response, unprotect_fragment
+from qm2qm.rpc.budget import ReassemblyBudget
 from qm2qm.rpc.interface import ANONYMOUS, NDR64, RPC_C_AUTHN_LEVEL_NONE, Interface
 from qm2qm.rpc.limits import DEFAULT_LIMITS, MAX_BIND_FRAG, OLD_CALL_WINDOW, Limits
 
@@ -91,12 +92,15 @@ class Connection:
     """Server-side DCE/RPC connection state machine (MS-RPCE 3.3.3 state diagram; C706 12.6.4)."""
 
     def __init__(self, registry: Registry, *, limits: Limits = DEFAULT_LIMITS, prefer_ndr64: bool = True,
-                 conc_mpx: bool = True, security: SecurityProvider | None = None) -> None:
+                 conc_mpx: bool = True, security: SecurityProvider | None = None,
+                 budget: ReassemblyBudget | None = None) -> None:
         """``registry``: mapping (uuid, major, minor) → Interface, or a callable taking that tuple and returning an
         Interface or None. ``prefer_ndr64``: the server's Preferred Transfer Syntax (MS-RPCE 3.3.3.1.3).
         ``conc_mpx``: echo PFC_CONC_MPX when the client offers it (MS-RPCE 3.3.1.5.8, C706 12.6.3.1; Windows and
         Samba do). Calls in flight are independent either way: the core never serializes them.
-        ``security``: the security provider for authenticated binds; None refuses them (bind_nak 8)."""
+        ``security``: the security provider for authenticated binds; None refuses them (bind_nak 8).
+        ``budget``: the allowance for unfinished fragmented requests this connection shares with others (None:
+        only the per-connection ``limits``)."""
         self._conc_mpx = conc_mpx
         self._security = security if security is not None and security.policy.accepts_authentication else None
         self._auth: dict[int, SecurityContext] = {}          # auth_context_id → security context (3.3.1.5.2)
@@ -116,6 +120,7 @@ class Connection:
         self._contexts: dict[int, _PresentationContext] = {}
         self._calls: dict[int, _Call] = {}
         self._reassembly: _Reassembly | None = None
+        self._budget = budget
         self._discard_call_id: int | None = None     # tail fragments of a call we already faulted (3.3.3.5.6)
         self._current_call_id = 0                    # Current call_id (MS-RPCE 3.3.3.1.1)
         self._pending_binds: dict[int, _PendingBind] = {}
@@ -661,6 +666,9 @@ class Connection:
             self._calls[call_id] = _Call(context_id, maybe, 0, security, signed)
             events.append(_call_request(call_id, context_id, opnum, object_uuid, stub, context, security))
             return
+        if self._budget is not None and not self._budget.take(len(stub)):
+            self._refuse_for_budget(call_id, context_id, last)
+            return
         self._reassembly = _Reassembly(call_id, context_id, opnum, object_uuid, context, maybe,
                                        bytearray(stub), 1, security, stub_given)
 
@@ -779,14 +787,31 @@ class Connection:
         if call.fragments > self._limits.max_request_fragments:
             raise _Terminate(f"call {call_id}: more than {self._limits.max_request_fragments} fragments",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
+        if self._budget is not None and not self._budget.take(len(stub)):
+            self._drop_reassembly()
+            self._refuse_for_budget(call_id, call.context_id, last)
+            return
         call.stub += stub
         if not last:
             return
-        self._reassembly = None
+        self._drop_reassembly()
         self._calls[call_id] = _Call(call.context_id, call.maybe, security=security,
                                      signed=security is not None and security.verifies_requests and call.signed)
         events.append(_call_request(call_id, call.context_id, call.opnum, call.object_uuid, bytes(call.stub),
                                     call.context, security))
+
+    def _refuse_for_budget(self, call_id: int, context_id: int, last: int) -> None:
+        """The shared allowance is spent: fault this call as one the server has no room for (did not execute) and
+        drop its later fragments (MS-RPCE 3.3.3.5.6); the connection and its other calls go on."""
+        self._queue(P.build_fault(call_id, F.NCA_S_SERVER_TOO_BUSY, context_id=context_id, did_not_execute=True))
+        self._discard_call_id = None if last else call_id
+
+    def _drop_reassembly(self) -> None:
+        """Forget the call being reassembled and give its bytes back to the shared allowance."""
+        call = self._reassembly
+        if call is not None and self._budget is not None:
+            self._budget.give(len(call.stub))
+        self._reassembly = None
 
     def _on_orphaned(self, call_id: int, events: list[Event]) -> None:
         """orphaned PDU (C706 12.6.4.8; MS-RPCE 3.3.1.5.10): abandon a dispatched call, never answer it. One for a
@@ -862,10 +887,14 @@ class Connection:
         """Dispatched calls not answered yet."""
         return len(self._calls)
 
+    def close(self) -> None:
+        """The transport is gone (reset, aborted, or closed after ConnectionTerminated): drop what is held."""
+        self._close()
+
     def _close(self) -> None:
         self._state = _CLOSED
         self._buf = bytearray()
-        self._reassembly = None
+        self._drop_reassembly()
         self._calls.clear()
 
 

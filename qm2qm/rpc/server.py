@@ -30,6 +30,7 @@ from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RN
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 from qm2qm.rpc.batching import WriteBatcher
+from qm2qm.rpc.budget import ReassemblyBudget
 from qm2qm.rpc.observer import RpcObserver
 
 # nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
@@ -258,6 +259,7 @@ class RpcConnection(asyncio.Protocol):
         if self.conn is None or self._lost:
             return
         self._lost = True
+        self.conn.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self.server.connections.pop(self.id, None)
@@ -642,11 +644,13 @@ class RpcServer:
                  logger: logging.Logger | None = None, limits: Any = None,
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
                  observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
-                 first_connection_id: int = 1) -> None:
+                 first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
         ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
-        ``max_context_handles``: the most one association group may hold (handles.HandleLimitReached)."""
+        ``max_context_handles``: the most one association group may hold (handles.HandleLimitReached).
+        ``reassembly_budget``: the allowance for unfinished fragmented requests, shared with the other listeners of
+        the process (None: one of the default size for this server alone)."""
         self.host = host
         self.auth = auth if auth is not None else AuthPolicy()
         self.security = SecurityProvider(self.auth)
@@ -656,6 +660,7 @@ class RpcServer:
         self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits
+        self.reassembly_budget = reassembly_budget if reassembly_budget is not None else ReassemblyBudget()
         self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
         self.observer = observer                # per-call and per-connection notifications (qm2qm/rpc/observer.py)
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
@@ -744,8 +749,8 @@ class RpcServer:
 
     def _new_connection(self) -> Connection:
         if self.limits is None:
-            return Connection(self.registry, security=self.security)
-        return Connection(self.registry, limits=self.limits, security=self.security)
+            return Connection(self.registry, security=self.security, budget=self.reassembly_budget)
+        return Connection(self.registry, limits=self.limits, security=self.security, budget=self.reassembly_budget)
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

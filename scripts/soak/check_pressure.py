@@ -1,16 +1,23 @@
-"""Checks: slowloris, more than --max-connections, idle unbound connections (issue 14; C706 12.6.4, MS-RPCE 3.3.3)."""
+"""Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests (issue 14;
+C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
 from __future__ import annotations
 
+import re
 import socket
+import struct
 import threading
 import time
+import urllib.request
 
 from soak import wire
-from soak.harness import LogWatch, Run
+from soak.harness import LogWatch, Run, wait_until
 
 MAX_CONNECTIONS = 40
 IDLE_TIMEOUT_S = 2.0
 P99_LIMIT_MS = 50.0
+REASSEMBLY_MIB = 32                 # --max-reassembly-mib of the partial-requests check
+PARTIAL_SENDERS = 12                # each sends all but the last fragment of an 8 MiB request: 96 MiB offered
+NCA_S_SERVER_TOO_BUSY = 0x1C010014
 
 
 def _p99(samples: list[float]) -> float:
@@ -162,7 +169,66 @@ def idle(r: Run) -> None:
         server.stop()
 
 
+def _reassembly_held(admin: str) -> int:
+    with urllib.request.urlopen(admin + "/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return int(float(re.search(r"^qm2qm_rpc_reassembly_bytes (\S+)$", text, re.M).group(1)))
+
+
+def _answer(sock: socket.socket, wait_s: float) -> int | None:
+    """The fault status the server sent, or None if it sent nothing within ``wait_s`` (the request is held)."""
+    sock.settimeout(wait_s)
+    try:
+        pdu = wire.read_pdu(sock)
+    except socket.timeout:
+        return None
+    return struct.unpack_from("<I", pdu, 24)[0] if pdu[2] == wire.MSRPC_FAULT else -pdu[2]
+
+
+def partial_requests(r: Run) -> None:
+    """Senders that stop before the last fragment of an 8 MiB request share --max-reassembly-mib: past it each
+    gets nca_s_server_too_busy, the server's memory stays bounded, and closing the holders gives the bytes back."""
+    server = r.server("partial", extra=["--max-reassembly-mib", str(REASSEMBLY_MIB)]).start()
+    watch = LogWatch(server)
+    try:
+        stub = bytes(8 * 1024 * 1024)
+        held_fragments = b"".join(wire.fragments(1, 0, wire.GET_VERSION_OPNUM, stub, 5816)[:-1])
+        rss_before = server.rss_kib()
+        senders = []
+        for _ in range(PARTIAL_SENDERS):
+            c = wire.RawClient(server.host, server.port, timeout=30)
+            c.bind()
+            c.sock.sendall(held_fragments)
+            senders.append(c)
+        answers = [_answer(c.sock, 2.0) for c in senders]
+        held = _reassembly_held(server.admin)
+        rss_growth = (server.rss_kib() - rss_before) // 1024
+        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+        holders = [c for c, a in zip(senders, answers) if a is None]
+        refused = sum(a == NCA_S_SERVER_TOO_BUSY for a in answers)
+        for c in holders:
+            c.abort()
+        released = bool(wait_until(lambda: _reassembly_held(server.admin) == 0, 10))
+        for c in senders:
+            c.close()
+        capacity = REASSEMBLY_MIB * 1024 * 1024
+        problems = watch.new_problems()
+        r.report.check(f"{PARTIAL_SENDERS} half-sent 8 MiB requests share --max-reassembly-mib {REASSEMBLY_MIB}: "
+                       "the rest are faulted server_too_busy, memory stays bounded, closing gives the bytes back",
+                       0 < held <= capacity and refused == len(senders) - len(holders) > 0 and released
+                       and rss_growth <= 2 * REASSEMBLY_MIB and not problems,
+                       f"{len(holders)} held ({held / 1048576:.1f} MiB), {refused} faulted "
+                       f"0x{NCA_S_SERVER_TOO_BUSY:08x}, "
+                       f"other answers {[a for a in answers if a not in (None, NCA_S_SERVER_TOO_BUSY)]}; server RSS "
+                       f"+{rss_growth} MiB for {PARTIAL_SENDERS * 8} MiB offered; GetVersion meanwhile "
+                       f"{latency_ms:.1f} ms; after the holders reset: {'0 bytes held' if released else 'still held'}"
+                       + (f"; server log: {problems[0]}" if problems else ""))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
     idle(r)
+    partial_requests(r)

@@ -105,12 +105,16 @@ async def test_a_traced_server_records_qmcomm_and_qm2qm_calls_in_separate_sessio
 
 
 async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_reports_them(tmp_path):
-    app = App(config(tmp_path, max_context_handles=3, max_open_queues=4, max_cursors=5, max_subqueues=6))
+    app = App(config(tmp_path, max_context_handles=3, max_open_queues=4, max_cursors=5, max_subqueues=6,
+                     max_reassembly_mib=9, epm_port=free_port()))
     await app.start()
     try:
         assert app.rpc.groups.max_context_handles == app.qmcomm.groups.max_context_handles == 3
         assert (app.qm.max_open_queues, app.qm.max_cursors, app.qm.max_subqueues) == (4, 5, 6)
+        # one allowance for unfinished fragmented requests over every listener
+        assert app.rpc.reassembly_budget is app.qmcomm.reassembly_budget is app.epm.reassembly_budget \
+            is app.reassembly_budget and app.reassembly_budget.capacity == 9 * 1024 * 1024
         assert app.info()["limits"] == {"max_connections": 1024, "max_context_handles": 3, "max_open_queues": 4,
-                                        "max_cursors": 5, "max_subqueues": 6}
+                                        "max_cursors": 5, "max_subqueues": 6, "max_reassembly_mib": 9}
     finally:
         await app.close()

@@ -103,6 +103,17 @@ def test_open_handle_limits_default_to_the_server_s_and_queue_manager_s_and_are_
                 load_config(None, {key: bad})
 
 
+def test_max_reassembly_mib_defaults_to_the_runtime_s_and_admits_one_whole_request():
+    from qm2qm.rpc.budget import DEFAULT_MAX_REASSEMBLY_BYTES
+    from qm2qm.rpc.limits import MAX_REQUEST_SIZE
+    assert load_config(None, {}).max_reassembly_mib * 1024 * 1024 == DEFAULT_MAX_REASSEMBLY_BYTES
+    assert load_config(None, {"max_reassembly_mib": 8}).max_reassembly_mib * 1024 * 1024 == MAX_REQUEST_SIZE
+    for bad in (7, 0, -1, True, "64", 2**21):
+        with pytest.raises(ConfigError, match=r"max_reassembly_mib: expected an integer 8..1048576 \(one request "
+                                              r"may be 8 MiB\), got "):
+            load_config(None, {"max_reassembly_mib": bad})
+
+
 def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
     from qm2qm.rpc.server import DEFAULT_IDLE_TIMEOUT_S
     assert load_config(None, {}).idle_timeout == DEFAULT_IDLE_TIMEOUT_S == 60.0

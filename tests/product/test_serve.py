@@ -219,6 +219,13 @@ def test_open_handle_limit_options_out_of_range_are_one_line_errors(tmp_path, op
     assert result.stderr == f"qm2qm: error: command line: {key}: expected an integer 1..100000000, got 0\n"
 
 
+def test_max_reassembly_mib_below_one_whole_request_is_a_one_line_error(tmp_path):
+    result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), "--max-reassembly-mib", "4"])
+    assert result.exit_code == 2
+    assert result.stderr == ("qm2qm: error: command line: max_reassembly_mib: expected an integer 8..1048576 "
+                             "(one request may be 8 MiB), got 4\n")
+
+
 def test_config_file_errors_and_precedence(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('port = 0\nadmin_prot = 0\n')

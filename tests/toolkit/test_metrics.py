@@ -260,3 +260,50 @@ def test_a_subqueue_holding_messages_has_queue_series_and_an_empty_one_has_none(
                        and dict(k[1])["queue"].endswith("\\private$\\orders;poison")}
     assert list(subqueue_series.values()) == [1]
     assert not [k for k in after if k[0].startswith("qm2qm_queue") and dict(k[1])["queue"].endswith(";poison")]
+
+
+def test_reassembly_gauges_follow_unfinished_fragmented_requests_over_every_connection(tmp_path):
+    import socket
+    import struct
+    import uuid as uuid_
+
+    from qm2qm.pytest_plugin import start_in_process
+    from qm2qm.rpc import faults as F, pdu as P
+    from qm2qm.rpc.events import ContextItem
+    from qm2qm.rpc.interface import NDR20
+
+    qm2qm_if = (uuid_.UUID("1088a980-eae5-11d0-8d9b-00a02453c337"), 1, 0)
+
+    def bound(port: int) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.sendall(P.build_bind(1, (ContextItem(0, qm2qm_if, ((NDR20[0], 2, 0),)),)))
+        assert read_pdu(sock)[2] == F.PTYPE_BIND_ACK
+        return sock
+
+    def read_pdu(sock: socket.socket) -> bytes:
+        data = b""
+        while len(data) < 16 or len(data) < struct.unpack_from("<H", data, 8)[0]:
+            chunk = sock.recv(65536)
+            assert chunk, "connection closed"
+            data += chunk
+        return data
+
+    five_mib = P.fragment_request(2, 0, 8, bytes(5 * 1024 * 1024), 5840)
+    handle, server = start_in_process(tmp_path / "data", max_reassembly_mib=8)
+    try:
+        holder, other = bound(handle.port), bound(handle.port)
+        holder.sendall(b"".join(five_mib[:-1]))           # all but the last fragment: held
+        held = sum(len(f) - P.REQUEST_HEADER_SIZE for f in five_mib[:-1])
+        until(lambda: scrape(handle)[("qm2qm_rpc_reassembly_bytes", frozenset())] == held)
+        other.sendall(b"".join(five_mib))                   # 8 MiB cannot hold both
+        fault = read_pdu(other)
+        assert fault[2] == F.PTYPE_FAULT and struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_SERVER_TOO_BUSY
+        samples = scrape(handle)
+        assert samples[("qm2qm_rpc_reassembly_bytes", frozenset())] == held
+        assert samples[("qm2qm_rpc_reassembly_capacity_bytes", frozenset())] == 8 * 1024 * 1024
+        assert samples[("qm2qm_rpc_reassembly_refused_total", frozenset())] == 1
+        holder.close()
+        until(lambda: scrape(handle)[("qm2qm_rpc_reassembly_bytes", frozenset())] == 0)
+        other.close()
+    finally:
+        server.stop()
