@@ -778,8 +778,10 @@ class Connection:
             raise _Terminate(f"call {call_id}: fragment under another security context",
                              P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, context_id=call.context_id))
         call.fragments += 1
-        if alloc_hint > self._limits.max_request_size - len(call.stub):
-            raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds the remaining request allowance",
+        # alloc_hint bounds the whole request, not what is left of it: impacket repeats the first fragment's total
+        # in every fragment, and Samba (dcesrv_process_ncacn_packet) checks max(held + fragment, alloc_hint).
+        if alloc_hint > self._limits.max_request_size:
+            raise _Terminate(f"call {call_id}: alloc_hint {alloc_hint} exceeds {self._limits.max_request_size}",
                              P.build_fault(call_id, F.RPC_S_ACCESS_DENIED, context_id=call.context_id))
         if len(call.stub) + len(stub) > self._limits.max_request_size:
             raise _Terminate(f"call {call_id}: request exceeds {self._limits.max_request_size} bytes",

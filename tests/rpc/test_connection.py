@@ -521,6 +521,18 @@ def test_impacket_client_fragmented_request_and_4_3_mb_response():
     assert loop.calls[0].stub == bytes(50000)
 
 
+def test_impacket_client_request_of_6_mib_is_reassembled_though_every_fragment_repeats_the_total_as_alloc_hint():
+    conn = new_connection()
+    loop = LoopbackTransport(conn)
+    dce = loop.get_dce_rpc()
+    dce.connect()
+    dce.bind(uuidtup_to_bin((str(IF_UUID), "1.0")))
+    stub = bytes(range(256)) * (6 * 4096)           # 6 MiB: impacket's alloc_hint 6 MiB + held > 8 MiB midway
+    dce.call(7, stub)
+    assert dce.recv() == stub[::-1]
+    assert loop.calls[0].stub == stub
+
+
 def test_impacket_client_alter_ctx_to_second_interface():
     other = make_interface(OTHER)
     conn = Connection({IFACE: make_interface(), OTHER: other})

@@ -170,7 +170,7 @@ CASES = [
          request(call_id=8, flags=FL | F.PFC_OBJECT_UUID, stub=b"1234"),
          Fault(8, F.NCA_S_PROTO_ERROR, True, True)),
     Case("oversized alloc_hint on a later fragment", True,
-         request(call_id=8, flags=FRAG, stub=b"ab") + request(call_id=8, flags=0, alloc_hint=8 * 1024 * 1024),
+         request(call_id=8, flags=FRAG, stub=b"ab") + request(call_id=8, flags=0, alloc_hint=8 * 1024 * 1024 + 1),
          Fault(8, F.RPC_S_ACCESS_DENIED, False, True)),
     Case("huge alloc_hint on a single-fragment request is only a hint", True,
          request(call_id=8, alloc_hint=0xFFFFFFFF), Silent()),
