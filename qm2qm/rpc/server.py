@@ -44,6 +44,10 @@ FORBIDDEN_FAULT_STATUSES = frozenset({
 })
 
 DEFAULT_MAX_CONNECTIONS = 1024
+# Answer bytes waiting on one connection (the transport's buffer, the turn's held answers, the core's queue) past
+# which its further pipelined requests wait to be dispatched until the peer reads: without it, one read of 64
+# requests for a 4 MiB message queued 256 MiB of answers before the transport could push back.
+MAX_OUTPUT_BACKLOG = 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 
 _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
@@ -158,6 +162,8 @@ class RpcConnection(asyncio.Protocol):
         self.call_starts: dict[int, tuple[Interface, int, float]] = {}  # call_id -> (interface, opnum, arrival)
         self.held: list[bytes] | None = None   # answers the server's WriteBatcher holds to the turn's end
         self._close_when_released = False
+        self._writing_paused = False        # the transport's buffer is over its high-water mark
+        self._deferred: list | None = None  # events of a read not dispatched yet: the answers are backlogged
 
     # -- asyncio.Protocol --
 
@@ -194,7 +200,8 @@ class RpcConnection(asyncio.Protocol):
         if conn is None or self._lost:
             return
         n = len(data)
-        if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n:
+        if not self._body_left and not self._header and n >= 16 and data[8] | (data[9] << 8) == n \
+                and self._deferred is None:
             self._last_progress = self._clock()         # the common case: one whole PDU
             self.server.statistics.pkts_in += 1
             if not data[2]:
@@ -215,24 +222,66 @@ class RpcConnection(asyncio.Protocol):
         else:
             self._track_framing(data)
         try:
-            for event in conn.receive_data(data):
-                kind = type(event)
-                if kind is CallRequest:
-                    self._on_call(event)
-                elif kind is BindRequest:
-                    self._on_bind(event)
-                elif kind is CancelRequest:
-                    self._on_cancel(event.call_id, _CANCEL)
-                elif kind is CallOrphaned:
-                    self._on_cancel(event.call_id, _ORPHAN)
-                elif kind is ConnectionTerminated:
-                    self.log(logging.INFO, "connection terminated by the protocol core: %s", event.reason)
-                else:
-                    self.log(logging.ERROR, "unexpected event %r", event)
+            events = conn.receive_data(data)
+            if self._deferred is not None:      # behind what waits already (a read that came before the pause)
+                self._deferred.extend(events)
+            else:
+                self._dispatch(events)
         except Exception:
             self._internal_error()
             return
         self._flush()
+
+    def _dispatch(self, events: list) -> None:
+        """Handle a read's events in order; past the first call, stop while the answers are backlogged
+        (MAX_OUTPUT_BACKLOG) and keep the rest for _drain_deferred."""
+        for index, event in enumerate(events):
+            kind = type(event)
+            if kind is CallRequest:
+                if index and self._backlogged():
+                    self._defer(events[index:])
+                    return
+                self._on_call(event)
+            elif kind is BindRequest:
+                self._on_bind(event)
+            elif kind is CancelRequest:
+                self._on_cancel(event.call_id, _CANCEL)
+            elif kind is CallOrphaned:
+                self._on_cancel(event.call_id, _ORPHAN)
+            elif kind is ConnectionTerminated:
+                self.log(logging.INFO, "connection terminated by the protocol core: %s", event.reason)
+            else:
+                self.log(logging.ERROR, "unexpected event %r", event)
+
+    def _backlogged(self) -> bool:
+        if self._writing_paused:
+            return True
+        held = self.held
+        backlog = self.transport.get_write_buffer_size() + len(self.conn.pending_output)
+        if held:
+            backlog += sum(map(len, held))
+        return backlog >= MAX_OUTPUT_BACKLOG
+
+    def _defer(self, events: list) -> None:
+        """Keep undispatched events and stop reading until the peer has taken the answers; the check runs after
+        this turn's held answers reach the transport (the WriteBatcher's end of turn was scheduled before it)."""
+        self._deferred = events
+        self.transport.pause_reading()
+        (self.server._loop or asyncio.get_running_loop()).call_soon(self._drain_deferred)
+
+    def _drain_deferred(self) -> None:
+        """Dispatch what waits, unless the transport's buffer is still over its mark (resume_writing calls again)."""
+        if self._deferred is None or self._lost or self._writing_paused:
+            return
+        events, self._deferred = self._deferred, None
+        try:
+            self._dispatch(events)
+        except Exception:
+            self._internal_error()
+            return
+        self._flush()
+        if self._deferred is None and not self._writing_paused and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def _internal_error(self) -> None:
         # A defect below us must cost this connection, never the server.
@@ -259,6 +308,7 @@ class RpcConnection(asyncio.Protocol):
         if self.conn is None or self._lost:
             return
         self._lost = True
+        self._deferred = None
         self.conn.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
@@ -277,10 +327,16 @@ class RpcConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # A peer that does not read its replies stops being read (bounded buffering).
+        self._writing_paused = True
         self.transport.pause_reading()
 
     def resume_writing(self) -> None:
-        if not self._lost:
+        self._writing_paused = False
+        if self._lost:
+            return
+        if self._deferred is not None:
+            self._drain_deferred()
+        else:
             self.transport.resume_reading()
 
     # -- events --

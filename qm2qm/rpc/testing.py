@@ -28,6 +28,7 @@ OP_ASYNC_CRASH = 9     # async: yields once, then raises an internal error
 OP_BLOCK_OPEN_A = 10   # async: stub = label; opens a probe_a handle, then waits until cancelled, never returns it
 OP_USE_B = 11          # sync: stub = 20-byte handle of type "probe_b" → its label
 OP_STUBBORN = 12       # async: ignores cancellation until release()d (a misbehaving handler)
+OP_REPEAT = 13         # sync: stub = u32 n → n bytes (a small request with a large answer)
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
 
@@ -53,6 +54,7 @@ class Probe:
             OP_CLOSE: self.close, OP_OPEN_B: self.open_b, OP_FAULT: self.fault, OP_CRASH: self.crash,
             OP_ASYNC_ECHO: self.async_echo, OP_ASYNC_CRASH: self.async_crash,
             OP_BLOCK_OPEN_A: self.block_open_a, OP_USE_B: self.use_b, OP_STUBBORN: self.stubborn,
+            OP_REPEAT: self.repeat,
         }
         self.interface = Interface(
             uuid=PROBE_UUID, version=PROBE_VERSION, name="probe",
@@ -96,6 +98,10 @@ class Probe:
     def echo(self, ctx: CallContext, stub: bytes) -> bytes:
         """OP_ECHO: the response stub is the request stub (the benchmark's trivial opnum)."""
         return stub
+
+    def repeat(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_REPEAT: as many bytes as the u32 in the stub asks for."""
+        return bytes(int.from_bytes(stub[:4], "little"))
 
     async def block(self, ctx: CallContext, stub: bytes) -> bytes:
         """OP_BLOCK: wait until cancelled (co_cancel, C706 12.6.4.6) or release()d."""

@@ -1,7 +1,8 @@
-"""Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests (issue 14;
-C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
+"""Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests, pipelined
+calls whose answers nobody reads (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
 from __future__ import annotations
 
+import base64
 import re
 import socket
 import struct
@@ -9,7 +10,9 @@ import threading
 import time
 import urllib.request
 
+from soak import qm2qm_calls as q
 from soak import wire
+from soak.admin import Admin
 from soak.harness import LogWatch, Run, wait_until
 
 MAX_CONNECTIONS = 40
@@ -18,6 +21,8 @@ P99_LIMIT_MS = 50.0
 REASSEMBLY_MIB = 32                 # --max-reassembly-mib of the partial-requests check
 PARTIAL_SENDERS = 12                # each sends all but the last fragment of an 8 MiB request: 96 MiB offered
 NCA_S_SERVER_TOO_BUSY = 0x1C010014
+UNREAD_READERS, UNREAD_PEEKS = 16, 64   # each sends 64 peeks of a 4 MiB message in one write and reads nothing
+BIG = r".\private$\soak-pressure-big"
 
 
 def _p99(samples: list[float]) -> float:
@@ -227,8 +232,52 @@ def partial_requests(r: Run) -> None:
         server.stop()
 
 
+def unread_answers(r: Run) -> None:
+    """Readers that pipeline many peeks of a large message in one write and never read the answers: the server
+    stops dispatching a connection's calls while its answers are backlogged, so memory stays near one answer each."""
+    server = r.server("unread").start()
+    watch = LogWatch(server)
+    try:
+        admin = Admin(server.admin)
+        admin.ok("POST", "/v1/queues", {"pathname": BIG})
+        body = base64.b64encode(bytes(4 * 1024 * 1024 - 4096)).decode()
+        admin.ok("POST", f"/v1/queues/{Admin.q(BIG)}/messages", {"body_base64": body})
+        rss_before = server.rss_kib()
+        sessions = []
+        for _ in range(UNREAD_READERS):
+            handle = admin.ok("POST", f"/v1/queues/{Admin.q(BIG)}/open", {})["hRemoteQueue"]
+            s = q.Session(server.host, server.port, handle, timeout=30)
+            peek = q.start_receive2(handle, q.MQ_ACTION_PEEK_CURRENT, 0)
+            s.client.sock.sendall(b"".join(wire.request(100 + i, 0, q.START_RECEIVE2, peek)
+                                           for i in range(UNREAD_PEEKS)))
+            sessions.append(s)
+        time.sleep(2.0)
+        rss_growth = (server.rss_kib() - rss_before) // 1024
+        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+        first = sessions[0].client
+        first.sock.settimeout(60)
+        answered = 0
+        for _ in range(UNREAD_PEEKS):               # one reader now reads: every answer comes, in full
+            ptype, stub = first.read_reply()
+            answered += ptype == wire.MSRPC_RESPONSE and q.receive_result(stub)[0] == 0
+        for s in sessions:
+            s.client.abort()
+        offered = UNREAD_READERS * UNREAD_PEEKS * 4
+        limit = UNREAD_READERS * 12 + 64
+        problems = watch.new_problems()
+        r.report.check(f"{UNREAD_READERS} readers pipeline {UNREAD_PEEKS} peeks of a 4 MiB message in one write "
+                       f"and read nothing: server RSS grows <= {limit} MiB, a reader that reads gets every answer",
+                       rss_growth <= limit and answered == UNREAD_PEEKS and not problems,
+                       f"RSS +{rss_growth} MiB for {offered} MiB of answers asked; GetVersion meanwhile "
+                       f"{latency_ms:.1f} ms; the reading one: {answered}/{UNREAD_PEEKS} answers"
+                       + (f"; server log: {problems[0]}" if problems else ""))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
     idle(r)
     partial_requests(r)
+    unread_answers(r)

@@ -209,3 +209,74 @@ async def test_context_handles_beyond_the_association_s_most_fault_remote_no_mem
         await client.close()
     await server_side_finished(server)
     assert sorted(label for _, label in probe.rundowns) == [b"elsewhere", b"four", b"two"]
+
+
+async def _answers(client: RawClient, count: int) -> dict[int, bytes]:
+    """call_id → whole answer stub of the next ``count`` calls (their fragments joined)."""
+    answers: dict[int, bytes] = {}
+    while len(answers) < count:
+        stub = b""
+        while True:
+            pdu = await client.recv()
+            assert pdu is not None, "connection closed"
+            stub += pdu.stub
+            if pdu.flags & 0x02:                # PFC_LAST_FRAG
+                break
+        answers[pdu.call_id] = stub
+    return answers
+
+
+async def test_pipelined_calls_wait_while_their_answers_are_backlogged_and_run_once_the_peer_reads(make_server):
+    from qm2qm.rpc.server import MAX_OUTPUT_BACKLOG
+    server = await make_server()
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    size = 1024 * 1024
+    calls = 32                                   # one read asks for 32 MiB of answers
+    client.send(b"".join(request_pdu(100 + i, t.OP_REPEAT, struct.pack("<I", size)) for i in range(calls)))
+    rc = server_side(server, client)
+    await until(lambda: rc._deferred is not None and rc._writing_paused)
+    # the peer reads nothing: a few answers are out, the rest of the read waits undispatched
+    answered = server.statistics.calls_in
+    assert answered < 8 and len(rc._deferred) == calls - answered
+    assert rc.transport.get_write_buffer_size() <= MAX_OUTPUT_BACKLOG + 2 * size
+    answers = await _answers(client, calls)
+    assert sorted(answers) == [100 + i for i in range(calls)]
+    assert all(stub == bytes(size) for stub in answers.values())
+    assert rc._deferred is None and server.statistics.calls_in == calls
+    assert (await client.call(t.OP_ECHO, b"after")).stub == b"after"      # reading resumed
+    await client.close()
+
+
+async def test_a_cancel_behind_backlogged_calls_still_reaches_its_call_in_order(make_server):
+    server = await make_server()
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    big = struct.pack("<I", 16 * 1024 * 1024)     # more than the loopback socket buffers take: writing pauses
+    client.send(request_pdu(1, t.OP_REPEAT, big) + request_pdu(2, t.OP_REPEAT, big)
+                + request_pdu(3, t.OP_BLOCK, b"b") + cancel_pdu(3))
+    rc = server_side(server, client)
+    await until(lambda: rc._deferred is not None and rc._writing_paused)    # 2, 3 and the cancel wait behind 1
+    assert [type(e).__name__ for e in rc._deferred] == ["CallRequest", "CallRequest", "CancelRequest"]
+    answers = await _answers(client, 2)
+    assert sorted(answers) == [1, 2]
+    reply = await client.recv()
+    assert (reply.call_id, reply.status) == (3, NCA_S_FAULT_CANCEL)   # the cancel came after its call, as sent
+    await client.close()
+
+
+async def test_a_connection_reset_with_backlogged_calls_dispatches_none_of_them(make_server):
+    server = await make_server()
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    client.send(b"".join(request_pdu(10 + i, t.OP_REPEAT, struct.pack("<I", 1 << 20)) for i in range(16)))
+    rc = server_side(server, client)
+    await until(lambda: rc._deferred is not None and rc._writing_paused)
+    answered = server.statistics.calls_in
+    await client.close(reset=True)
+    await rc.finished
+    assert rc._deferred is None and server.statistics.calls_in == answered < 16
+    other = await RawClient.connect(server.port)
+    await other.bind()
+    assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
+    await other.close()
