@@ -25,6 +25,11 @@ UNREAD_READERS, UNREAD_PEEKS = 16, 64   # each sends 64 peeks of a 4 MiB message
 BIG = r".\private$\soak-pressure-big"
 
 
+def _log_note(problems: list[str]) -> str:
+    """The first WARNING/ERROR/traceback line the server logged during a check, for its detail."""
+    return f"; server log: {problems[0]}" if problems else ""
+
+
 def _p99(samples: list[float]) -> float:
     s = sorted(samples)
     return s[min(len(s) - 1, int(len(s) * 0.99))] * 1000 if s else float("inf")
@@ -90,7 +95,7 @@ def slowloris(r: Run) -> None:
                        p99 <= P99_LIMIT_MS and bool(opened) and not problems,
                        f"p99 {p99:.2f} ms over {len(loaded)} calls in {b.slowloris_seconds:.0f} s with "
                        f"{opened[0] if opened else 0} slow connections (idle baseline p99 {_p99(base):.2f} ms)"
-                       + (f"; server log: {problems[0]}" if problems else ""))
+                       + _log_note(problems))
     finally:
         server.stop()
 
@@ -139,7 +144,7 @@ def max_connections(r: Run) -> None:
                        refused == 20 and working == MAX_CONNECTIONS and recovered and not problems,
                        f"{refused}/20 extra connections refused (closed without a byte), {working}/{MAX_CONNECTIONS} "
                        f"open clients answered, new connection after 5 closed: {'ok' if recovered else 'failed'}"
-                       + (f"; server log: {problems[0]}" if problems else ""))
+                       + _log_note(problems))
     finally:
         server.stop()
 
@@ -227,7 +232,7 @@ def partial_requests(r: Run) -> None:
                        f"other answers {[a for a in answers if a not in (None, NCA_S_SERVER_TOO_BUSY)]}; server RSS "
                        f"+{rss_growth} MiB for {PARTIAL_SENDERS * 8} MiB offered; GetVersion meanwhile "
                        f"{latency_ms:.1f} ms; after the holders reset: {'0 bytes held' if released else 'still held'}"
-                       + (f"; server log: {problems[0]}" if problems else ""))
+                       + _log_note(problems))
     finally:
         server.stop()
 
@@ -270,7 +275,7 @@ def unread_answers(r: Run) -> None:
                        rss_growth <= limit and answered == UNREAD_PEEKS and not problems,
                        f"RSS +{rss_growth} MiB for {offered} MiB of answers asked; GetVersion meanwhile "
                        f"{latency_ms:.1f} ms; the reading one: {answered}/{UNREAD_PEEKS} answers"
-                       + (f"; server log: {problems[0]}" if problems else ""))
+                       + _log_note(problems))
     finally:
         server.stop()
 
