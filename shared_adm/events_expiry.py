@@ -64,7 +64,7 @@ class ExpiryEvents:
             if message.transaction_identifier else None
         if transaction is not None:
             self._set_state(queue, position, PositionState.LOCKED)
-            transaction.transactional_operation_collection.append(TransactionalOperation(
+            self._add_operation(transaction, TransactionalOperation(
                 OperationType.DEQUEUE, position, dequeue_reason=MessageClass.NACK_RECEIVE_TIMEOUT))
             return
         self._expire(queue, position)

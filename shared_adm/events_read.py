@@ -91,7 +91,7 @@ class ReadEvents:
         message = None
         if transaction is not None:
             self._set_state(queue, position, PositionState.LOCKED)
-            transaction.transactional_operation_collection.append(TransactionalOperation(
+            self._add_operation(transaction, TransactionalOperation(
                 OperationType.DEQUEUE, position, dequeue_reason=MessageClass.ACK_RECEIVE))
             return ReadResult(st.MQ_OK, message, position, packed=position.packed)
         if two_phase:

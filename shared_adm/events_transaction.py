@@ -5,7 +5,7 @@ from shared_adm import status as st
 from shared_adm.compact import recoverable
 from shared_adm.enums import MessageClass, OperationType, PositionState
 from shared_adm.store.base import PackedStoredMessage
-from shared_adm.transaction import Transaction
+from shared_adm.transaction import Transaction, TransactionalOperation
 
 
 class TransactionEvents:
@@ -20,6 +20,26 @@ class TransactionEvents:
         transaction = Transaction(transaction_identifier)
         self.transaction_collection[transaction_identifier] = transaction
         return transaction
+
+    def _add_operation(self, transaction: Transaction, operation: TransactionalOperation) -> None:
+        """Append to TransactionalOperationCollection (3.1.1.14), noting which position the operation names."""
+        transaction.transactional_operation_collection.append(operation)
+        self._operation_by_position[id(operation.message_position_reference)] = operation
+
+    def transactional_operation_on(self, position) -> TransactionalOperation | None:
+        """The TransactionalOperation of any Transaction in TransactionCollection whose MessagePositionReference is
+        ``position`` (what a Locked message is locked by), or None."""
+        operation = self._operation_by_position.get(id(position))
+        return operation if operation is not None and operation.message_position_reference is position else None
+
+    def _end_operations(self, transaction: Transaction) -> None:
+        """The transaction's outcome is applied: its operations name no position any more."""
+        by_position = self._operation_by_position
+        for operation in transaction.transactional_operation_collection:
+            key = id(operation.message_position_reference)
+            if by_position.get(key) is operation:
+                del by_position[key]
+        transaction.transactional_operation_collection.clear()
 
     def transaction_prepare(self, transaction_identifier, single_phase: bool = True) -> int:
         """Transaction Prepare (3.1.4.3): not found → MQ_ERROR_TRANSACTION_SEQUENCE, checked first (#16)."""
@@ -52,7 +72,7 @@ class TransactionEvents:
                     self._move_now(position, target)
                 else:           # its target queue was deleted meanwhile: the message stays where it was
                     self.message_position_available(queue, position)
-        transaction.transactional_operation_collection.clear()
+        self._end_operations(transaction)
         return st.MQ_OK
 
     def transaction_abort(self, transaction_identifier) -> int:
@@ -71,5 +91,5 @@ class TransactionEvents:
                 self.message_position_deleted(queue, position, op.dequeue_reason or MessageClass.NACK_QUEUE_PURGED)
             else:
                 self.message_position_available(queue, position)
-        transaction.transactional_operation_collection.clear()
+        self._end_operations(transaction)
         return st.MQ_OK

@@ -123,6 +123,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self.queue_collection: dict[uuid.UUID, Queue] = {}
         self._subqueues: dict[uuid.UUID, Queue] = {}       # every queue's SubqueueCollection, by Identifier
         self.transaction_collection: dict[bytes, object] = {}
+        # id(MessagePositionReference) → the TransactionalOperation naming it: a Locked message's operation without a
+        # scan of every transaction (at most one operation names a position: only an Available one is taken)
+        self._operation_by_position: dict[int, TransactionalOperation] = {}
         self.system_deadletter_queue: Queue | None = None
         self.system_transactional_deadletter_queue: Queue | None = None
         self.system_journal_queue: Queue | None = None
@@ -605,8 +608,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self.store.set_sequential_id(self.sequential_id)
         self._start_ttbr_timer(queue, message)
         if transaction is not None:
-            transaction.transactional_operation_collection.append(
-                TransactionalOperation(OperationType.ENQUEUE, position))
+            self._add_operation(transaction, TransactionalOperation(OperationType.ENQUEUE, position))
             return 0
         if recoverable(blob):
             self.store.put_message(PackedStoredMessage(queue.store_identifier, position.lookup_identifier,
@@ -624,8 +626,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             if target_queue.queue_type is QueueType.SYSTEM:
                 return st.MQ_ERROR_TRANSACTION_USAGE
             self._set_state(source, message_position, PositionState.LOCKED)
-            transaction.transactional_operation_collection.append(
-                TransactionalOperation(OperationType.MOVE, message_position, target_queue_reference=target_queue))
+            self._add_operation(transaction, TransactionalOperation(OperationType.MOVE, message_position,
+                                                                    target_queue_reference=target_queue))
             return st.MQ_OK
         self._move_now(message_position, target_queue)
         return st.MQ_OK

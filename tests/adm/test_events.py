@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from shared_adm import status as st
-from shared_adm.enums import MessageSeekAction as Seek, OperationType, PositionState
+from shared_adm.enums import MessageSeekAction as Seek, OperationType, PositionState, QueueAccessType
 from shared_adm.message import Message
 from shared_adm.queue_manager import QueueManager
 
@@ -267,6 +267,28 @@ def test_ttbr_counts_from_sent_time_and_zero_expires_at_once(qm, queue, sched):
     assert [b for b, _ in bodies(qm, queue)] == [b"old"]
     sched.advance(1000)
     assert bodies(qm, queue) == []
+
+
+def test_each_transactional_operation_is_found_by_its_position_until_the_outcome(qm, queue, sched):
+    """QueueManager.transactional_operation_on: what a Locked message is locked by, for the four kinds of
+    TransactionalOperation (3.1.1.13) -- a transactional enqueue, receive, move and expiry -- and None once the
+    transaction commits or aborts."""
+    enqueue, receive, move, expiry = (qm.create_transaction(name) for name in (b"e", b"r", b"m", b"x"))
+    qm.enqueue_message(queue, Message(body=b"enqueued"), transaction=enqueue)
+    put(qm, queue, "received")
+    put(qm, queue, "moved")
+    put(qm, queue, "expired", time_to_be_received=1, transaction_identifier=b"x")
+    by_body = {p.message.body: p for p in queue.message_position_list}
+    _, descriptor = qm.open_queue(QNAME, RECEIVE, DENY_NONE)
+    assert qm.dequeue_message(descriptor, 0, transaction=receive).status == st.MQ_OK      # takes the head: "received"
+    _, target = qm.open_queue(QNAME + ";poison", QueueAccessType.MOVE_ACCESS, DENY_NONE)
+    assert qm.move_message(by_body[b"moved"], target.queue_reference, move) == st.MQ_OK
+    sched.advance(1000)
+    for body, transaction in ((b"enqueued", enqueue), (b"received", receive), (b"moved", move), (b"expired", expiry)):
+        assert qm.transactional_operation_on(by_body[body]) is transaction.transactional_operation_collection[0]
+    qm.transaction_commit(b"e"), qm.transaction_abort(b"r"), qm.transaction_commit(b"m"), qm.transaction_abort(b"x")
+    assert all(qm.transactional_operation_on(p) is None for p in by_body.values())
+    assert qm._operation_by_position == {}
 
 
 def test_ttbr_transactional_branch(qm, queue, sched):

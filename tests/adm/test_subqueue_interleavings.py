@@ -21,6 +21,14 @@ BASE = r"DIRECT=OS:qm2qm\private$\q"
 MEMBERS = ("", ";poison", ";retry")
 
 
+def scan_for_operation(qm, position):
+    """The operation naming ``position`` found the slow way: every operation of every live transaction."""
+    found = [op for t in qm.transaction_collection.values() for op in t.transactional_operation_collection
+             if op.message_position_reference is position]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
 class Model:
     def __init__(self, seed: int) -> None:
         self.rng = random.Random(seed)
@@ -51,6 +59,10 @@ class Model:
         assert not set(bodies) & self.gone
         for queue in self.queue.subqueue_collection:        # no idle subqueue stays
             assert queue.message_position_list or queue.open_queue_descriptor_collection
+        for _, position in self.places():                   # the operation index answers what a scan finds
+            assert self.qm.transactional_operation_on(position) is scan_for_operation(self.qm, position)
+        assert len(self.qm._operation_by_position) == sum(
+            len(t.transactional_operation_collection) for t in self.qm.transaction_collection.values())
 
     def step(self) -> None:
         op = self.rng.choice(["send", "send", "open", "close", "read", "end", "txread", "txend", "move", "move",

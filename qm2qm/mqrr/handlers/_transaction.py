@@ -15,12 +15,3 @@ def uow_of(xactuow: Any) -> bytes:
 def find_transaction(qm: Any, uow: bytes) -> Any | None:
     """The Transaction whose Identifier is the UOW in QueueManager.TransactionCollection, or None."""
     return qm.transaction_collection.get(uow)
-
-
-def operation_on(qm: Any, position: Any) -> Any | None:
-    """The TransactionalOperation of any Transaction whose MessagePositionReference is ``position``."""
-    for transaction in qm.transaction_collection.values():
-        for op in transaction.transactional_operation_collection:
-            if op.message_position_reference is position:
-                return op
-    return None

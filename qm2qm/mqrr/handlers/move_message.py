@@ -5,7 +5,7 @@ from typing import Any
 
 from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.handlers._queue import queue_of
-from qm2qm.mqrr.handlers._transaction import NULL_UOW, find_transaction, operation_on, uow_of
+from qm2qm.mqrr.handlers._transaction import NULL_UOW, find_transaction, uow_of
 from qm2qm.mqrr.service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
@@ -43,7 +43,7 @@ def move_message(service: Service, ctx: CallContext, wire: bytes, context_to: in
     if position is None:
         return st.MQ_ERROR_MESSAGE_NOT_FOUND
     if position.state is not PositionState.AVAILABLE:
-        if operation_on(service.qm, position) is not None:
+        if service.qm.transactional_operation_on(position) is not None:
             return st.MQ_ERROR_MESSAGE_LOCKED_UNDER_TRANSACTION
         # [DESIGN] Locked by another reader's receive (or Deleted, PurgePending): not there to move, as a lookup
         # read would not find it; moving it would let that reader's ACK delete a message that lives on moved.

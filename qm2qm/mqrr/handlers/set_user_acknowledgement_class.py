@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from qm2qm.mqrr.codec import decode, encode, signed
 from qm2qm.mqrr.handlers._queue import queue_of
-from qm2qm.mqrr.handlers._transaction import operation_on
 from qm2qm.mqrr.service import Service
 from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
-from shared_adm.enums import MessageClass, PositionState
+from shared_adm.enums import MessageClass
 
 
 def set_user_acknowledgement_class(service: Service, ctx: CallContext, wire: bytes, lookup_id: int,
@@ -20,8 +19,7 @@ def set_user_acknowledgement_class(service: Service, ctx: CallContext, wire: byt
     position = queue.message_position_list.get(lookup_id) if queue is not None else None
     if position is None:
         return st.MQ_ERROR_MESSAGE_NOT_FOUND
-    # every TransactionalOperation Locks its message: an Available one is in none (and needs no scan of them all)
-    operation = operation_on(service.qm, position) if position.state is not PositionState.AVAILABLE else None
+    operation = service.qm.transactional_operation_on(position)
     if operation is None:
         return st.MQ_ERROR_TRANSACTION_USAGE
     if ack_class != 0x0000:
