@@ -401,6 +401,9 @@ class Connection:
             if len(self._auth) >= self._limits.max_security_contexts:
                 raise _Terminate(f"more than {self._limits.max_security_contexts} security contexts",
                                  P.build_fault(call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            if not self._security.has_room():
+                raise refuse(f"{self._security.max_contexts} security contexts are alive over every connection",
+                             F.BIND_NAK_TEMPORARY_CONGESTION)
             security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
                                                   self._header_sign)
             self._auth[trailer.auth_context_id] = security
@@ -897,6 +900,9 @@ class Connection:
         self._state = _CLOSED
         self._buf = bytearray()
         self._drop_reassembly()
+        if self._auth:
+            self._security.release(len(self._auth))
+            self._auth = {}
         self._calls.clear()
 
 

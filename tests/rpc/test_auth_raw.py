@@ -144,6 +144,48 @@ def test_security_contexts_per_connection_are_limited():
         users.close()
 
 
+NTLM_NEGOTIATE = bytes.fromhex("4e544c4d5353500001000000978208e2000000000000000000000000000000000a00614a0000000f")
+
+
+def _with_negotiate(raw: bytes, context_id: int) -> bytes:
+    """A bind / alter_context PDU with a sec_trailer (NTLM, integrity) naming ``context_id`` and an NTLM NEGOTIATE."""
+    pad = -len(raw) % 4
+    body = raw + bytes(pad) + P.SEC_TRAILER.pack(10, 5, pad, 0, context_id) + NTLM_NEGOTIATE
+    return body[:8] + struct.pack("<HH", len(body), len(NTLM_NEGOTIATE)) + body[12:]
+
+
+def _negotiate(conn, call_id: int, context_id: int, alter: bool) -> bytes:
+    items = (ContextItem(0, IFACE, (NDR_SYNTAX,)),)
+    for event in conn.receive_data(_with_negotiate(P.build_bind(call_id, items, alter_context=alter), context_id)):
+        if isinstance(event, BindRequest):
+            conn.accept_bind(event, 0x1234, "")
+    return conn.data_to_send()
+
+
+def test_security_contexts_over_every_connection_are_limited_and_given_back_when_one_closes():
+    users = UserStore.parse("D:u:p\n")
+    try:
+        provider = SecurityProvider(AuthPolicy(users=users), max_contexts=3)
+        first, second, third = (new_connection(security=provider) for _ in range(3))
+        assert _negotiate(first, 1, 0, alter=False)[2] == F.PTYPE_BIND_ACK
+        assert _negotiate(first, 2, 1, alter=True)[2] == F.PTYPE_ALTER_CONTEXT_RESP
+        assert _negotiate(second, 1, 0, alter=False)[2] == F.PTYPE_BIND_ACK
+        assert provider.live_contexts == 3
+        nak = _negotiate(third, 1, 0, alter=False)                  # a fourth anywhere: temporary congestion
+        assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_TEMPORARY_CONGESTION)
+        status, flags, _ = fault(_negotiate(second, 2, 1, alter=True))     # an alter_context: as past 2049
+        assert status == F.NCA_S_PROTO_ERROR and flags & F.PFC_DID_NOT_EXECUTE and second.closed
+        assert provider.live_contexts == 2                          # the closed connection gave its one back
+        first.close()
+        assert provider.live_contexts == 0
+        again = new_connection(security=provider)
+        assert _negotiate(again, 1, 0, alter=False)[2] == F.PTYPE_BIND_ACK
+        again.close(), again.close()                                 # given back once
+        assert provider.live_contexts == 0
+    finally:
+        users.close()
+
+
 async def test_request_before_the_security_legs_are_done_is_a_protocol_error(env):
     c = await asyncio.to_thread(client, env, auth_type=10, level=5)
     await asyncio.to_thread(c.sock.sendall, c._with_auth(P.build_bind(1, c.items), c.ctx.step()))

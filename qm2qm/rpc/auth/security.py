@@ -17,6 +17,7 @@ from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
 from qm2qm.rpc.auth import kerberos_compat, ntlm_compat
+from qm2qm.rpc.limits import MAX_LIVE_SECURITY_CONTEXTS
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
                                  RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
@@ -51,8 +52,10 @@ def kerberos_available() -> bool:
 class SecurityProvider:
     """Creates the acceptor side of security contexts for one server (MS-RPCE 3.3.1.5.2)."""
 
-    def __init__(self, policy: AuthPolicy) -> None:
+    def __init__(self, policy: AuthPolicy, max_contexts: int = MAX_LIVE_SECURITY_CONTEXTS) -> None:
         self.policy = policy
+        self.max_contexts = max_contexts    # contexts alive at once over every connection (limits.py)
+        self.live_contexts = 0
         ntlm_compat.install()
         # pyspnego logs every token in base64 at DEBUG; an NTLMv2 response can be attacked offline, so never
         spnego_log = logging.getLogger("spnego")
@@ -85,11 +88,20 @@ class SecurityProvider:
                 else:
                     os.environ[key] = value
 
+    def has_room(self) -> bool:
+        """Whether one more security context may start (MAX_LIVE_SECURITY_CONTEXTS)."""
+        return self.live_contexts < self.max_contexts
+
+    def release(self, count: int) -> None:
+        """A connection that held ``count`` contexts is closed."""
+        self.live_contexts -= count
+
     def new_context(self, auth_type: int, auth_level: int, context_id: int, header_sign: bool) -> "SecurityContext":
         with self.credentials():
             protocol = _PROTOCOLS[auth_type]
             mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
         context = SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
+        self.live_contexts += 1             # the connection holding it gives it back when it closes
         if protocol == "negotiate":
             self._prefer_accepted_mechs(mech, context.initiator_mechs)
         return context
