@@ -48,6 +48,10 @@ DEFAULT_MAX_CONNECTIONS = 1024
 # which its further pipelined requests wait to be dispatched until the peer reads: without it, one read of 64
 # requests for a 4 MiB message queued 256 MiB of answers before the transport could push back.
 MAX_OUTPUT_BACKLOG = 1024 * 1024
+# Answers a peer leaves unread before its connection is closed. Calls already running (64 at most on a connection)
+# still answer while it is paused, e.g. 64 waiting peeks when a 4 MiB message arrives; a Windows client has one call
+# in flight, so it never has more than one answer (at most 4.3 MiB) outstanding.
+MAX_UNREAD_ANSWERS = 64 * 1024 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 
 _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
@@ -552,6 +556,8 @@ class RpcConnection(asyncio.Protocol):
                 self.held.append(out)
             else:
                 transport.write(out)
+                if self._writing_paused:
+                    self._check_unread()
         if conn.closed and not transport.is_closing():
             if self.held is not None:
                 self._close_when_released = True
@@ -562,6 +568,16 @@ class RpcConnection(asyncio.Protocol):
 
     def write_now(self, data: bytes) -> None:
         self.transport.write(data)
+        if self._writing_paused:
+            self._check_unread()
+
+    def _check_unread(self) -> None:
+        """Close a connection whose peer has left MAX_UNREAD_ANSWERS unread (its handles are run down)."""
+        unread = self.transport.get_write_buffer_size()
+        if unread > MAX_UNREAD_ANSWERS and not self.transport.is_closing():
+            self.log(logging.WARNING, "the peer left %d bytes of answers unread (more than %d): closing", unread,
+                     MAX_UNREAD_ANSWERS)
+            self.transport.abort()
 
     def release_held(self) -> None:
         held, self.held = self.held, None
@@ -571,6 +587,8 @@ class RpcConnection(asyncio.Protocol):
                 transport.write(held[0])
             else:
                 transport.writelines(held)      # uvloop: one writev, no copy of a large queued answer
+            if self._writing_paused:
+                self._check_unread()
         if self._close_when_released and not transport.is_closing():
             transport.close()
 

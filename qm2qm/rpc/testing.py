@@ -29,6 +29,7 @@ OP_BLOCK_OPEN_A = 10   # async: stub = label; opens a probe_a handle, then waits
 OP_USE_B = 11          # sync: stub = 20-byte handle of type "probe_b" → its label
 OP_STUBBORN = 12       # async: ignores cancellation until release()d (a misbehaving handler)
 OP_REPEAT = 13         # sync: stub = u32 n → n bytes (a small request with a large answer)
+OP_ASYNC_REPEAT = 14   # async: yields once, then as OP_REPEAT (a large answer that comes later)
 
 RPC_X_BAD_STUB_DATA = 0x000006F7
 
@@ -54,7 +55,7 @@ class Probe:
             OP_CLOSE: self.close, OP_OPEN_B: self.open_b, OP_FAULT: self.fault, OP_CRASH: self.crash,
             OP_ASYNC_ECHO: self.async_echo, OP_ASYNC_CRASH: self.async_crash,
             OP_BLOCK_OPEN_A: self.block_open_a, OP_USE_B: self.use_b, OP_STUBBORN: self.stubborn,
-            OP_REPEAT: self.repeat,
+            OP_REPEAT: self.repeat, OP_ASYNC_REPEAT: self.async_repeat,
         }
         self.interface = Interface(
             uuid=PROBE_UUID, version=PROBE_VERSION, name="probe",
@@ -159,6 +160,11 @@ class Probe:
         """OP_ASYNC_ECHO: echo from a coroutine handler (runs as a task)."""
         await asyncio.sleep(0)
         return stub
+
+    async def async_repeat(self, ctx: CallContext, stub: bytes) -> bytes:
+        """OP_ASYNC_REPEAT: OP_REPEAT from a coroutine handler."""
+        await asyncio.sleep(0)
+        return self.repeat(ctx, stub)
 
     async def async_crash(self, ctx: CallContext, stub: bytes) -> bytes:
         """OP_ASYNC_CRASH: an internal error in a coroutine handler."""

@@ -280,3 +280,39 @@ async def test_a_connection_reset_with_backlogged_calls_dispatches_none_of_them(
     await other.bind()
     assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
     await other.close()
+
+
+async def test_a_peer_that_leaves_too_many_answers_unread_is_closed_and_its_handles_run_down(make_server, probe,
+                                                                                              monkeypatch, caplog):
+    from qm2qm.rpc import server as server_module
+    monkeypatch.setattr(server_module, "MAX_UNREAD_ANSWERS", 8 * 1024 * 1024)
+    server = await make_server()
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    handle = (await client.call(t.OP_OPEN_A, b"held")).stub
+    # calls already running still answer while the peer reads nothing: 32 answers of 1 MiB that come a turn later
+    with caplog.at_level(logging.WARNING, logger="qm2qm.rpc"):
+        client.send(b"".join(request_pdu(100 + i, t.OP_ASYNC_REPEAT, struct.pack("<I", 1 << 20))
+                             for i in range(32)))
+        rc = server_side(server, client)
+        await rc.finished
+    assert any("answers unread" in r.getMessage() for r in caplog.records)
+    await probe.wait_for(lambda p: ("probe_a", b"held") in p.rundowns)
+    assert len(handle) == 20
+    other = await RawClient.connect(server.port)
+    await other.bind()
+    assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
+    await other.close()
+    await client.close()
+
+
+async def test_a_peer_reading_slowly_keeps_its_connection_while_its_unread_answers_stay_under_the_bound(make_server):
+    server = await make_server()
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    client.send(b"".join(request_pdu(100 + i, t.OP_ASYNC_REPEAT, struct.pack("<I", 1 << 20)) for i in range(32)))
+    rc = server_side(server, client)
+    await until(lambda: rc._writing_paused)
+    answers = await _answers(client, 32)                 # 32 MiB under the 64 MiB bound: every answer comes
+    assert sorted(answers) == [100 + i for i in range(32)] and not rc._lost
+    await client.close()
