@@ -17,11 +17,11 @@ from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
 from qm2qm.rpc.auth import kerberos_compat, ntlm_compat
-from qm2qm.rpc.limits import MAX_LIVE_SECURITY_CONTEXTS
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
                                  RPC_C_AUTHN_LEVEL_PKT_INTEGRITY,
                                  RPC_C_AUTHN_LEVEL_PKT_PRIVACY, Principal)
+from qm2qm.rpc.limits import MAX_LIVE_SECURITY_CONTEXTS
 
 # auth_type values (MS-RPCE 2.2.1.1.7)
 RPC_C_AUTHN_GSS_NEGOTIATE = 0x09
