@@ -2,7 +2,7 @@
 """Soak and fuzz the real `qm2qm serve` (issue 14): one line per check, then `N passed, M failed`.
 
   .venv/bin/python scripts/soak.py --quick        # a few minutes (CI)
-  .venv/bin/python scripts/soak.py                # about 30 minutes: >= 1,000,000 fuzz cases, 100 SIGKILL rounds
+  .venv/bin/python scripts/soak.py                # 30-45 minutes: >= 1,000,000 fuzz cases, 100 SIGKILL rounds
   .venv/bin/python scripts/soak.py --only fuzz,leaks
 
 Loopback only; every loop is bounded in count and in time. Crashing inputs are saved under tests/fuzz/corpus,

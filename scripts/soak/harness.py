@@ -28,7 +28,7 @@ class Budget:
 QUICK = Budget(fuzz_cases=20_000, fuzz_seconds=45, batch_conversations=60, disconnects=1_000, crash_rounds=8,
                slowloris=500, slowloris_seconds=12, latency_samples=300, admin_cases=1_500,
                coverage_seconds=15, coverage_examples=2_000)
-DEFAULT = Budget(fuzz_cases=1_000_000, fuzz_seconds=1_080, batch_conversations=150, disconnects=10_000,
+DEFAULT = Budget(fuzz_cases=1_000_000, fuzz_seconds=1_500, batch_conversations=150, disconnects=10_000,
                  crash_rounds=100, slowloris=500, slowloris_seconds=40, latency_samples=2_000, admin_cases=20_000,
                  coverage_seconds=150, coverage_examples=200_000, interleave_seconds=180.0)
 
