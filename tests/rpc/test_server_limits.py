@@ -211,6 +211,23 @@ async def test_context_handles_beyond_the_association_s_most_fault_remote_no_mem
     assert sorted(label for _, label in probe.rundowns) == [b"elsewhere", b"four", b"two"]
 
 
+async def _bound(server) -> RawClient:
+    client = await RawClient.connect(server.port)
+    await client.bind()
+    return client
+
+
+def _pipelined(opnum: int, count: int, size: int, first_call_id: int = 100) -> bytes:
+    """``count`` requests in one write, each asking ``opnum`` (OP_REPEAT / OP_ASYNC_REPEAT) for ``size`` bytes."""
+    return b"".join(request_pdu(first_call_id + i, opnum, struct.pack("<I", size)) for i in range(count))
+
+
+async def _still_serves_others(server) -> None:
+    other = await _bound(server)
+    assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
+    await other.close()
+
+
 async def _answers(client: RawClient, count: int) -> dict[int, bytes]:
     """call_id → whole answer stub of the next ``count`` calls (their fragments joined)."""
     answers: dict[int, bytes] = {}
@@ -229,11 +246,10 @@ async def _answers(client: RawClient, count: int) -> dict[int, bytes]:
 async def test_pipelined_calls_wait_while_their_answers_are_backlogged_and_run_once_the_peer_reads(make_server):
     from qm2qm.rpc.server import MAX_OUTPUT_BACKLOG
     server = await make_server()
-    client = await RawClient.connect(server.port)
-    await client.bind()
+    client = await _bound(server)
     size = 1024 * 1024
     calls = 32                                   # one read asks for 32 MiB of answers
-    client.send(b"".join(request_pdu(100 + i, t.OP_REPEAT, struct.pack("<I", size)) for i in range(calls)))
+    client.send(_pipelined(t.OP_REPEAT, calls, size))
     rc = server_side(server, client)
     await until(lambda: rc._deferred is not None and rc._writing_paused)
     # the peer reads nothing: a few answers are out, the rest of the read waits undispatched
@@ -267,19 +283,15 @@ async def test_a_cancel_behind_backlogged_calls_still_reaches_its_call_in_order(
 
 async def test_a_connection_reset_with_backlogged_calls_dispatches_none_of_them(make_server):
     server = await make_server()
-    client = await RawClient.connect(server.port)
-    await client.bind()
-    client.send(b"".join(request_pdu(10 + i, t.OP_REPEAT, struct.pack("<I", 1 << 20)) for i in range(16)))
+    client = await _bound(server)
+    client.send(_pipelined(t.OP_REPEAT, 16, 1 << 20))
     rc = server_side(server, client)
     await until(lambda: rc._deferred is not None and rc._writing_paused)
     answered = server.statistics.calls_in
     await client.close(reset=True)
     await rc.finished
     assert rc._deferred is None and server.statistics.calls_in == answered < 16
-    other = await RawClient.connect(server.port)
-    await other.bind()
-    assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
-    await other.close()
+    await _still_serves_others(server)
 
 
 async def test_a_peer_that_leaves_too_many_answers_unread_is_closed_and_its_handles_run_down(make_server, probe,
@@ -287,30 +299,24 @@ async def test_a_peer_that_leaves_too_many_answers_unread_is_closed_and_its_hand
     from qm2qm.rpc import server as server_module
     monkeypatch.setattr(server_module, "MAX_UNREAD_ANSWERS", 8 * 1024 * 1024)
     server = await make_server()
-    client = await RawClient.connect(server.port)
-    await client.bind()
+    client = await _bound(server)
     handle = (await client.call(t.OP_OPEN_A, b"held")).stub
     # calls already running still answer while the peer reads nothing: 32 answers of 1 MiB that come a turn later
     with caplog.at_level(logging.WARNING, logger="qm2qm.rpc"):
-        client.send(b"".join(request_pdu(100 + i, t.OP_ASYNC_REPEAT, struct.pack("<I", 1 << 20))
-                             for i in range(32)))
+        client.send(_pipelined(t.OP_ASYNC_REPEAT, 32, 1 << 20))
         rc = server_side(server, client)
         await rc.finished
     assert any("answers unread" in r.getMessage() for r in caplog.records)
     await probe.wait_for(lambda p: ("probe_a", b"held") in p.rundowns)
     assert len(handle) == 20
-    other = await RawClient.connect(server.port)
-    await other.bind()
-    assert (await other.call(t.OP_ECHO, b"fine")).stub == b"fine"
-    await other.close()
+    await _still_serves_others(server)
     await client.close()
 
 
 async def test_a_peer_reading_slowly_keeps_its_connection_while_its_unread_answers_stay_under_the_bound(make_server):
     server = await make_server()
-    client = await RawClient.connect(server.port)
-    await client.bind()
-    client.send(b"".join(request_pdu(100 + i, t.OP_ASYNC_REPEAT, struct.pack("<I", 1 << 20)) for i in range(32)))
+    client = await _bound(server)
+    client.send(_pipelined(t.OP_ASYNC_REPEAT, 32, 1 << 20))
     rc = server_side(server, client)
     await until(lambda: rc._writing_paused)
     answers = await _answers(client, 32)                 # 32 MiB under the 64 MiB bound: every answer comes
