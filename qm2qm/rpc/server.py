@@ -555,9 +555,7 @@ class RpcConnection(asyncio.Protocol):
             if self.held is not None:   # behind the answers held for the turn's end (rpc/batching.py)
                 self.held.append(out)
             else:
-                transport.write(out)
-                if self._writing_paused:
-                    self._check_unread()
+                self.write_now(out)
         if conn.closed and not transport.is_closing():
             if self.held is not None:
                 self._close_when_released = True
