@@ -72,6 +72,7 @@ class App:
         self.metrics = None             # qm2qm.metrics.RpcMetrics: the RPC observer and commit timer (metrics)
         self.auth = None                # AuthPolicy (--users, --auth, ...; docs/authentication.md)
         self.reassembly_budget = None   # ReassemblyBudget every listener shares (--max-reassembly-mib)
+        self.unread_budget = None       # UnreadAnswerBudget every listener shares (--max-unread-mib)
 
     @property
     def rpc_address(self) -> str:
@@ -106,11 +107,12 @@ class App:
         from shared_adm.store.base import StoreError
         from qm2qm.mqqp.interface import build_service, service_interface
         from qm2qm.mqqp.server_config import MqqpConfig
-        from qm2qm.rpc.budget import ReassemblyBudget
+        from qm2qm.rpc.budget import ReassemblyBudget, UnreadAnswerBudget
         from qm2qm.rpc.server import RpcServer
 
         self.auth = self._auth_policy()
         self.reassembly_budget = ReassemblyBudget(self.config.max_reassembly_mib * 1024 * 1024)
+        self.unread_budget = UnreadAnswerBudget(self.config.max_unread_mib * 1024 * 1024)
         self.store = _open_store(self.config.data_dir, self.config.store_options)
         if self.config.metrics:
             from qm2qm.metrics import RpcMetrics
@@ -182,7 +184,8 @@ class App:
             return
         try:
             self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port,
-                                                auth=self.auth, reassembly_budget=self.reassembly_budget)
+                                                auth=self.auth, reassembly_budget=self.reassembly_budget,
+                                                unread_budget=self.unread_budget)
         except EpmListenerError as exc:
             if not self.config.epm_port_is_default:
                 raise StartupError(str(exc)) from None
@@ -237,7 +240,7 @@ class App:
                                 max_connections=self.config.max_connections, auth=self.auth,
                                 max_context_handles=self.config.max_context_handles,
                                 idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id,
-                                reassembly_budget=self.reassembly_budget)
+                                reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget)
             server.observer = self.metrics
             try:
                 await server.start()
@@ -312,7 +315,8 @@ class App:
                        "max_context_handles": self.config.max_context_handles,
                        "max_open_queues": self.config.max_open_queues, "max_cursors": self.config.max_cursors,
                        "max_subqueues": self.config.max_subqueues,
-                       "max_reassembly_mib": self.config.max_reassembly_mib},
+                       "max_reassembly_mib": self.config.max_reassembly_mib,
+                       "max_unread_mib": self.config.max_unread_mib},
         }
 
     async def close(self) -> None:

@@ -36,6 +36,10 @@ DEFAULT_MAX_SUBQUEUES = 65536
 # connection of every listener (one request may be 8 MiB, so less than that would refuse a legal one).
 DEFAULT_MAX_REASSEMBLY_MIB = 256
 _LEAST_REASSEMBLY_MIB, _MOST_REASSEMBLY_MIB = 8, 1_048_576
+# Same as qm2qm.rpc.budget.DEFAULT_MAX_UNREAD_BYTES, in MiB: answers left unread by peers that stopped reading, over
+# every connection (one answer may be 8 MiB; fewer than 16 would close a peer that is only slow).
+DEFAULT_MAX_UNREAD_MIB = 1024
+_LEAST_UNREAD_MIB, _MOST_UNREAD_MIB = 16, 1_048_576
 _MOST_OPEN = 100_000_000
 # Same as qm2qm.rpc.server.DEFAULT_IDLE_TIMEOUT_S: a connection that is not bound, or stops inside a PDU, is closed
 # after this many seconds without a complete PDU (C706 and MS-RPCE leave it to the implementation). Bound
@@ -85,6 +89,7 @@ class ServerConfig:
     max_cursors: int = DEFAULT_MAX_CURSORS
     max_subqueues: int = DEFAULT_MAX_SUBQUEUES
     max_reassembly_mib: int = DEFAULT_MAX_REASSEMBLY_MIB
+    max_unread_mib: int = DEFAULT_MAX_UNREAD_MIB
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
     epm_port: int = DEFAULT_EPM_PORT
     trace: str | None = None
@@ -216,6 +221,11 @@ def _check_value(key: str, value: Any) -> Any:
                 or not _LEAST_REASSEMBLY_MIB <= value <= _MOST_REASSEMBLY_MIB:
             raise ConfigError(f"max_reassembly_mib: expected an integer {_LEAST_REASSEMBLY_MIB}..{_MOST_REASSEMBLY_MIB}"
                               f" (one request may be 8 MiB), got {value!r}")
+        return value
+    if key == "max_unread_mib":
+        if isinstance(value, bool) or not isinstance(value, int) or not _LEAST_UNREAD_MIB <= value <= _MOST_UNREAD_MIB:
+            raise ConfigError(f"max_unread_mib: expected an integer {_LEAST_UNREAD_MIB}..{_MOST_UNREAD_MIB} (one "
+                              f"answer may be 8 MiB), got {value!r}")
         return value
     if key == "idle_timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86400:

@@ -159,7 +159,14 @@ class Qm2qmCollector:
         metrics: RpcMetrics | None = app.metrics
         yield from self._calls(metrics)
         yield from self._runtime(app.rpc, metrics)
-        yield from self._reassembly(getattr(app, "reassembly_budget", None))
+        yield from self._allowance(getattr(app, "reassembly_budget", None), "reassembly",
+                                   "Bytes held by unfinished fragmented requests over every listener (C706 12.6.3.7)",
+                                   "--max-reassembly-mib", "Request fragments faulted nca_s_server_too_busy because "
+                                   "the reassembly allowance was spent", "refused")
+        yield from self._allowance(getattr(app, "unread_budget", None), "unread_answer",
+                                   "Bytes of answers left unread by peers that stopped reading, over every listener "
+                                   "(as last counted)", "--max-unread-mib", "Connections closed because the answers "
+                                   "left unread over every connection passed that allowance", "closed")
         yield from self._reads(app.service, app.qm)
         yield from self._queues(app.qm)
         yield from self._store(getattr(app, "store", None))
@@ -191,16 +198,15 @@ class Qm2qmCollector:
                          labels, [(op.labels, op.latency) for op in ops])
 
     @staticmethod
-    def _reassembly(budget: Any) -> Iterator[Any]:
+    def _allowance(budget: Any, name: str, held_help: str, option: str, spent_help: str,
+                   spent: str) -> Iterator[Any]:
+        """One process-wide allowance (qm2qm/rpc/budget.py): what it holds, its capacity, what passing it cost."""
         if budget is None:
             return
-        yield GaugeMetricFamily("qm2qm_rpc_reassembly_bytes", "Bytes held by unfinished fragmented requests over "
-                                "every listener (C706 12.6.3.7)", value=budget.held)
-        yield GaugeMetricFamily("qm2qm_rpc_reassembly_capacity_bytes", "The most they may hold (serve "
-                                "--max-reassembly-mib)", value=budget.capacity)
-        yield CounterMetricFamily("qm2qm_rpc_reassembly_refused", "Request fragments faulted "
-                                  "nca_s_server_too_busy because the reassembly allowance was spent",
-                                  value=budget.refused)
+        yield GaugeMetricFamily(f"qm2qm_rpc_{name}_bytes", held_help, value=budget.held)
+        yield GaugeMetricFamily(f"qm2qm_rpc_{name}_capacity_bytes", f"The most they may be (serve {option})",
+                                value=budget.capacity)
+        yield CounterMetricFamily(f"qm2qm_rpc_{name}_{spent}", spent_help, value=getattr(budget, spent))
 
     @staticmethod
     def _runtime(rpc: Any, metrics: RpcMetrics | None) -> Iterator[Any]:

@@ -39,6 +39,9 @@ from shared_adm.store.base import StoreError
 @click.option("--max-reassembly-mib", type=int,
               help="MiB of unfinished fragmented requests held at once over every connection [256]; a fragment past "
                    "it is faulted nca_s_server_too_busy (the call did not execute; the connection stays).")
+@click.option("--max-unread-mib", type=int,
+              help="MiB of answers left unread at once by peers that stopped reading, over every connection [1024]; "
+                   "past it the connection leaving the most is closed and its handles run down.")
 @click.option("--idle-timeout", type=float,
               help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
@@ -73,7 +76,7 @@ from shared_adm.store.base import StoreError
               help="Longest a change nobody waits for stays uncommitted [10].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
           max_connections, max_context_handles, max_open_queues, max_cursors, max_subqueues, max_reassembly_mib,
-          idle_timeout, epm_port, trace,
+          max_unread_mib, idle_timeout, epm_port, trace,
           mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop, store_synchronous,
           store_group_wait_ms, store_commit_interval_ms) -> None:
@@ -90,6 +93,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "max_open_queues": max_open_queues, "max_cursors": max_cursors,
                                            "max_subqueues": max_subqueues,
                                            "max_reassembly_mib": max_reassembly_mib,
+                                           "max_unread_mib": max_unread_mib,
                                            "epm_port": epm_port,
                                            "trace": trace, "mqsd_port": mqsd_port, "mqrr": mqrr,
                                            "allow_anonymous_read": allow_anonymous_read, "log_format": log_format,

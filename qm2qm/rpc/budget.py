@@ -6,6 +6,8 @@ fragment past it is refused with nca_s_server_too_busy (the fault Windows gives 
 """
 from __future__ import annotations
 
+from typing import Callable
+
 # 32 whole 8 MiB requests at once; a qm2qm request is a few hundred bytes, so only hostile or bulk peers meet it.
 DEFAULT_MAX_REASSEMBLY_BYTES = 256 * 1024 * 1024
 
@@ -33,3 +35,50 @@ class ReassemblyBudget:
     def give(self, size: int) -> None:
         """Give back bytes a finished, refused or abandoned call held."""
         self.held -= size
+
+
+# 256 peers each leaving a 4 MiB answer unread; the per-connection bound (server.MAX_UNREAD_ANSWERS, 64 MiB) times
+# --max-connections would be 64 GiB.
+DEFAULT_MAX_UNREAD_BYTES = 1024 * 1024 * 1024
+
+
+class UnreadAnswerBudget:
+    """Bytes of answers queued for peers that have stopped reading (their transport paused writing), over every
+    connection that shares it; past ``capacity`` the connection holding the most is closed (MS-RPCE 3.3.3). A closed
+    connection's bytes stay counted until its transport has let go of them (uvloop frees them a turn later)."""
+
+    __slots__ = ("capacity", "held", "closed", "_by_holder")
+
+    def __init__(self, capacity: int = DEFAULT_MAX_UNREAD_BYTES) -> None:
+        if capacity < 0:
+            raise ValueError(f"unread-answer capacity must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self.held = 0
+        self.closed = 0         # connections closed for it since start (the /metrics counter)
+        self._by_holder: dict[object, int] = {}
+
+    def note(self, holder: object, unread: int) -> bool:
+        """Record what ``holder`` now leaves unread; True if the total is past the capacity."""
+        self.held += unread - self._by_holder.get(holder, 0)
+        self._by_holder[holder] = unread
+        return self.held > self.capacity
+
+    def forget(self, holder: object) -> None:
+        """``holder`` reads again (its transport resumed writing) or is gone."""
+        self.held -= self._by_holder.pop(holder, 0)
+
+    def recount(self, size_of) -> bool:
+        """Record every holder's unread bytes afresh (``size_of(holder)``: peers read between two notes); True if
+        the total is still past the capacity."""
+        for holder in list(self._by_holder):
+            self.note(holder, size_of(holder))
+        return self.held > self.capacity
+
+    def largest(self, eligible: Callable[[object], bool]) -> tuple[object, int] | None:
+        """The ``eligible`` holder that leaves the most unread, and how much (the one to close first); None if no
+        holder is eligible."""
+        candidates = [holder for holder in self._by_holder if eligible(holder)]
+        if not candidates:
+            return None
+        holder = max(candidates, key=self._by_holder.__getitem__)
+        return holder, self._by_holder[holder]

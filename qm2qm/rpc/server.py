@@ -30,7 +30,8 @@ from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RN
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 from qm2qm.rpc.batching import WriteBatcher
-from qm2qm.rpc.budget import ReassemblyBudget
+from qm2qm.rpc.budget import ReassemblyBudget, UnreadAnswerBudget
+from qm2qm.rpc.memory import give_back_free_memory
 from qm2qm.rpc.observer import RpcObserver
 
 # nca_s_fault_cancel answers a cancelled call (client: RPC_S_CALL_CANCELLED); nca_s_fault_unspec a server-side
@@ -58,6 +59,29 @@ _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
 _ORPHAN = "orphan"          # orphaned: send nothing
 _LOST = "lost"              # connection gone: send nothing
 _SHUTDOWN = "shutdown"      # server closing: answer with the cancel fault
+
+
+def _unsent_of(connection: "RpcConnection") -> int:
+    return connection.unsent()
+
+
+def _is_open(connection: "RpcConnection") -> bool:
+    return not connection.transport.is_closing()
+
+
+def _close_the_most_unread(budget: UnreadAnswerBudget) -> None:
+    """The answers left unread on every connection pass the server's allowance: close the open connection that
+    leaves the most. Until the closed ones' transports let go of their bytes, every further large answer closes
+    one more, so no wave of answers (woken peeks of a 4 MiB message) outgrows the allowance by more than one."""
+    largest = budget.largest(_is_open)
+    if largest is None:
+        return
+    victim, most = largest
+    victim.log(logging.WARNING, "answers left unread on every connection (%d bytes) pass the server's %d "
+               "(--max-unread-mib): closing this connection, which leaves the most (%d bytes)",
+               budget.held, budget.capacity, most)
+    budget.closed += 1
+    victim._drop_unsent()
 
 
 def registry_key(interface: Interface) -> tuple[uuid.UUID, int, int]:
@@ -168,6 +192,8 @@ class RpcConnection(asyncio.Protocol):
         self._close_when_released = False
         self._writing_paused = False        # the transport's buffer is over its high-water mark
         self._deferred: list | None = None  # events of a read not dispatched yet: the answers are backlogged
+        self._counted = False               # its unsent answers are in the server's unread_budget
+        self._dropped_unsent = False        # closed for its unread answers (_drop_unsent)
 
     # -- asyncio.Protocol --
 
@@ -260,11 +286,7 @@ class RpcConnection(asyncio.Protocol):
     def _backlogged(self) -> bool:
         if self._writing_paused:
             return True
-        held = self.held
-        backlog = self.transport.get_write_buffer_size() + len(self.conn.pending_output)
-        if held:
-            backlog += sum(map(len, held))
-        return backlog >= MAX_OUTPUT_BACKLOG
+        return self.unsent() + len(self.conn.pending_output) >= MAX_OUTPUT_BACKLOG
 
     def _defer(self, events: list) -> None:
         """Keep undispatched events and stop reading until the peer has taken the answers; the check runs after
@@ -314,6 +336,9 @@ class RpcConnection(asyncio.Protocol):
         self._lost = True
         self._deferred = None
         self.conn.close()
+        self._uncount()
+        if self._dropped_unsent:
+            self.server.give_back_memory_soon()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         self.server.connections.pop(self.id, None)
@@ -336,6 +361,7 @@ class RpcConnection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        self._uncount()
         if self._lost:
             return
         if self._deferred is not None:
@@ -551,9 +577,19 @@ class RpcConnection(asyncio.Protocol):
         transport = self.transport
         out, pdus = conn.take_output()  # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
+            large = len(out) >= MAX_OUTPUT_BACKLOG
+            if large and self._no_room_for_answers():
+                self.log(logging.WARNING, "answers left unread on every connection still pass --max-unread-mib "
+                         "while closed connections let go of theirs: closing this one rather than queue %d bytes "
+                         "more", len(out))
+                self.server.unread_budget.closed += 1
+                self._drop_unsent()
+                return
             self.server.statistics.pkts_out += pdus
             if self.held is not None:   # behind the answers held for the turn's end (rpc/batching.py)
                 self.held.append(out)
+                if large:
+                    self._check_unread()    # many such answers in one turn (woken peeks) must count before it ends
             else:
                 self.write_now(out)
         if conn.closed and not transport.is_closing():
@@ -566,16 +602,51 @@ class RpcConnection(asyncio.Protocol):
 
     def write_now(self, data: bytes) -> None:
         self.transport.write(data)
-        if self._writing_paused:
+        if self._writing_paused or self._counted:
             self._check_unread()
 
+    def unsent(self) -> int:
+        """Bytes of answers the kernel has not taken: the transport's buffer and what is held for the turn's end."""
+        held = self.held
+        return self.transport.get_write_buffer_size() + (sum(map(len, held)) if held else 0)
+
     def _check_unread(self) -> None:
-        """Close a connection whose peer has left MAX_UNREAD_ANSWERS unread (its handles are run down)."""
-        unread = self.transport.get_write_buffer_size()
-        if unread > MAX_UNREAD_ANSWERS and not self.transport.is_closing():
-            self.log(logging.WARNING, "the peer left %d bytes of answers unread (more than %d): closing", unread,
+        """Count what a paused or backlogged connection leaves unsent in the server's UnreadAnswerBudget; close it
+        past MAX_UNREAD_ANSWERS, or, when every connection's together pass the budget, the one that leaves the most
+        (its handles are run down)."""
+        if self.transport.is_closing():
+            return                      # counted until connection_lost: uvloop frees its buffer a turn later
+        budget = self.server.unread_budget
+        unsent = self.unsent()
+        if unsent > MAX_UNREAD_ANSWERS:
+            self.log(logging.WARNING, "the peer left %d bytes of answers unread (more than %d): closing", unsent,
                      MAX_UNREAD_ANSWERS)
-            self.transport.abort()
+            self._drop_unsent()
+        elif self._writing_paused or unsent >= MAX_OUTPUT_BACKLOG:
+            self._counted = True
+            if budget.note(self, unsent) and budget.recount(_unsent_of):
+                _close_the_most_unread(budget)
+        elif self._counted:
+            self._uncount()
+
+    def _no_room_for_answers(self) -> bool:
+        """The budget is still past its capacity with the connections closed for it counted (uvloop lets go of
+        their bytes a turn later): one more large answer would only add to it."""
+        budget = self.server.unread_budget
+        return budget.held > budget.capacity and budget.recount(_unsent_of)
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.server.unread_budget.forget(self)
+
+    def _drop_unsent(self) -> None:
+        """Close at once: what is held or buffered is dropped, not sent (and given back to the system once the
+        transport has let go of it: connection_lost)."""
+        self._dropped_unsent = True
+        if self.held:
+            self.held.clear()
+        self.transport.abort()
 
     def release_held(self) -> None:
         held, self.held = self.held, None
@@ -585,8 +656,8 @@ class RpcConnection(asyncio.Protocol):
                 transport.write(held[0])
             else:
                 transport.writelines(held)      # uvloop: one writev, no copy of a large queued answer
-            if self._writing_paused:
-                self._check_unread()
+        if self._writing_paused or self._counted:
+            self._check_unread()
         if self._close_when_released and not transport.is_closing():
             transport.close()
 
@@ -716,13 +787,15 @@ class RpcServer:
                  logger: logging.Logger | None = None, limits: Any = None,
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
                  observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
-                 first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None) -> None:
+                 first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None,
+                 unread_budget: UnreadAnswerBudget | None = None) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
         ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
         ``max_context_handles``: the most one association group may hold (handles.HandleLimitReached).
         ``reassembly_budget``: the allowance for unfinished fragmented requests, shared with the other listeners of
-        the process (None: one of the default size for this server alone)."""
+        the process (None: one of the default size for this server alone); ``unread_budget``: likewise, for the
+        answers left unread by peers that stopped reading."""
         self.host = host
         self.auth = auth if auth is not None else AuthPolicy()
         self.security = SecurityProvider(self.auth)
@@ -733,6 +806,7 @@ class RpcServer:
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits
         self.reassembly_budget = reassembly_budget if reassembly_budget is not None else ReassemblyBudget()
+        self.unread_budget = unread_budget if unread_budget is not None else UnreadAnswerBudget()
         self.cancel_wait_s = cancel_wait_s      # how long a cancelled handler may take before rundown goes ahead
         self.observer = observer                # per-call and per-connection notifications (qm2qm/rpc/observer.py)
         self.registry: dict[tuple[uuid.UUID, int, int], Interface] = {}
@@ -742,6 +816,7 @@ class RpcServer:
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._background: set[asyncio.Task] = set()
+        self._trim_scheduled = False
         self.calls_to_start: set[_Call] = set()     # call tasks created whose first step has not run yet
         self.writes = WriteBatcher()                # when answers leave: at once, or at the turn's end
         self.statistics = RpcStatistics()           # rpc_mgmt_inq_stats counters (C706 Appendix Q)
@@ -823,6 +898,16 @@ class RpcServer:
         if self.limits is None:
             return Connection(self.registry, security=self.security, budget=self.reassembly_budget)
         return Connection(self.registry, limits=self.limits, security=self.security, budget=self.reassembly_budget)
+
+    def give_back_memory_soon(self) -> None:
+        """Once the connections closing in this turn have let go of their answers: memory.give_back_free_memory."""
+        if not self._trim_scheduled:
+            self._trim_scheduled = True
+            asyncio.get_running_loop().call_soon(self._give_back_memory)
+
+    def _give_back_memory(self) -> None:
+        self._trim_scheduled = False
+        give_back_free_memory()
 
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)

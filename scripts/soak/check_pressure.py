@@ -1,5 +1,5 @@
 """Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests, pipelined
-calls whose answers nobody reads (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
+calls whose answers nobody reads, woken peeks nobody reads (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
 from __future__ import annotations
 
 import base64
@@ -22,6 +22,8 @@ REASSEMBLY_MIB = 32                 # --max-reassembly-mib of the partial-reques
 PARTIAL_SENDERS = 12                # each sends all but the last fragment of an 8 MiB request: 96 MiB offered
 NCA_S_SERVER_TOO_BUSY = 0x1C010014
 UNREAD_READERS, UNREAD_PEEKS = 16, 64   # each sends 64 peeks of a 4 MiB message in one write and reads nothing
+UNREAD_MIB = 64                     # --max-unread-mib of the woken-peeks check
+WOKEN_READERS, WOKEN_PEEKS = 32, 16     # each waits in 16 peeks of an empty queue: one 4 MiB message answers 2 GiB
 BIG = r".\private$\soak-pressure-big"
 
 
@@ -280,9 +282,54 @@ def unread_answers(r: Run) -> None:
         server.stop()
 
 
+def woken_peeks(r: Run) -> None:
+    """Readers waiting in many peeks, woken together by one 4 MiB message, read nothing: the answers of one turn
+    meet --max-unread-mib over every connection, past it connections close (largest first), memory stays bounded."""
+    server = r.server("woken", extra=["--max-unread-mib", str(UNREAD_MIB)]).start()
+    watch = LogWatch(server)
+    try:
+        admin = Admin(server.admin)
+        queue = r".\private$\soak-pressure-woken"
+        admin.ok("POST", "/v1/queues", {"pathname": queue})
+        sessions = []
+        for _ in range(WOKEN_READERS):
+            handle = admin.ok("POST", f"/v1/queues/{Admin.q(queue)}/open", {})["hRemoteQueue"]
+            s = q.Session(server.host, server.port, handle, timeout=30)
+            s.client.sock.sendall(b"".join(
+                wire.request(100 + i, 0, q.START_RECEIVE2,
+                             q.start_receive2(handle, q.MQ_ACTION_PEEK_CURRENT, 0xFFFFFFFF, request_id=i + 1))
+                for i in range(WOKEN_PEEKS)))
+            sessions.append(s)
+        time.sleep(1.0)
+        rss_before = server.rss_kib()
+        body = base64.b64encode(bytes(4 * 1024 * 1024 - 4096)).decode()
+        admin.ok("POST", f"/v1/queues/{Admin.q(queue)}/messages", {"body_base64": body})
+        time.sleep(2.0)
+        rss_growth = (server.rss_kib() - rss_before) // 1024
+        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+        text = watch.server.log_text()[watch.offset:]
+        closed = text.count("(--max-unread-mib)") + text.count("rather than queue")
+        left = admin.ok("GET", f"/v1/queues/{Admin.q(queue)}")["messages"]
+        for s in sessions:
+            s.client.abort()
+        offered = WOKEN_READERS * WOKEN_PEEKS * 4
+        limit = 2 * UNREAD_MIB
+        problems = watch.new_problems()
+        r.report.check(f"{WOKEN_READERS} readers each waiting in {WOKEN_PEEKS} peeks, woken by one 4 MiB message, "
+                       f"read nothing: under --max-unread-mib {UNREAD_MIB} connections close and server RSS grows "
+                       f"<= {limit} MiB; the message stays",
+                       rss_growth <= limit and closed >= WOKEN_READERS - 2 and left == 1 and not problems,
+                       f"RSS +{rss_growth} MiB for {offered} MiB of answers; {closed} of {WOKEN_READERS} connections "
+                       f"closed; GetVersion meanwhile {latency_ms:.1f} ms; messages left {left}"
+                       + _log_note(problems))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
     idle(r)
     partial_requests(r)
     unread_answers(r)
+    woken_peeks(r)

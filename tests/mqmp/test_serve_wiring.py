@@ -106,7 +106,7 @@ async def test_a_traced_server_records_qmcomm_and_qm2qm_calls_in_separate_sessio
 
 async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_reports_them(tmp_path):
     app = App(config(tmp_path, max_context_handles=3, max_open_queues=4, max_cursors=5, max_subqueues=6,
-                     max_reassembly_mib=9, epm_port=free_port()))
+                     max_reassembly_mib=9, max_unread_mib=17, epm_port=free_port()))
     await app.start()
     try:
         assert app.rpc.groups.max_context_handles == app.qmcomm.groups.max_context_handles == 3
@@ -114,7 +114,11 @@ async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_r
         # one allowance for unfinished fragmented requests over every listener
         assert app.rpc.reassembly_budget is app.qmcomm.reassembly_budget is app.epm.reassembly_budget \
             is app.reassembly_budget and app.reassembly_budget.capacity == 9 * 1024 * 1024
+        # and one for answers left unread
+        assert app.rpc.unread_budget is app.qmcomm.unread_budget is app.epm.unread_budget \
+            is app.unread_budget and app.unread_budget.capacity == 17 * 1024 * 1024
         assert app.info()["limits"] == {"max_connections": 1024, "max_context_handles": 3, "max_open_queues": 4,
-                                        "max_cursors": 5, "max_subqueues": 6, "max_reassembly_mib": 9}
+                                        "max_cursors": 5, "max_subqueues": 6, "max_reassembly_mib": 9,
+                                        "max_unread_mib": 17}
     finally:
         await app.close()

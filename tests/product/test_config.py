@@ -114,6 +114,16 @@ def test_max_reassembly_mib_defaults_to_the_runtime_s_and_admits_one_whole_reque
             load_config(None, {"max_reassembly_mib": bad})
 
 
+def test_max_unread_mib_defaults_to_the_runtime_s_and_admits_a_slow_peer_s_largest_answer():
+    from qm2qm.rpc.budget import DEFAULT_MAX_UNREAD_BYTES
+    assert load_config(None, {}).max_unread_mib * 1024 * 1024 == DEFAULT_MAX_UNREAD_BYTES
+    assert load_config(None, {"max_unread_mib": 16}).max_unread_mib == 16
+    for bad in (15, 0, -1, True, "64", 2**21):
+        with pytest.raises(ConfigError, match=r"max_unread_mib: expected an integer 16..1048576 \(one answer may "
+                                              r"be 8 MiB\), got "):
+            load_config(None, {"max_unread_mib": bad})
+
+
 def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
     from qm2qm.rpc.server import DEFAULT_IDLE_TIMEOUT_S
     assert load_config(None, {}).idle_timeout == DEFAULT_IDLE_TIMEOUT_S == 60.0

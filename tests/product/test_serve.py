@@ -226,6 +226,13 @@ def test_max_reassembly_mib_below_one_whole_request_is_a_one_line_error(tmp_path
                              "(one request may be 8 MiB), got 4\n")
 
 
+def test_max_unread_mib_below_two_whole_answers_is_a_one_line_error(tmp_path):
+    result = CliRunner().invoke(main, ["serve", "--data-dir", str(tmp_path / "d"), "--max-unread-mib", "8"])
+    assert result.exit_code == 2
+    assert result.stderr == ("qm2qm: error: command line: max_unread_mib: expected an integer 16..1048576 "
+                             "(one answer may be 8 MiB), got 8\n")
+
+
 def test_config_file_errors_and_precedence(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text('port = 0\nadmin_prot = 0\n')

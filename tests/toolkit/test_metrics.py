@@ -307,3 +307,15 @@ def test_reassembly_gauges_follow_unfinished_fragmented_requests_over_every_conn
         other.close()
     finally:
         server.stop()
+
+
+def test_unread_answer_gauges_report_the_allowance_over_every_listener(tmp_path):
+    from qm2qm.pytest_plugin import start_in_process
+    handle, server = start_in_process(tmp_path / "data", max_unread_mib=16)
+    try:
+        samples = scrape(handle)
+        assert samples[("qm2qm_rpc_unread_answer_capacity_bytes", frozenset())] == 16 * 1024 * 1024
+        assert samples[("qm2qm_rpc_unread_answer_bytes", frozenset())] == 0
+        assert samples[("qm2qm_rpc_unread_answer_closed_total", frozenset())] == 0
+    finally:
+        server.stop()
