@@ -73,6 +73,7 @@ class App:
         self.auth = None                # AuthPolicy (--users, --auth, ...; docs/authentication.md)
         self.reassembly_budget = None   # ReassemblyBudget every listener shares (--max-reassembly-mib)
         self.unread_budget = None       # UnreadAnswerBudget every listener shares (--max-unread-mib)
+        self.security = None            # SecurityProvider every listener shares (MAX_LIVE_SECURITY_CONTEXTS)
 
     @property
     def rpc_address(self) -> str:
@@ -107,12 +108,14 @@ class App:
         from shared_adm.store.base import StoreError
         from qm2qm.mqqp.interface import build_service, service_interface
         from qm2qm.mqqp.server_config import MqqpConfig
+        from qm2qm.rpc.auth.security import SecurityProvider
         from qm2qm.rpc.budget import ReassemblyBudget, UnreadAnswerBudget
         from qm2qm.rpc.server import RpcServer
 
         self.auth = self._auth_policy()
         self.reassembly_budget = ReassemblyBudget(self.config.max_reassembly_mib * 1024 * 1024)
         self.unread_budget = UnreadAnswerBudget(self.config.max_unread_mib * 1024 * 1024)
+        self.security = SecurityProvider(self.auth)
         self.store = _open_store(self.config.data_dir, self.config.store_options)
         if self.config.metrics:
             from qm2qm.metrics import RpcMetrics
@@ -185,7 +188,7 @@ class App:
         try:
             self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port,
                                                 auth=self.auth, reassembly_budget=self.reassembly_budget,
-                                                unread_budget=self.unread_budget)
+                                                unread_budget=self.unread_budget, security=self.security)
         except EpmListenerError as exc:
             if not self.config.epm_port_is_default:
                 raise StartupError(str(exc)) from None
@@ -240,7 +243,8 @@ class App:
                                 max_connections=self.config.max_connections, auth=self.auth,
                                 max_context_handles=self.config.max_context_handles,
                                 idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id,
-                                reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget)
+                                reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget,
+                                security=self.security)
             server.observer = self.metrics
             try:
                 await server.start()

@@ -39,10 +39,10 @@ OLD_CALL_WINDOW = 150
 # Security contexts per connection: Windows refuses the 2050th (Samba raw_protocol test_multiple_auth_limit).
 MAX_SECURITY_CONTEXTS = 2049
 
-# Security contexts alive over every connection of one listener: a context (most often a pending NTLM or SPNEGO
-# acceptor) holds about 2 KiB, so 2049 per connection times 1024 connections could hold 4 GiB; 65,536 hold about
-# 128 MiB. Past it a bind is refused with bind_nak temporary_congestion (an alter_context as the per-connection
-# limit is), until connections close.
+# Security contexts alive over every connection of every listener (App shares one SecurityProvider): a context
+# (most often a pending NTLM or SPNEGO acceptor) holds about 2 KiB, so 2049 per connection times 1024 connections
+# could hold 4 GiB; 65,536 hold about 128 MiB. Past it a bind is refused with bind_nak temporary_congestion (an
+# alter_context as the per-connection limit is), until connections close.
 MAX_LIVE_SECURITY_CONTEXTS = 65536
 
 

@@ -788,17 +788,18 @@ class RpcServer:
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
                  observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
                  first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None,
-                 unread_budget: UnreadAnswerBudget | None = None) -> None:
+                 unread_budget: UnreadAnswerBudget | None = None, security: SecurityProvider | None = None) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
         ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
         ``max_context_handles``: the most one association group may hold (handles.HandleLimitReached).
         ``reassembly_budget``: the allowance for unfinished fragmented requests, shared with the other listeners of
         the process (None: one of the default size for this server alone); ``unread_budget``: likewise, for the
-        answers left unread by peers that stopped reading."""
+        answers left unread by peers that stopped reading; ``security``: the security-context factory (and its
+        bound on live contexts) shared with the other listeners (None: one of ``auth`` for this server alone)."""
         self.host = host
         self.auth = auth if auth is not None else AuthPolicy()
-        self.security = SecurityProvider(self.auth)
+        self.security = security if security is not None else SecurityProvider(self.auth)
         self.requested_port = port
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections

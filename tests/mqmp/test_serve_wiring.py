@@ -117,6 +117,8 @@ async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_r
         # and one for answers left unread
         assert app.rpc.unread_budget is app.qmcomm.unread_budget is app.epm.unread_budget \
             is app.unread_budget and app.unread_budget.capacity == 17 * 1024 * 1024
+        # and one bound on live security contexts
+        assert app.rpc.security is app.qmcomm.security is app.epm.security is app.security
         assert app.info()["limits"] == {"max_connections": 1024, "max_context_handles": 3, "max_open_queues": 4,
                                         "max_cursors": 5, "max_subqueues": 6, "max_reassembly_mib": 9,
                                         "max_unread_mib": 17}
