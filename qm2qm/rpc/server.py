@@ -53,6 +53,10 @@ MAX_OUTPUT_BACKLOG = 1024 * 1024
 # still answer while it is paused, e.g. 64 waiting peeks when a 4 MiB message arrives; a Windows client has one call
 # in flight, so it never has more than one answer (at most 4.3 MiB) outstanding.
 MAX_UNREAD_ANSWERS = 64 * 1024 * 1024
+# An answer this large (it went through the fragmenting path) is not queued while the answers left unread over every
+# connection are past --max-unread-mib: what one wave of woken calls can add before their connections close is at
+# most this much a connection.
+CHECKED_ANSWER_SIZE = 64 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 60.0
 
 _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
@@ -577,19 +581,17 @@ class RpcConnection(asyncio.Protocol):
         transport = self.transport
         out, pdus = conn.take_output()  # a copy: handing uvloop the bytearray itself made a 4 MiB read 2x slower
         if out and not transport.is_closing():
-            large = len(out) >= MAX_OUTPUT_BACKLOG
-            if large and self._no_room_for_answers():
+            if len(out) >= CHECKED_ANSWER_SIZE and self._no_room_for_answers():
                 self.log(logging.WARNING, "answers left unread on every connection still pass --max-unread-mib "
                          "while closed connections let go of theirs: closing this one rather than queue %d bytes "
-                         "more", len(out))
+                         "more", len(out))     # its call's handles run down: a received message goes back
                 self.server.unread_budget.closed += 1
                 self._drop_unsent()
                 return
             self.server.statistics.pkts_out += pdus
             if self.held is not None:   # behind the answers held for the turn's end (rpc/batching.py)
                 self.held.append(out)
-                if large:
-                    self._check_unread()    # many such answers in one turn (woken peeks) must count before it ends
+                self._check_unread()    # the answers of one turn (many woken peeks) count before it ends
             else:
                 self.write_now(out)
         if conn.closed and not transport.is_closing():
@@ -630,8 +632,8 @@ class RpcConnection(asyncio.Protocol):
             self._uncount()
 
     def _no_room_for_answers(self) -> bool:
-        """The budget is still past its capacity with the connections closed for it counted (uvloop lets go of
-        their bytes a turn later): one more large answer would only add to it."""
+        """The budget is still past its capacity, the connections closed for it counted (uvloop lets go of their
+        bytes a turn later): one more answer of CHECKED_ANSWER_SIZE or more would only add to it."""
         budget = self.server.unread_budget
         return budget.held > budget.capacity and budget.recount(_unsent_of)
 

@@ -116,7 +116,7 @@ async def test_while_closed_connections_still_hold_past_the_allowance_a_large_an
     asker, other = await _bound(server), await _bound(server)
     rc = server_side(server, asker)
     with caplog.at_level(logging.WARNING, logger="qm2qm.rpc"):
-        asker.send(_pipelined(t.OP_REPEAT, 1, 2 * MIB))
+        asker.send(_pipelined(t.OP_REPEAT, 1, 64 * 1024))       # CHECKED_ANSWER_SIZE: fragmented, not large
         await asyncio.wait_for(rc.finished, 30)
     assert sum("rather than queue" in r.getMessage() for r in caplog.records) == 1 and budget.closed == 1
     assert (await other.call(t.OP_ECHO, b"small")).stub == b"small"     # small answers are not held back
