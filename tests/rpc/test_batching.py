@@ -109,6 +109,9 @@ class FakeTransport:
     def is_closing(self) -> bool:
         return self.closed
 
+    def get_write_buffer_size(self) -> int:
+        return 0                            # it takes every byte at once
+
     def close(self) -> None:
         self.closed = True
 
