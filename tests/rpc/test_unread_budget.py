@@ -42,13 +42,13 @@ async def test_answers_left_unread_past_the_server_s_allowance_close_the_connect
         # per-connection bound, less what the sockets take (a few MiB each), pass the 40 MiB allowance together
         hoarder.send(_pipelined(t.OP_ASYNC_REPEAT, 40, MIB))
         rc = server_side(server, hoarder)
-        await until(lambda: rc._writing_paused and server.statistics.calls_in >= 41 and not server.calls_to_start)
-        assert budget.held > 24 * MIB and not rc._lost
+        await until(lambda: rc._writing_paused and budget.held > 24 * MIB)      # its answers have come
+        assert not rc._lost
         slow.send(_pipelined(t.OP_ASYNC_REPEAT, 24, MIB))
         await asyncio.wait_for(rc.finished, 30)
     assert sum("which leaves the most" in r.getMessage() for r in caplog.records) == 1
     assert budget.closed == 1
-    await until(lambda: trims)                                  # the dropped answers' memory is given back once
+    await until(lambda: trims)                                  # the dropped answers' memory is given back
     await probe.wait_for(lambda p: ("probe_a", b"hoarded") in p.rundowns)
     answers = await asyncio.wait_for(_answers(slow, 24), 30)      # the smaller holder keeps its connection
     assert sorted(answers) == [100 + i for i in range(24)] and all(a == bytes(MIB) for a in answers.values())
