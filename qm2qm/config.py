@@ -185,6 +185,13 @@ def _check_ms(key: str, value: Any, most: int) -> float:
     return float(value)
 
 
+def _check_int_range(key: str, value: Any, least: int, most: int, why: str = "") -> int:
+    """An integer option in least..most; ``why`` follows the range in the error (what the least must admit)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+        raise ConfigError(f"{key}: expected an integer {least}..{most}{why}, got {value!r}")
+    return value
+
+
 def _check_value(key: str, value: Any) -> Any:
     if key == "data_dir":
         if not isinstance(value, str) or not value:
@@ -209,24 +216,13 @@ def _check_value(key: str, value: Any) -> Any:
                               f"(MS-MQMQ 2.1.1), got {value!r}")
         return value
     if key == "max_connections":
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1_000_000:
-            raise ConfigError(f"max_connections: expected an integer 1..1000000, got {value!r}")
-        return value
+        return _check_int_range(key, value, 1, 1_000_000)
     if key in ("max_context_handles", "max_open_queues", "max_cursors", "max_subqueues"):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MOST_OPEN:
-            raise ConfigError(f"{key}: expected an integer 1..{_MOST_OPEN}, got {value!r}")
-        return value
+        return _check_int_range(key, value, 1, _MOST_OPEN)
     if key == "max_reassembly_mib":
-        if isinstance(value, bool) or not isinstance(value, int) \
-                or not _LEAST_REASSEMBLY_MIB <= value <= _MOST_REASSEMBLY_MIB:
-            raise ConfigError(f"max_reassembly_mib: expected an integer {_LEAST_REASSEMBLY_MIB}..{_MOST_REASSEMBLY_MIB}"
-                              f" (one request may be 8 MiB), got {value!r}")
-        return value
+        return _check_int_range(key, value, _LEAST_REASSEMBLY_MIB, _MOST_REASSEMBLY_MIB, " (one request may be 8 MiB)")
     if key == "max_unread_mib":
-        if isinstance(value, bool) or not isinstance(value, int) or not _LEAST_UNREAD_MIB <= value <= _MOST_UNREAD_MIB:
-            raise ConfigError(f"max_unread_mib: expected an integer {_LEAST_UNREAD_MIB}..{_MOST_UNREAD_MIB} (one "
-                              f"answer may be 8 MiB), got {value!r}")
-        return value
+        return _check_int_range(key, value, _LEAST_UNREAD_MIB, _MOST_UNREAD_MIB, " (one answer may be 8 MiB)")
     if key == "idle_timeout":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86400:
             raise ConfigError(f"idle_timeout: expected seconds 0.1..86400, got {value!r}")
