@@ -14,6 +14,7 @@ from impacket.dcerpc.v5.rpcrt import DCERPCException
 from impacket.uuid import uuidtup_to_bin
 
 from qm2qm.mqmp.constants import QMCOMM2_UUID, QMCOMM2_VERSION, QMCOMM_UUID, QMCOMM_VERSION
+from qm2qm.rpc.ndr_arrays import ScalarArrayItems
 
 MSRPC_UUID_QMCOMM = uuidtup_to_bin((str(QMCOMM_UUID), "%d.%d" % QMCOMM_VERSION))
 MSRPC_UUID_QMCOMM2 = uuidtup_to_bin((str(QMCOMM2_UUID), "%d.%d" % QMCOMM2_VERSION))
@@ -135,7 +136,7 @@ class CACCreateRemoteCursor(NDRSTRUCT):
     )
 
 
-class _WCHAR_ARRAY(NDRUniConformantArray):
+class _WCHAR_ARRAY(ScalarArrayItems, NDRUniConformantArray):
     item = "<H"
 
 
@@ -148,7 +149,7 @@ class _PPWCHAR_ARRAY(NDRPOINTER):
     referent = (("Data", _PWCHAR_ARRAY),)
 
 
-class _BYTE_ARRAY(NDRUniConformantArray):
+class _BYTE_ARRAY(ScalarArrayItems, NDRUniConformantArray):
     item = "c"
 
 
@@ -161,7 +162,7 @@ class _PPBYTE_ARRAY(NDRPOINTER):
     referent = (("Data", _PBYTE_ARRAY),)
 
 
-class _BYTE_VARRAY(NDRUniConformantVaryingArray):
+class _BYTE_VARRAY(ScalarArrayItems, NDRUniConformantVaryingArray):
     item = "c"
 
 
@@ -174,7 +175,7 @@ class _PPBYTE_VARRAY(NDRPOINTER):
     referent = (("Data", _PBYTE_VARRAY),)
 
 
-class _WCHAR_VARRAY(NDRUniConformantVaryingArray):
+class _WCHAR_VARRAY(ScalarArrayItems, NDRUniConformantVaryingArray):
     item = "<H"
 
 

@@ -20,6 +20,7 @@ from impacket.dcerpc.v5.rpcrt import DCERPCException
 from impacket.uuid import uuidtup_to_bin
 
 from qm2qm.mqqp.constants import QM2QM_UUID, QM2QM_VERSION
+from qm2qm.rpc.ndr_arrays import ScalarArrayItems
 
 MSRPC_UUID_QM2QM = uuidtup_to_bin((str(QM2QM_UUID), "%d.%d" % QM2QM_VERSION))
 
@@ -68,7 +69,7 @@ class REMOTEREADACK(NDRENUM):
 
 # byte *lpBuffer under [unique, size_is(dwSize), length_is(dwSize)]: a unique pointer to a conformant
 # varying byte array
-class BYTE_ARRAY(NDRUniConformantVaryingArray):
+class BYTE_ARRAY(ScalarArrayItems, NDRUniConformantVaryingArray):
     item = "c"
 
 

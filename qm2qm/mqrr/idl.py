@@ -10,6 +10,7 @@ from impacket.uuid import uuidtup_to_bin
 # discriminant is m_qft's own type, one byte, in NDR64 too).
 from qm2qm.mqmp.idl import DL_ID, MULTICAST_ID, OBJECTID, QUEUE_FORMAT, QUEUE_FORMAT_UNION  # noqa: F401
 from qm2qm.mqrr.constants import MQRR_UUID, MQRR_VERSION, OPNUM_NAMES
+from qm2qm.rpc.ndr_arrays import ScalarArrayItems
 
 MSRPC_UUID_REMOTEREAD = uuidtup_to_bin((str(MQRR_UUID), "%d.%d" % MQRR_VERSION))
 
@@ -42,7 +43,7 @@ class SectionType(NDRENUM):
     structure = (("Data", "<H"),)
 
 
-class BYTE_CARRAY(NDRUniConformantArray):
+class BYTE_CARRAY(ScalarArrayItems, NDRUniConformantArray):
     item = "c"
 
 
@@ -64,7 +65,7 @@ class PSectionBuffer_ARRAY(NDRPOINTER):
     referent = (("Data", SectionBuffer_ARRAY),)
 
 
-class UCHAR_CARRAY(NDRUniConformantArray):
+class UCHAR_CARRAY(ScalarArrayItems, NDRUniConformantArray):
     item = "c"
 
 

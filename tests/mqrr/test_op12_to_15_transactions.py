@@ -7,10 +7,12 @@ transaction_abort, 3.1.4.4–3.1.4.5), which is what the server would do on the 
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
 from qm2qm.mqrr import idl
+from qm2qm.mqrr.codec import RPC_X_BAD_STUB_DATA, signed
 from qm2qm.mqrr.constants import MQMSG_CLASS_NACK_RECEIVE_REJECTED, RPC_S_INVALID_BOUND, RR_ACK, RR_NACK
 from qm2qm.remote_read.actions import (MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_PEEK_CURRENT,
                                        MQ_LOOKUP_RECEIVE_CURRENT)
@@ -48,6 +50,43 @@ async def test_enlist_remote_transaction_token_size_outside_its_range_is_a_fault
     request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["u"]["tag"] = 1
     request["pQueueFormat"]["u"]["m_gPublicID"] = bytes(16)
     assert await env.fault(c.call, request) == RPC_S_INVALID_BOUND
+
+
+
+def _enlist_stub(ndr64: bool, token_size: int, conformance: int) -> bytes:
+    """An R_QMEnlistRemoteTransaction stub whose cbPropagationToken and whose array (``conformance`` bytes) are
+    both as given, marshalled by impacket apart from them."""
+    request = idl.R_QMEnlistRemoteTransaction(isNDR64=ndr64)
+    request["pTransactionId"]["rgb"] = b"\x02" * 16
+    request["cbPropagationToken"], request["pbPropagationToken"] = 4, list(b"soak")
+    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["u"]["tag"] = 1
+    request["pQueueFormat"]["u"]["m_gPublicID"] = bytes(16)
+    stub = request.getData()
+    count = struct.Struct("<I4xQ" if ndr64 else "<II")
+    at = 16 + count.size
+    assert count.unpack_from(stub, 16) == (4, 4) and stub[at:at + 4] == b"soak"
+    align = 7 if ndr64 else 3       # the QUEUE_FORMAT after the token is 4-aligned (8 in NDR64)
+    rest = stub[at + 4 + (-(at + 4) & align):]
+    body = b"t" * conformance + bytes(-conformance & align)
+    return stub[:16] + count.pack(token_size, conformance) + body + rest
+
+
+async def test_enlist_remote_transaction_token_size_out_of_range_is_refused_before_the_array_is_read(env):
+    stub = _enlist_stub(env.ndr64, 200_000, 200_000)
+    assert await env.stub_fault(12, stub) == RPC_S_INVALID_BOUND
+
+
+async def test_enlist_remote_transaction_token_conformance_other_than_its_size_is_bad_stub_data(env):
+    # size_is(cbPropagationToken): an array of 100,000 bytes behind a size of 4 is not that request; impacket alone
+    # would read all of it and answer MQ_ERROR_DTC_CONNECT
+    assert await env.stub_fault(12, _enlist_stub(env.ndr64, 4, 100_000)) == RPC_X_BAD_STUB_DATA
+    assert await env.stub_fault(12, _enlist_stub(env.ndr64, 8, 4)) == RPC_X_BAD_STUB_DATA
+
+
+async def test_enlist_remote_transaction_token_of_the_largest_size_is_answered(env):
+    c = await env.connect()
+    stub = _enlist_stub(env.ndr64, 131072, 131072)
+    assert struct.unpack("<i", await env.call(c.call_stub, 12, stub))[0] == signed(st.MQ_ERROR_DTC_CONNECT)
 
 
 # -- 13 --
