@@ -52,7 +52,6 @@ async def test_enlist_remote_transaction_token_size_outside_its_range_is_a_fault
     assert await env.fault(c.call, request) == RPC_S_INVALID_BOUND
 
 
-
 def _enlist_stub(ndr64: bool, token_size: int, conformance: int) -> bytes:
     """An R_QMEnlistRemoteTransaction stub whose cbPropagationToken and whose array (``conformance`` bytes) are
     both as given, marshalled by impacket apart from them."""
