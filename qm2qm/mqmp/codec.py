@@ -7,6 +7,7 @@ every other malformed stub (truncation, trailing bytes, a union discriminant tha
 field or names no arm)."""
 from __future__ import annotations
 
+import contextlib
 import uuid
 from typing import Any
 
@@ -16,10 +17,13 @@ from qm2qm.mqmp import idl
 from qm2qm.mqmp import constants as c
 from qm2qm.rpc.faults import RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND
 from qm2qm.rpc.interface import RpcFault
+from qm2qm.rpc.ndr_arrays import items_skipped
 from qm2qm.rpc.quiet_ndr import parse_quietly
 
 NULL_CONTEXT_HANDLE = bytes(20)
 _MAX_NAME_LEN = 1024        # CACTransferBufferV1.Receive: [range(0,1024)] on the four name lengths
+# R_QMCreateRemoteCursor's ptb1 "MUST be ignored" (3.1.4.4): its arrays are checked and stepped over, not kept
+_ARRAYS_IGNORED = frozenset({c.OPNUM_R_QMCreateRemoteCursor})
 
 
 def bad(what: str) -> RpcFault:
@@ -32,7 +36,8 @@ def decode_request(opnum: int, stub: bytes, ndr64: bool) -> Any:
     call = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     where = f"{c.OPNUM_NAMES[opnum]} request"
     try:
-        used = parse_quietly(call, stub)
+        with items_skipped() if opnum in _ARRAYS_IGNORED else contextlib.nullcontext():
+            used = parse_quietly(call, stub)
     except RpcFault:
         raise
     except Exception as exc:    # impacket raises struct.error, KeyError ("Unknown tag"), ... on a bad stream

@@ -4,10 +4,14 @@ impacket's NDRArray.unpack reads an array one item at a time, about a microsecon
 R_QMCreateRemoteCursor whose ignored transfer buffer carried a body held the event loop (every connection) for
 10 s. ScalarArrayItems reads the same items with one C call and gives what impacket's loop gives: the same list,
 the same count of bytes consumed, the same struct.error where an item is cut short (tests/rpc/test_ndr_arrays.py
-compares the two on every layout, NDR and NDR64)."""
+compares the two on every layout, NDR and NDR64). Under items_skipped() a parameter the server ignores is still
+checked and stepped over the same way, but its arrays are left empty ([]): no list of a million one-byte items."""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import struct
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from impacket.dcerpc.v5.ndr import NDRUniConformantArray
@@ -19,6 +23,20 @@ def _bytes(data: bytes, start: int, count: int) -> list[bytes]:
 
 def _wchars(data: bytes, start: int, count: int) -> list[int]:
     return list(struct.unpack_from(f"<{count}H", data, start))
+
+
+_KEEP_ITEMS = contextvars.ContextVar("qm2qm_ndr_array_items", default=True)
+
+
+@contextlib.contextmanager
+def items_skipped() -> Iterator[None]:
+    """Within: every ScalarArrayItems array is read for its size and its errors only, and holds [] (for a parameter
+    the processing rules ignore, like R_QMCreateRemoteCursor's transfer buffer, MS-MQMP 3.1.4.4)."""
+    token = _KEEP_ITEMS.set(False)
+    try:
+        yield
+    finally:
+        _KEEP_ITEMS.reset(token)
 
 
 # item format -> (its size, which is also its alignment in impacket's calculatePad; the reader of ``count`` items)
@@ -47,5 +65,5 @@ class ScalarArrayItems:
         end = offset + pad + taken * size
         if end > len(data):
             struct.unpack_from(self.item, data, end - size)      # the item cut short: impacket's struct.error
-        self.fields[fieldName] = read(data, offset + pad, taken)
+        self.fields[fieldName] = read(data, offset + pad, taken) if _KEEP_ITEMS.get() else []
         return pad + taken * size

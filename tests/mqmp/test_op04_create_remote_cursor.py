@@ -1,11 +1,15 @@
 """R_QMCreateRemoteCursor (MS-MQMP 3.1.4.4), one test per processing rule; ptb1 parsed and ignored (<29>)."""
+import pytest
 from impacket.dcerpc.v5.ndr import NULL
 
 from qm2qm.mqmp import idl
+from qm2qm.mqmp.codec import decode_request
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT
 from qm2qm.rpc.faults import RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND
+from qm2qm.rpc.interface import RpcFault
 from shared_adm import status as st
 from tests.mqmp.conftest import FORMAT_NAME, stub_fault
+from tests.rpc.test_ndr_arrays import CURSOR_ARRAYS, cursor_request_with_arrays
 
 
 async def test_unknown_descriptor_handle_fails(env):
@@ -45,6 +49,19 @@ async def test_ptb1_is_parsed_and_ignored(env):
     opened = await env.run(client.open_remote_queue, FORMAT_NAME)
     resp = await env.run(client.dce.request, _receive_buffer_request(opened.h_queue), checkError=False)
     assert resp["ErrorCode"] == st.MQ_OK and env.qm.cursor_by_handle(resp["phCursor"]) is not None
+
+
+@pytest.mark.parametrize("ndr64", [False, True], ids=["ndr", "ndr64"])
+def test_ptb1_arrays_are_stepped_over_not_kept(ndr64):
+    # ptb1 MUST be ignored: a body a peer puts in it is checked as NDR and skipped, not made a list of its bytes
+    stub = cursor_request_with_arrays(ndr64, b"body" * 300, "title", b"sid", "provider")
+    request = decode_request(4, stub, ndr64)
+    tb = request["ptb1"]
+    assert request["hQueue"] == 7
+    assert [tb.fields[name].fields["Data"].fields["Data"]["Data"] for name in CURSOR_ARRAYS] == [[], [], [], []]
+    with pytest.raises(RpcFault) as cut:
+        decode_request(4, stub[:-40], ndr64)
+    assert cut.value.status == RPC_X_BAD_STUB_DATA
 
 
 async def test_ptb1_range_violation_is_rpc_x_invalid_bound(env):

@@ -15,7 +15,7 @@ from impacket.dcerpc.v5.ndr import NDR, NDRPOINTER, NULL, NDRUniConformantArray,
 from qm2qm.mqmp import idl as mqmp_idl
 from qm2qm.mqrr import idl as mqrr_idl
 from qm2qm.rpc import ndr_arrays
-from qm2qm.rpc.ndr_arrays import ScalarArrayItems
+from qm2qm.rpc.ndr_arrays import ScalarArrayItems, items_skipped
 from qm2qm.rpc.quiet_ndr import parse_quietly
 
 
@@ -82,13 +82,16 @@ def test_a_bare_array_reads_as_impacket_reads_it(monkeypatch, cls, ndr64, count,
     assert fast == slow
 
 
-def _cursor_request(ndr64: bool, body: bytes, title: str, sender: bytes, provider: str) -> bytes:
+CURSOR_ARRAYS = ("ppBody", "ppTitle", "ppSenderID", "ppwcsProvName")
+
+
+def cursor_request_with_arrays(ndr64: bool, body: bytes, title: str, sender: bytes, provider: str) -> bytes:
     """R_QMCreateRemoteCursor whose transfer buffer carries a body (a varying byte array), a title (a varying WCHAR
     array), a sender ID (a conformant byte array) and a provider name (a conformant WCHAR array)."""
     request = mqmp_idl.R_QMCreateRemoteCursor(isNDR64=ndr64)
     tb = request["ptb1"]
-    arrays = {"ppBody": list(body), "ppTitle": [ord(ch) for ch in title], "ppSenderID": list(sender),
-              "ppwcsProvName": [ord(ch) for ch in provider]}
+    items = (list(body), [ord(ch) for ch in title], list(sender), [ord(ch) for ch in provider])
+    arrays = dict(zip(CURSOR_ARRAYS, items))
     for name, _ in tb.structure:
         if name == "u":
             continue
@@ -137,9 +140,24 @@ _TEXT = hs.text(hs.characters(min_codepoint=1, max_codepoint=0xD7FF), max_size=1
 @given(ndr64=hs.booleans(), body=hs.binary(max_size=40), title=_TEXT, sender=hs.binary(max_size=9), provider=_TEXT,
        cut=hs.integers(0, 40), flips=hs.lists(hs.tuples(hs.integers(0, 2000), hs.integers(0, 255)), max_size=3))
 def test_a_transfer_buffer_reads_as_impacket_reads_it(monkeypatch, ndr64, body, title, sender, provider, cut, flips):
-    stub = _altered(_cursor_request(ndr64, body, title, sender, provider), cut, flips)
+    stub = _altered(cursor_request_with_arrays(ndr64, body, title, sender, provider), cut, flips)
     fast, slow = _request_outcomes(monkeypatch, mqmp_idl.R_QMCreateRemoteCursor, ndr64, stub)
     assert fast == slow
+    skipping = mqmp_idl.R_QMCreateRemoteCursor(isNDR64=ndr64)
+    with items_skipped():
+        outcome = _outcome(lambda: parse_quietly(skipping, stub))
+    assert outcome == fast[0]               # stepped over alike, errors alike: only the items are not kept
+    if outcome[0] == "read":
+        assert _plain(skipping)["hQueue"] == fast[1]["hQueue"]
+        assert all(_array_items(skipping["ptb1"], name) == [] for name in CURSOR_ARRAYS)
+
+
+def _array_items(tb, name: str) -> list:
+    """The items of one of the transfer buffer's arrays ([] when its pointer is NULL)."""
+    outer = tb.fields[name]
+    if not outer["ReferentID"] or not outer.fields["Data"]["ReferentID"]:
+        return []
+    return outer.fields["Data"].fields["Data"]["Data"]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -154,7 +172,7 @@ def test_a_propagation_token_reads_as_impacket_reads_it(monkeypatch, ndr64, toke
 @pytest.mark.parametrize("ndr64", [False, True], ids=["ndr", "ndr64"])
 def test_a_large_array_is_read_at_once_not_item_by_item(monkeypatch, ndr64):
     """The cost that held the event loop: impacket unpacks each item with its own unpack_from call."""
-    stub = _cursor_request(ndr64, b"b" * 4, "", b"", "")     # the body last: hQueue follows it
+    stub = cursor_request_with_arrays(ndr64, b"b" * 4, "", b"", "")     # the body last: hQueue follows it
     at = stub.index(b"bbbb")
     count = struct.Struct("<QQQ" if ndr64 else "<III")          # MaximumCount, Offset, ActualCount
     assert count.unpack_from(stub, at - count.size) == (4, 0, 4)
