@@ -1,5 +1,6 @@
 """Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests, pipelined
-calls whose answers nobody reads, woken peeks nobody reads (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
+calls whose answers nobody reads, woken peeks nobody reads, requests of 8 MiB of array items (issue 14; C706 12.6.3.7,
+12.6.4; MS-RPCE 3.3.3)."""
 from __future__ import annotations
 
 import base64
@@ -10,6 +11,10 @@ import threading
 import time
 import urllib.request
 
+from impacket.dcerpc.v5.ndr import NDRPOINTER, NULL
+
+from qm2qm.mqmp import idl as mqmp_idl
+from qm2qm.mqrr import idl as mqrr_idl
 from soak import qm2qm_calls as q
 from soak import wire
 from soak.admin import Admin
@@ -25,6 +30,11 @@ UNREAD_READERS, UNREAD_PEEKS = 16, 64   # each sends 64 peeks of a 4 MiB message
 UNREAD_MIB = 64                     # --max-unread-mib of the woken-peeks check
 WOKEN_READERS, WOKEN_PEEKS = 32, 16     # each waits in 16 peeks of an empty queue: one 4 MiB message answers 2 GiB
 BIG = r".\private$\soak-pressure-big"
+ARRAY_REQUEST = 8 * 1024 * 1024 - 4096  # the array items of one request, under its 8 MiB bound
+ARRAY_CPU_LIMIT_S = 1.0             # the server CPU one such request may cost (impacket's item loop took 10 s)
+ARRAY_LATENCY_LIMIT_MS = 500.0      # a GetVersion meanwhile
+RPC_X_BAD_STUB_DATA = 0x6F7
+MQ_ERROR_INVALID_HANDLE = 0xC00E0007
 
 
 def _log_note(problems: list[str]) -> str:
@@ -326,6 +336,97 @@ def woken_peeks(r: Run) -> None:
         server.stop()
 
 
+def _cursor_with_body(size: int) -> bytes:
+    """R_QMCreateRemoteCursor (NDR, hQueue 7) whose transfer buffer, which 3.1.4.4 ignores, carries a body of
+    ``size`` bytes: impacket marshals it with a 4-byte body, which is then replaced (impacket would take minutes)."""
+    request = mqmp_idl.R_QMCreateRemoteCursor()
+    tb = request["ptb1"]
+    for name, _ in tb.structure:
+        if name not in ("u", "ppBody"):
+            tb[name] = NULL if isinstance(tb.fields[name], NDRPOINTER) else 0
+    tb["uTransferType"] = tb["u"]["tag"] = 0
+    tb["u"]["Send"]["pAdminQueueFormat"] = tb["u"]["Send"]["pResponseQueueFormat"] = NULL
+    tb.fields["ppBody"].fields["Data"].fields["Data"]["Data"] = list(b"Body")
+    request["hQueue"] = 7
+    stub = request.getData()
+    at = stub.index(b"Body")        # behind MaximumCount, Offset, ActualCount; hQueue follows
+    return stub[:at - 12] + struct.pack("<III", size, 0, size) + bytes(size) + stub[at + 4:]
+
+
+def _enlist_with_token(token_size: int, size: int) -> bytes:
+    """R_QMEnlistRemoteTransaction (NDR) whose cbPropagationToken says ``token_size`` and whose array holds
+    ``size`` bytes."""
+    request = mqrr_idl.R_QMEnlistRemoteTransaction()
+    request["pTransactionId"]["rgb"] = b"\x01" * 16
+    request["cbPropagationToken"], request["pbPropagationToken"] = 4, list(b"Soak")
+    request["pQueueFormat"]["m_qft"] = request["pQueueFormat"]["u"]["tag"] = 1
+    request["pQueueFormat"]["u"]["m_gPublicID"] = bytes(16)
+    stub = request.getData()
+    return stub[:16] + struct.pack("<II", token_size, size) + bytes(size) + stub[28:]
+
+
+def _get_versions(client: wire.RawClient, stop: threading.Event, out: list[float]) -> None:
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        client.call(wire.GET_VERSION_OPNUM, b"")
+        out.append(time.perf_counter() - t0)
+        time.sleep(0.01)
+
+
+def _array_request(server, port: int, abstract: bytes, opnum: int, stub: bytes) -> tuple[int, bytes, float, float]:
+    """Send one request in 4 KiB fragments while a GetVersion loop runs: (its answer's PDU type, its first 8 stub
+    bytes or fault status, the server CPU seconds until it came, the slowest GetVersion in ms)."""
+    health = wire.RawClient(server.host, server.port, timeout=30)
+    health.bind()
+    client = wire.RawClient(server.host, port, timeout=60)
+    client.bind(abstract)
+    latencies: list[float] = []
+    stop = threading.Event()
+    thread = threading.Thread(target=_get_versions, args=(health, stop, latencies), daemon=True)
+    try:
+        thread.start()
+        cpu0 = server.cpu_seconds()
+        client.call_id += 1
+        for fragment in wire.fragments(client.call_id, 0, opnum, stub, 4096):
+            client.sock.sendall(fragment)
+        ptype, answer = client.read_reply()
+        cpu = server.cpu_seconds() - cpu0
+    finally:
+        stop.set()
+        thread.join(10)
+        client.close()
+        health.close()
+    return ptype, answer[:8], cpu, max(latencies, default=0.0) * 1000
+
+
+def array_requests(r: Run) -> None:
+    """Requests of 8 MiB of array items on the paths impacket's declarations read: R_QMCreateRemoteCursor's ignored
+    transfer buffer carrying a body, and R_QMEnlistRemoteTransaction's token behind a size of 4 (its conformance
+    disagrees). Each costs the server well under a second and another connection's GetVersion stays quick."""
+    server = r.server("arrays").start()
+    watch = LogWatch(server)
+    try:
+        cursor = _array_request(server, server.qmcomm_port, mqmp_idl.MSRPC_UUID_QMCOMM, 4,
+                                _cursor_with_body(ARRAY_REQUEST))
+        enlist = _array_request(server, server.port, mqrr_idl.MSRPC_UUID_REMOTEREAD, 12,
+                                _enlist_with_token(4, ARRAY_REQUEST))
+        answered = (cursor[0] == wire.MSRPC_RESPONSE
+                    and struct.unpack_from("<II", cursor[1]) == (0, MQ_ERROR_INVALID_HANDLE)
+                    and enlist[0] == wire.MSRPC_FAULT and struct.unpack_from("<I", enlist[1])[0] == RPC_X_BAD_STUB_DATA)
+        cpu, latency = max(cursor[2], enlist[2]), max(cursor[3], enlist[3])
+        problems = watch.new_problems()
+        mib = round(ARRAY_REQUEST / 2 ** 20)
+        r.report.check(f"R_QMCreateRemoteCursor with an {mib} MiB body in its ignored transfer buffer, "
+                       f"R_QMEnlistRemoteTransaction with an {mib} MiB token: answered (a cursor status, bad stub "
+                       f"data), each in <= {ARRAY_CPU_LIMIT_S:.0f} s of server CPU, GetVersion meanwhile "
+                       f"<= {ARRAY_LATENCY_LIMIT_MS:.0f} ms",
+                       answered and cpu <= ARRAY_CPU_LIMIT_S and latency <= ARRAY_LATENCY_LIMIT_MS and not problems,
+                       f"server CPU {cursor[2]:.2f} s / {enlist[2]:.2f} s; GetVersion at most {cursor[3]:.1f} / "
+                       f"{enlist[3]:.1f} ms; answers {cursor[1].hex()} / {enlist[1].hex()}" + _log_note(problems))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
@@ -333,3 +434,4 @@ def run(r: Run) -> None:
     partial_requests(r)
     unread_answers(r)
     woken_peeks(r)
+    array_requests(r)

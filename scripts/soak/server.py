@@ -93,6 +93,14 @@ class ServerProcess:
             pass
         return 0
 
+    def cpu_seconds(self) -> float:
+        """user + system CPU time of the server so far (Linux /proc/<pid>/stat, clock ticks), 0.0 when gone."""
+        try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def kill(self) -> None:
         """SIGKILL: the crash the durability check simulates (no flush, no close)."""
         if self.alive():
