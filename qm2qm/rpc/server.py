@@ -110,6 +110,11 @@ class _Call:
             self.task.cancel()
 
 
+def _forget_unstarted(calls_to_start: set, call: _Call, _task: asyncio.Task) -> None:
+    """A call task has ended: it no longer holds later calls back from answering inline (CallState.answer_now)."""
+    calls_to_start.discard(call)
+
+
 def _discard(awaitable) -> None:
     """Drop a handler's awaitable that will never be awaited, without a 'never awaited' warning."""
     if inspect.iscoroutine(awaitable):
@@ -426,7 +431,7 @@ class RpcConnection(asyncio.Protocol):
                      server.auth.min_level, call_id=call_id)
             conn.send_fault(call_id, interface.access_denied_status)
             return
-        answer_now = not server.calls_to_start or server.no_call_to_start()
+        answer_now = not server.calls_to_start
         try:
             ctx = CallState(self, self.group, request, answer_now)
             lane = interface.lanes.get(opnum) if answer_now else None
@@ -452,6 +457,8 @@ class RpcConnection(asyncio.Protocol):
             self.calls[call_id] = call
             call.task = asyncio.get_running_loop().create_task(self._run(call_id, call, op.name, result))
             server.calls_to_start.add(call)
+            # a task cancelled before its first step (loop shutdown) never reaches _run's discard
+            call.task.add_done_callback(partial(_forget_unstarted, server.calls_to_start, call))
         else:
             self._answer(call_id, op.name, result)
 
@@ -887,11 +894,6 @@ class RpcServer:
             await asyncio.gather(*list(self._background), return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
-
-    def no_call_to_start(self) -> bool:
-        """True when every call task created has run its first step (or ended without: never started)."""
-        self.calls_to_start = {call for call in self.calls_to_start if not call.task.done()}
-        return not self.calls_to_start
 
     def _idle_period(self) -> float | None:
         limits = [t for t in (self.idle_timeout_s, self.bound_idle_timeout_s) if t is not None]
