@@ -29,7 +29,8 @@ class OpenQueueEntryCollection:
     __slots__ = ("_by_descriptor",)
 
     def __init__(self) -> None:
-        self._by_descriptor: dict[int, list[OpenQueueEntry]] = {}
+        # descriptor handle -> its entries in the order added (a dict as an ordered set: they hash by identity)
+        self._by_descriptor: dict[int, dict[OpenQueueEntry, None]] = {}
 
     def __len__(self) -> int:
         return sum(len(entries) for entries in self._by_descriptor.values())
@@ -38,11 +39,11 @@ class OpenQueueEntryCollection:
         return iter([e for entries in self._by_descriptor.values() for e in entries])
 
     def __contains__(self, entry: OpenQueueEntry) -> bool:
-        return any(e is entry for e in self._by_descriptor.get(entry.open_queue_descriptor_handle, ()))
+        return entry in self._by_descriptor.get(entry.open_queue_descriptor_handle, ())
 
     def add(self, entry: OpenQueueEntry) -> None:
         """Add an entry; two sessions may name the same descriptor (3.1.4.3 does not forbid it)."""
-        self._by_descriptor.setdefault(entry.open_queue_descriptor_handle, []).append(entry)
+        self._by_descriptor.setdefault(entry.open_queue_descriptor_handle, {})[entry] = None
 
     def remove(self, entry: OpenQueueEntry) -> bool:
         """Remove this very entry; False if it was not there."""
@@ -56,7 +57,7 @@ class OpenQueueEntryCollection:
     def find(self, descriptor_handle: int) -> OpenQueueEntry | None:
         """An entry with this OpenQueueDescriptorHandle, or None."""
         entries = self._by_descriptor.get(descriptor_handle)
-        return entries[0] if entries else None
+        return next(iter(entries)) if entries else None
 
 
 class ServerAdm:

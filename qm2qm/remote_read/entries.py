@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def remove_identical(entries: list | None, entry: Any) -> bool:
-    """Remove this very object (not an equal one) from a bucket of entries; False if it is not there."""
-    for i, e in enumerate(entries or ()):
-        if e is entry:
-            del entries[i]
-            return True
-    return False
+def remove_identical(entries: dict | None, entry: Any) -> bool:
+    """Remove this very object from a bucket of entries (a dict used as an insertion-ordered set: the entries hash by
+    identity, so an equal one is not it); False if it is not there. One dict operation, however many share the key."""
+    if entries is None or entry not in entries:
+        return False
+    del entries[entry]
+    return True
 
 
 @dataclass(eq=False, slots=True)
@@ -43,7 +43,8 @@ class ReadEntryTable:
     __slots__ = ("_by_descriptor",)
 
     def __init__(self) -> None:
-        self._by_descriptor: dict[int, dict[int, list[ReadEntry]]] = {}
+        # descriptor handle -> RequestId -> the entries of that key, in the order added (a dict as an ordered set)
+        self._by_descriptor: dict[int, dict[int, dict[ReadEntry, None]]] = {}
 
     def __len__(self) -> int:
         return sum(len(entries) for by_id in self._by_descriptor.values() for entries in by_id.values())
@@ -52,13 +53,12 @@ class ReadEntryTable:
         return iter([e for by_id in self._by_descriptor.values() for entries in by_id.values() for e in entries])
 
     def __contains__(self, entry: ReadEntry) -> bool:
-        return any(e is entry for e in self._by_descriptor.get(entry.descriptor_handle, {})
-                   .get(entry.request_id, ()))
+        return entry in self._by_descriptor.get(entry.descriptor_handle, {}).get(entry.request_id, ())
 
     def add(self, entry: ReadEntry) -> None:
         """Add an entry (duplicates are the caller's choice: MS-MQQP 3.1.4.11 adds without checking)."""
         by_id = self._by_descriptor.setdefault(entry.descriptor_handle, {})
-        by_id.setdefault(entry.request_id, []).append(entry)
+        by_id.setdefault(entry.request_id, {})[entry] = None
 
     def remove(self, entry: ReadEntry) -> bool:
         """Remove this very entry; False if it was not there."""
@@ -75,7 +75,7 @@ class ReadEntryTable:
     def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
         """The (first) entry with this descriptor handle and RequestId, or None."""
         entries = self._by_descriptor.get(descriptor_handle, {}).get(request_id)
-        return entries[0] if entries else None
+        return next(iter(entries)) if entries else None
 
     def has_descriptor(self, descriptor_handle: int) -> bool:
         """Whether any entry has this descriptor handle."""

@@ -1,6 +1,7 @@
 """RemoteQMOpenQueue (MS-MQQP 3.1.4.3, opnum 2) through the RPC path: one test per processing bullet."""
 import uuid
 
+from qm2qm.mqqp.adm import OpenQueueEntry, OpenQueueEntryCollection
 from qm2qm.mqqp.constants import MQ_ACTION_PEEK_CURRENT, RPC_S_INVALID_BOUND
 from qm2qm.mqqp.handlers.open_queue import open_queue
 from shared_adm import status as st
@@ -97,3 +98,20 @@ async def test_open_queue_does_not_expose_a_descriptor_opened_for_local_use(env)
     assert (await c.call(c.open_queue, d.handle))[0] == st.MQ_OK
     assert (await c.call(c.start_receive, d.handle, MQ_ACTION_PEEK_CURRENT)).status == st.MQ_ERROR_INVALID_HANDLE
     assert d.remote_read_state is RemoteReadState.NONE
+
+
+def test_open_queue_entries_on_one_descriptor_keep_their_order_and_each_goes_alone():
+    # many sessions may name one descriptor (an unknown one too, as 3.1.4.3 does not check): each is found in the
+    # order added and removed as itself, however many share the descriptor
+    entries = OpenQueueEntryCollection()
+    sessions = [OpenQueueEntry(open_queue_descriptor_handle=0x5EED, client_id=uuid.UUID(int=i)) for i in range(3)]
+    other = OpenQueueEntry(open_queue_descriptor_handle=9, client_id=uuid.UUID(int=9))
+    for entry in (*sessions, other):
+        entries.add(entry)
+    assert entries.find(0x5EED) is sessions[0] and len(entries) == 4 and list(entries) == [*sessions, other]
+    twin = OpenQueueEntry(open_queue_descriptor_handle=0x5EED, client_id=uuid.UUID(int=1))
+    assert twin not in entries and not entries.remove(twin)         # equal fields, not that session
+    assert entries.remove(sessions[0]) and not entries.remove(sessions[0])
+    assert entries.find(0x5EED) is sessions[1] and sessions[0] not in entries and sessions[2] in entries
+    assert entries.remove(sessions[2]) and entries.remove(sessions[1]) and entries.find(0x5EED) is None
+    assert list(entries) == [other]

@@ -14,7 +14,7 @@ def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int
     """The processing rules of 3.1.4.6; returns rStatus."""
     if p_queue == 0 or p_queue != h_queue:
         return st.MQ_ERROR_INVALID_PARAMETER
-    if not service.adm.remote_read_entries.for_descriptor(h_queue):
+    if not service.adm.remote_read_entries.has_descriptor(h_queue):
         return st.MQ_ERROR_INVALID_HANDLE
     entry = service.adm.remote_read_entries.find(h_queue, request_id)
     if entry is None:
