@@ -466,7 +466,16 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             self._remote_descriptors.add(handle)
         return desc
 
-    def _find_queue(self, name: FormatName) -> Queue | None:
+    def queue_for_access_check(self, format_name: str) -> Queue | None:
+        """The queue whose Security governs opening ``format_name``: found as Open Queue finds it, creating nothing
+        (a subqueue not made yet answers with its queue, whose Security it shares); None where Open Queue finds no
+        single queue. A protocol can so refuse a caller before Open Queue makes and stores a subqueue for it."""
+        name = parse(format_name)
+        if name.kind in ("illegal", "dl", "multiple"):
+            return None
+        return self._find_queue(name, create_subqueue=False)
+
+    def _find_queue(self, name: FormatName, create_subqueue: bool = True) -> Queue | None:
         queue = None
         if name.kind == "direct":
             if name.protocol == "OS" and not self._is_local_host(name.host):
@@ -486,6 +495,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         if queue is None or not name.suffix:
             return queue
         if name.subqueue:           # the first Open Queue naming a subqueue creates it (subqueues.py)
+            if not create_subqueue:
+                found = self.subqueue(queue, name.subqueue)
+                return found if found is not None or not self.may_have_subqueue(queue, name.subqueue) else queue
             return self.subqueue(queue, name.subqueue, create=True)
         return queue.journal_queue_reference if name.suffix == "journal" else None
 

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from impacket.ldap import ldaptypes
 
-from shared_adm.enums import QueueAccessType
+from shared_adm import status as st
+from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
 
 # MS-MQMQ 2.2.24 MQQUEUEACCESSMASK (the same values as Windows' mq.h)
 MQSEC_DELETE_MESSAGE = 0x00000001
@@ -208,3 +209,22 @@ def check_access(qm: Any, queue: Any, sids: Sequence[str], rights: int) -> bool:
     except SecurityError:
         return False        # an unreadable descriptor grants nothing
     return security.allowed(sids) & rights == rights
+
+
+def open_queue_as(qm: Any, sids: Sequence[str], format_name: str, access: QueueAccessType, share: QueueShareMode,
+                  remote_read_state: RemoteReadState) -> tuple[int, Any]:
+    """Open Queue (MS-MQDMPR 3.1.7.1.5) for a caller holding ``sids``: (status, OpenQueueDescriptor or None).
+    MQ_ERROR_ACCESS_DENIED when its rights on the queue do not cover ``access`` (the check MS-MQMP 5.1 and MS-MQRR
+    2.1 leave to the server), decided before Open Queue would make a subqueue the name names, so a refused caller
+    makes and stores nothing; a queue found only by opening it is checked after, and its open undone if refused."""
+    rights = rights_for_access(access)
+    target = qm.queue_for_access_check(format_name)
+    if target is not None and not check_access(qm, target, sids, rights):
+        return st.MQ_ERROR_ACCESS_DENIED, None
+    status, descriptor = qm.open_queue(format_name, access, share, remote_read_state)
+    if status != st.MQ_OK:
+        return status, None
+    if target is None and not check_access(qm, descriptor.queue_reference, sids, rights):
+        qm.close_queue(descriptor)
+        return st.MQ_ERROR_ACCESS_DENIED, None
+    return st.MQ_OK, descriptor

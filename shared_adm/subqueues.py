@@ -50,6 +50,12 @@ class SubqueueEvents:
         self._attach_subqueue(parent, queue, record=True)
         return queue
 
+    def may_have_subqueue(self, parent: Queue, name: str) -> bool:
+        """Whether Open Queue of ``parent;name`` would make that subqueue were it absent (the checks of subqueue()
+        but the count of those held)."""
+        return (parent.parent_queue is None and parent.queue_type is not QueueType.SYSTEM
+                and self.is_live_queue(parent) and is_subqueue_name(name))
+
     def _attach_subqueue(self, parent: Queue, queue: Queue, record: bool) -> None:
         """Put ``queue`` in ``parent``'s SubqueueCollection; ``record``: write it to the store (not when loading)."""
         if record:

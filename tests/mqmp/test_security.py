@@ -117,6 +117,26 @@ def test_open_remote_queue_checks_the_callers_sids(principal, access, expected):
     assert len(queue.open_queue_descriptor_collection) == (expected == st.MQ_OK)
 
 
+
+@pytest.mark.parametrize("principal, expected", [(ANONYMOUS, st.MQ_ERROR_ACCESS_DENIED), (ALICE, st.MQ_OK)])
+def test_open_remote_queue_of_a_subqueue_refused_to_the_caller_makes_and_stores_nothing(principal, expected):
+    # the first open naming a subqueue makes it and writes it to the store: a caller refused the queue must not
+    # (each refused anonymous open used to make, store and delete one)
+    qm = QueueManager(computer_name="qm2qm")
+    qm.initialize()
+    _, queue = qm.create_queue(QUEUE)
+    written = []
+    store_put, store_delete = qm.store.put_queue, qm.store.delete_queue
+    qm.store.put_queue = lambda stored: (written.append("put"), store_put(stored))[1]
+    qm.store.delete_queue = lambda *a: (written.append("delete"), store_delete(*a))[1]
+    status, _, handle = open_remote_queue(build_service(qm), _Ctx(principal), FORMAT + ";fresh", MQ_PEEK_ACCESS, 0)
+    assert status == expected
+    made = qm.subqueue(queue, "fresh")
+    if expected == st.MQ_OK:
+        assert made is not None and qm.descriptor_by_handle(handle).queue_reference is made and written == ["put"]
+    else:
+        assert made is None and written == [] and not queue.subqueue_collection
+
 async def test_admin_grant_revoke_and_show_change_what_an_anonymous_reader_may_open(tmp_path):
     app = App(config(tmp_path, computer_name="qm2qm"))
     await app.start()

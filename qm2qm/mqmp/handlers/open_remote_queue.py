@@ -35,17 +35,14 @@ def open_remote_queue(service: QmcommService, ctx: CallContext, format_name: str
     if share is None:
         return st.MQ_ERROR_INVALID_PARAMETER, NULL_HANDLE, 0
     # Bullets 2–3: Open Queue (MS-MQDMPR 3.1.7.1.5); its failure status is the answer. Bullet 4 (RemoteReadState
-    # := Opened) rides on the event so that internal queues are refused for remote read.
-    status, descriptor = service.qm.open_queue(format_name, access, share, RemoteReadState.OPENED)
+    # := Opened) rides on the event so that internal queues are refused for remote read. [DESIGN] the access check
+    # the spec leaves to the implementation (MS-MQMP 5.1): the caller's SIDs against the queue's security descriptor,
+    # MQ_ERROR_ACCESS_DENIED, decided before the open makes anything.
+    principal = getattr(ctx, "principal", ANONYMOUS)
+    status, descriptor = security.open_queue_as(service.qm, principal.sids, format_name, access, share,
+                                                RemoteReadState.OPENED)
     if status != st.MQ_OK:
         return status, NULL_HANDLE, 0
-    # [DESIGN] the access check the spec leaves to the implementation (MS-MQMP 5.1): the caller's SIDs against the
-    # queue's security descriptor; a refused open is undone and answered MQ_ERROR_ACCESS_DENIED.
-    principal = getattr(ctx, "principal", ANONYMOUS)
-    if not security.check_access(service.qm, descriptor.queue_reference, principal.sids,
-                                 security.rights_for_access(access)):
-        service.qm.close_queue(descriptor)
-        return st.MQ_ERROR_ACCESS_DENIED, NULL_HANDLE, 0
     descriptor.remote_read_state = RemoteReadState.OPENED
     # Bullets 5–6: a RemoteQueueOpenContextHandle in iRemoteQueueOpenContextHandleTable; pphContext is its Handle.
     entry = RemoteQueueOpenContextHandle(descriptor)

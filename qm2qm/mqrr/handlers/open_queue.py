@@ -24,13 +24,12 @@ def open_descriptor(service: Service, ctx: CallContext, queue_format: Any, requi
     if name is None or share_mode not in (MQ_DENY_NONE, MQ_DENY_SHARE):
         raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, "pQueueFormat or dwShareMode is invalid")
     share = QueueShareMode.DENY_NONE if share_mode == MQ_DENY_NONE else QueueShareMode.DENY_RECEIVE
-    status, descriptor = service.qm.open_queue(name, required, share, RemoteReadState.OPENED)
+    status, descriptor = access.open_queue_as(service.qm, ctx.principal.sids, name, required, share,
+                                              RemoteReadState.OPENED)
+    if status == st.MQ_ERROR_ACCESS_DENIED:
+        raise RpcFault(status, f"{ctx.principal.name} may not open {name!r}")
     if status != st.MQ_OK:
         raise RpcFault(status, f"Open Queue {name!r}: {status:#010x}")
-    rights = access.rights_for_access(required)
-    if not access.check_access(service.qm, descriptor.queue_reference, ctx.principal.sids, rights):
-        service.qm.close_queue(descriptor)
-        raise RpcFault(st.MQ_ERROR_ACCESS_DENIED, f"{ctx.principal.name} may not open {name!r}")
     return descriptor
 
 
