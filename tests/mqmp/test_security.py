@@ -117,7 +117,6 @@ def test_open_remote_queue_checks_the_callers_sids(principal, access, expected):
     assert len(queue.open_queue_descriptor_collection) == (expected == st.MQ_OK)
 
 
-
 @pytest.mark.parametrize("principal, expected", [(ANONYMOUS, st.MQ_ERROR_ACCESS_DENIED), (ALICE, st.MQ_OK)])
 def test_open_remote_queue_of_a_subqueue_refused_to_the_caller_makes_and_stores_nothing(principal, expected):
     # the first open naming a subqueue makes it and writes it to the store: a caller refused the queue must not
@@ -136,6 +135,7 @@ def test_open_remote_queue_of_a_subqueue_refused_to_the_caller_makes_and_stores_
         assert made is not None and qm.descriptor_by_handle(handle).queue_reference is made and written == ["put"]
     else:
         assert made is None and written == [] and not queue.subqueue_collection
+
 
 async def test_admin_grant_revoke_and_show_change_what_an_anonymous_reader_may_open(tmp_path):
     app = App(config(tmp_path, computer_name="qm2qm"))
