@@ -122,6 +122,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self.sequential_id = 0
         self.queue_collection: dict[uuid.UUID, Queue] = {}
         self._subqueues: dict[uuid.UUID, Queue] = {}       # every queue's SubqueueCollection, by Identifier
+        self._subqueue_names: dict[tuple[uuid.UUID, str], Queue] = {}     # by (queue Identifier, lower-case name)
         self.transaction_collection: dict[bytes, object] = {}
         # id(MessagePositionReference) → the TransactionalOperation naming it: a Locked message's operation without a
         # scan of every transaction (at most one operation names a position: only an Available one is taken)

@@ -36,10 +36,9 @@ class SubqueueEvents:
         SubqueueLimitReached when one is to be made and ``max_subqueues`` are held."""
         if parent.parent_queue is not None or parent.queue_type is QueueType.SYSTEM or not self.is_live_queue(parent):
             return None
-        wanted = name.lower()
-        for queue in parent.subqueue_collection:
-            if queue.subqueue_name.lower() == wanted:
-                return queue
+        found = self._subqueue_names.get((parent.identifier, name.lower()))
+        if found is not None:
+            return found
         if not create or not is_subqueue_name(name):
             return None
         if len(self._subqueues) >= self.max_subqueues:
@@ -65,6 +64,7 @@ class SubqueueEvents:
         queue.qualified_pathname = queue.pathname
         parent.subqueue_collection.append(queue)
         self._subqueues[queue.identifier] = queue
+        self._subqueue_names[parent.identifier, queue.subqueue_name.lower()] = queue
 
     def is_live_queue(self, queue: Queue) -> bool:
         """The queue is in QueueCollection, or is a subqueue in the SubqueueCollection of one that is."""
@@ -90,6 +90,7 @@ class SubqueueEvents:
                 or queue.open_queue_descriptor_collection or self._subqueues.get(queue.identifier) is not queue:
             return
         del self._subqueues[queue.identifier]
+        self._forget_subqueue_name(queue)
         queue.parent_queue.subqueue_collection.remove(queue)
         self.store.delete_queue(queue.store_identifier)
 
@@ -114,7 +115,13 @@ class SubqueueEvents:
             self._delete_contents(queue)    # which drops a subqueue no descriptor holds
             if self._subqueues.pop(queue.identifier, None) is queue:
                 self.store.delete_queue(queue.store_identifier)
+            self._forget_subqueue_name(queue)
         parent.subqueue_collection.clear()
+
+    def _forget_subqueue_name(self, queue: Queue) -> None:
+        key = (queue.parent_queue.identifier, queue.subqueue_name.lower())
+        if self._subqueue_names.get(key) is queue:
+            del self._subqueue_names[key]
 
     def _load_subqueues(self, stored: list[tuple[str, Queue]], where: str) -> None:
         """Initialization (3.1.3): attach the stored subqueues to their queues; one whose queue is gone is deleted."""

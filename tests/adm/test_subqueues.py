@@ -103,6 +103,9 @@ def test_an_empty_subqueue_is_gone_when_its_last_descriptor_closes(qm, queue, st
     qm.close_queue(second)
     assert queue.subqueue_collection == [] and qm.queue_by_identifier(poison.identifier) is None
     assert all(q.identifier != poison.store_identifier for q in store.load().queues)
+    assert qm.subqueue(queue, "POISON") is None                     # not found by its name either
+    again = open_ok(qm, POISON).queue_reference
+    assert again is not poison and qm.subqueue(queue, "poison") is again
 
 
 def test_a_subqueue_holding_messages_outlives_its_descriptors_and_goes_with_its_last_message(qm, queue):
@@ -154,6 +157,7 @@ def test_delete_queue_deletes_its_subqueues_and_their_messages(qm, queue, store)
     poison = reader.queue_reference
     assert qm.delete_queue(queue) == st.MQ_OK
     assert qm.queue_by_identifier(poison.identifier) is None and reader.queue_reference is None
+    assert qm._subqueue_names == {}                                 # the name index lets go of them too
     assert store.load().messages == [] and all(";" not in q.attributes["pathname"] or "system$" in
                                                q.attributes["pathname"] for q in store.load().queues)
     assert qm.close_queue(reader) == st.MQ_OK
