@@ -23,6 +23,7 @@ _U64 = struct.Struct("<Q")
 # inline), dwMQS -- 4-aligned in both syntaxes
 _TAIL = struct.Struct("<III16sI")
 _GUID_ARMS = (c.QUEUE_FORMAT_TYPE_PUBLIC, c.QUEUE_FORMAT_TYPE_MACHINE)
+_NAME_ARMS = (c.QUEUE_FORMAT_TYPE_DIRECT, c.QUEUE_FORMAT_TYPE_SUBQUEUE)    # m_pDirectID, m_pDirectSubqueueID
 # R_QMOpenRemoteQueue's response: pphContext pdwContext dwpQueue phQueue ErrorCode, the same 36 bytes in NDR and
 # NDR64 (a context handle is 4-aligned in both)
 _OPEN_RESPONSE = struct.Struct("<20s4I")
@@ -48,8 +49,8 @@ def decode_open_remote_queue(stub: bytes, ndr64: bool) -> tuple[tuple, int, int]
 def read_queue_format(stub: bytes, at: int, ndr64: bool) -> tuple[tuple, int] | None:
     """The QUEUE_FORMAT (MS-MQMQ 2.2.7) at ``at`` (aligned: 8 in NDR64, 4 in NDR) and the deferred direct name
     behind it: ((m_qft, m_SuffixAndFlags, value), the offset after it, 4-aligned) for a PUBLIC/MACHINE GUID (16
-    bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a DIRECT name (its text without the terminating NULs);
-    None for any other arm or layout. MS-MQRR's R_OpenQueue takes the same structure by [ref], at offset 0."""
+    bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a DIRECT or SUBQUEUE name (its text without the
+    terminating NULs); None for any other arm or layout. MS-MQRR's R_OpenQueue takes the same structure by [ref], at offset 0."""
     size = len(stub)
     if size < at + 16:
         return None
@@ -66,7 +67,7 @@ def read_queue_format(stub: bytes, at: int, ndr64: bool) -> tuple[tuple, int] | 
         if size < arm + 20:
             return None
         value, end = (stub[arm:arm + 16], _U32.unpack_from(stub, arm + 16)[0]), arm + 20
-    elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
+    elif qft in _NAME_ARMS:
         value, end = _direct_name(stub, arm, ndr64)
         if value is None:
             return None

@@ -25,14 +25,16 @@ direct_text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=0, m
 
 @st.composite
 def queue_formats(draw):
-    """(m_qft, m_SuffixAndFlags, the arm's value) of the four arms codec_fast reads, any suffix byte."""
+    """(m_qft, m_SuffixAndFlags, the arm's value) of the five arms codec_fast reads, any suffix byte."""
     qft = draw(st.sampled_from([c.QUEUE_FORMAT_TYPE_PUBLIC, c.QUEUE_FORMAT_TYPE_PRIVATE, c.QUEUE_FORMAT_TYPE_DIRECT,
-                                c.QUEUE_FORMAT_TYPE_MACHINE]))
+                                c.QUEUE_FORMAT_TYPE_MACHINE, c.QUEUE_FORMAT_TYPE_SUBQUEUE]))
     flags = draw(st.integers(0, 255))
     if qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
         value = (draw(guid), draw(u32))
     elif qft == c.QUEUE_FORMAT_TYPE_DIRECT:
         value = draw(direct_text)
+    elif qft == c.QUEUE_FORMAT_TYPE_SUBQUEUE:       # with its subqueue, or without (MQ_ERROR_ILLEGAL_FORMATNAME)
+        value = draw(direct_text) + draw(st.sampled_from(["", ";poison", ";Retry-1"]))
     else:
         value = draw(guid)
     return qft, flags, value
@@ -54,6 +56,8 @@ def _request(ndr64: bool, queue_format, access: int, share: int, pid: int = 7, l
             qf["u"]["m_gMachineID"] = value
         elif qft == c.QUEUE_FORMAT_TYPE_PRIVATE:
             qf["u"]["m_oPrivateID"]["Lineage"], qf["u"]["m_oPrivateID"]["Uniquifier"] = value
+        elif qft == c.QUEUE_FORMAT_TYPE_SUBQUEUE:
+            qf["u"]["m_pDirectSubqueueID"] = value + "\x00"
         else:
             qf["u"]["m_pDirectID"] = value + "\x00"
     request["dwCallingProcessID"], request["dwDesiredAccess"], request["dwShareMode"] = pid, access, share
@@ -138,6 +142,7 @@ def test_the_format_names_of_a_windows_reader_read_the_same_both_ways(ndr64):
     public, private = uuid.uuid4(), uuid.uuid4()
     expected = {"DIRECT=TCP:127.0.0.1\\private$\\orders": "DIRECT=TCP:127.0.0.1\\private$\\orders",
                 "DIRECT=OS:host\\q;JOURNAL": "DIRECT=OS:host\\q;JOURNAL",
+                "DIRECT=OS:host\\private$\\q;poison": "DIRECT=OS:host\\private$\\q;poison",
                 f"PUBLIC={{{public}}}": f"PUBLIC={{{public}}}",
                 f"PRIVATE={{{private}}}\\0000000a": f"PRIVATE={{{private}}}\\0000000a",
                 "DIRECT=HTTP://host/msmq/q": 0xC00E0020}        # MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
