@@ -169,7 +169,10 @@ class OpenQueueDescriptor:
     remote_read_state: RemoteReadState = RemoteReadState.NONE
     open_queue_descriptor_collection: list = field(default_factory=list)
     cursor_collection: dict = field(default_factory=dict)                       # Cursor.Handle -> Cursor
-    waiting_message_read_operation_collection: list = field(default_factory=list)  # FIFO
+    # FIFO: an insertion-ordered dict used as a set (the operations hash by identity), so one leaves in one step
+    waiting_message_read_operation_collection: dict = field(default_factory=dict)
+    # ours: Tag -> the waiting operations with that Tag, FIFO (Cancel Waiting Message Read Request by Tag, 3.1.7.1.17)
+    waiting_by_tag: dict = field(default_factory=dict, repr=False)
     locked_positions: dict = field(default_factory=dict)   # lookup id -> position Locked by a two-phase read here
 
     @property

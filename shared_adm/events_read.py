@@ -235,7 +235,9 @@ class ReadEvents:
         op = WaitingMessageReadOperation(destructive_read=destructive_read, tag=tag, cursor_reference=cursor,
                                          descriptor=descriptor, queue_manager=self, complete=complete)
         op.pending = PendingRead(op)
-        descriptor.waiting_message_read_operation_collection.append(op)
+        descriptor.waiting_message_read_operation_collection[op] = None
+        if tag is not None:
+            descriptor.waiting_by_tag.setdefault(_tag_key(tag), {})[op] = None
         self.waiting_message_read_timer_start(op, timeout)
         return op.pending
 
@@ -259,10 +261,13 @@ class ReadEvents:
         reader.pending._resolve(ReadResult(status))
 
     def _detach(self, reader: WaitingMessageReadOperation) -> None:
-        try:
-            reader.descriptor.waiting_message_read_operation_collection.remove(reader)
-        except ValueError:
-            pass
+        descriptor = reader.descriptor
+        descriptor.waiting_message_read_operation_collection.pop(reader, None)
+        if reader.tag is not None:
+            key = _tag_key(reader.tag)
+            bucket = descriptor.waiting_by_tag.get(key)
+            if bucket is not None and bucket.pop(reader, 0) is None and not bucket:
+                del descriptor.waiting_by_tag[key]
         if reader.timer is not None:
             reader.timer.cancel()
             reader.timer = None
@@ -296,9 +301,22 @@ class ReadEvents:
             descriptors = list(queue_or_descriptor.open_queue_descriptor_collection)
         else:
             return st.STATUS_NOT_FOUND
-        for desc in descriptors:
-            for reader in list(desc.waiting_message_read_operation_collection):
-                if reader.tag is not None and reader.tag == tag:
-                    self._stop_waiting(reader, status)
-                    return st.MQ_OK
+        key = _tag_key(tag)
+        for desc in descriptors:        # the first with that Tag, FIFO as in the collection
+            reader = next((r for r in desc.waiting_by_tag.get(key, ()) if r.tag == tag), None)
+            if reader is not None:
+                self._stop_waiting(reader, status)
+                return st.MQ_OK
         return st.STATUS_NOT_FOUND
+
+
+_UNHASHABLE_TAG = object()      # the one key of every Tag that cannot be a key itself
+
+
+def _tag_key(tag) -> object:
+    """A Tag as a key of OpenQueueDescriptor.waiting_by_tag: itself, or _UNHASHABLE_TAG (those are told apart by ==)."""
+    try:
+        hash(tag)
+    except TypeError:
+        return _UNHASHABLE_TAG
+    return tag

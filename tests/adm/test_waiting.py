@@ -46,7 +46,7 @@ def test_wait_times_out_with_io_timeout(qm, queue, desc, sched):
     assert not pending.done()
     sched.advance(1)
     assert pending.result().status == st.MQ_ERROR_IO_TIMEOUT
-    assert desc.waiting_message_read_operation_collection == []
+    assert not desc.waiting_message_read_operation_collection
 
 
 def test_infinite_wait_never_fires(qm, queue, desc, sched):
@@ -86,6 +86,24 @@ def test_cancel_waiting_message_read_request_statuses(qm, queue, desc):
     assert qm.cancel_waiting_message_read_request(desc, "r1", st.MQ_ERROR_OPERATION_CANCELLED) == st.STATUS_NOT_FOUND
     put(qm, queue, "m")
     assert queue.message_position_list.head.state is PositionState.AVAILABLE
+
+
+def test_cancel_by_tag_ends_the_first_wait_with_that_tag_and_leaves_no_index_behind(qm, queue, desc, sched):
+    # several waits may share a Tag (MS-MQQP adds entries without checking): the earliest ends first; equal Tags
+    # that cannot be dict keys are told apart by ==; waits that end any way leave nothing in the Tag index
+    first, second, other = (qm.dequeue_message(desc, 1000, tag=7), qm.dequeue_message(desc, 1000, tag=7),
+                            qm.dequeue_message(desc, 1000, tag=8))
+    listed, listed_too = qm.peek_message(desc, 1000, tag=["a"]), qm.peek_message(desc, 1000, tag=["b"])
+    assert qm.cancel_waiting_message_read_request(desc, 7, st.MQ_ERROR_OPERATION_CANCELLED) == st.MQ_OK
+    assert first.done() and not second.done() and not other.done()
+    assert qm.cancel_waiting_message_read_request(desc, ["b"], st.MQ_ERROR_OPERATION_CANCELLED) == st.MQ_OK
+    assert listed_too.done() and not listed.done()
+    assert qm.cancel_waiting_message_read_request(desc, ["c"], 0) == st.STATUS_NOT_FOUND
+    put(qm, queue, "m")                     # the earliest receive left takes it, ahead of the later peek
+    assert second.result().ok and not other.done() and not listed.done()
+    sched.advance(1000)                     # the rest time out
+    assert other.result().status == listed.result().status == st.MQ_ERROR_IO_TIMEOUT
+    assert not desc.waiting_message_read_operation_collection and desc.waiting_by_tag == {}
 
 
 def test_pending_read_cancel_method(qm, queue, desc):
@@ -143,7 +161,7 @@ async def test_cancelled_awaiter_cancels_the_read_and_releases_a_taken_message()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert pending.result().status == st.MQ_ERROR_OPERATION_CANCELLED
-    assert desc.waiting_message_read_operation_collection == []
+    assert not desc.waiting_message_read_operation_collection
     # resolved, then the awaiter is cancelled before it resumes: the Locked message is NACKed
     pending = qm.dequeue_message_begin(desc, INFINITE, tag=2)
     task = asyncio.ensure_future(pending.wait())

@@ -177,7 +177,7 @@ async def test_a_lane_declines_a_receive_a_read_that_must_wait_and_a_stub_it_doe
     stub = stub9(empty_descriptor.handle, MQ_ACTION_RECEIVE, INFINITE)
     waiting = inline.read2(empty.service, ctx, stub)
     assert inspect.iscoroutine(waiting) and waiting.cr_code is start_receive2.serve_request.__code__
-    assert empty_descriptor.waiting_message_read_operation_collection == []
+    assert not empty_descriptor.waiting_message_read_operation_collection
     assert len(empty.adm.remote_read_entries) == 0 and ctx.handles == {}
     waiting.close()
 

@@ -79,7 +79,7 @@ def _inline_path(env, opnum: int, stub: bytes) -> tuple[bytes, FakeCall]:
 
 
 def _nothing_pending(env, descriptor) -> None:
-    assert descriptor.waiting_message_read_operation_collection == []
+    assert not descriptor.waiting_message_read_operation_collection
     assert len(env.adm.remote_read_entries) == 0
 
 

@@ -63,7 +63,7 @@ async def test_a_receive_pending_when_the_connection_dies_is_withdrawn(env):
     pending = await env.blocked(reader, reader.start_receive, d.handle, timeout=INFINITE, request_id=11)
     await env.kill(reader, pending)
     assert len(env.adm.remote_read_entries) == 0
-    assert d.waiting_message_read_operation_collection == []
+    assert not d.waiting_message_read_operation_collection
     message = env.enqueue(b"for the owner")
     r = await owner.call(owner.start_receive, d.handle, MQ_ACTION_RECEIVE)
     assert r.status == st.MQ_OK and b"for the owner" in r.buffer
@@ -77,7 +77,7 @@ async def test_a_peek_pending_when_the_connection_dies_is_withdrawn(env):
                                 timeout=INFINITE, request_id=12)
     await env.kill(reader, pending)
     assert len(env.adm.remote_read_entries) == 0
-    assert d.waiting_message_read_operation_collection == []
+    assert not d.waiting_message_read_operation_collection
 
 
 async def test_a_session_killed_with_a_pending_receive_leaves_nothing_behind(env):
@@ -151,7 +151,7 @@ async def test_a_receive_cancelled_in_the_segment_that_carries_it_leaves_nothing
                 return
     await asyncio.to_thread(open_then_receive_and_cancel_then_get_version)
     await env.wait_until(lambda: len(env.adm.remote_read_entries) == 0)
-    assert d.waiting_message_read_operation_collection == []
+    assert not d.waiting_message_read_operation_collection
     sock.shutdown(socket.SHUT_RDWR)
     sock.close()
     await env.wait_until(lambda: len(env.adm.open_queue_entries) == 1)      # the raw session ran down

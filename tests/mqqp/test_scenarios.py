@@ -305,6 +305,6 @@ async def _hostile(calls, preload, ndr64):
     for handle_entry in ctx.table.drain():          # as if the connection dropped: rundown of what is left
         handle_entry.handle_type.rundown(handle_entry.obj)
     assert len(service.adm.remote_read_entries) == 0 and len(service.adm.receive_handles) == 0
-    assert own.waiting_message_read_operation_collection == [] == other.waiting_message_read_operation_collection
+    assert not own.waiting_message_read_operation_collection and not other.waiting_message_read_operation_collection
     assert all(p.state is PositionState.AVAILABLE for p in queue.message_position_list)
     assert len(queue.message_position_list) == preload
