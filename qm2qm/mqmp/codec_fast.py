@@ -50,7 +50,8 @@ def read_queue_format(stub: bytes, at: int, ndr64: bool) -> tuple[tuple, int] | 
     """The QUEUE_FORMAT (MS-MQMQ 2.2.7) at ``at`` (aligned: 8 in NDR64, 4 in NDR) and the deferred direct name
     behind it: ((m_qft, m_SuffixAndFlags, value), the offset after it, 4-aligned) for a PUBLIC/MACHINE GUID (16
     bytes_le), a PRIVATE OBJECTID ((Lineage, Uniquifier)) or a DIRECT or SUBQUEUE name (its text without the
-    terminating NULs); None for any other arm or layout. MS-MQRR's R_OpenQueue takes the same structure by [ref], at offset 0."""
+    terminating NULs); None for any other arm or layout. MS-MQRR's R_OpenQueue takes the same structure by [ref],
+    at offset 0."""
     size = len(stub)
     if size < at + 16:
         return None
