@@ -1,6 +1,6 @@
 """Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests, pipelined
-calls whose answers nobody reads, woken peeks nobody reads, requests of 8 MiB of array items (issue 14; C706 12.6.3.7,
-12.6.4; MS-RPCE 3.3.3)."""
+calls whose answers nobody reads, woken peeks nobody reads, requests of 8 MiB of array items, sessions piled on one
+descriptor (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
 from __future__ import annotations
 
 import base64
@@ -35,6 +35,9 @@ ARRAY_CPU_LIMIT_S = 1.0             # the server CPU one such request may cost (
 ARRAY_LATENCY_LIMIT_MS = 500.0      # a GetVersion meanwhile
 RPC_X_BAD_STUB_DATA = 0x6F7
 MQ_ERROR_INVALID_HANDLE = 0xC00E0007
+PILED_CONNECTIONS, PILED_SESSIONS = 8, 2000     # RemoteQMOpenQueue sessions each, all on one made-up dwpContext
+PILED_DESCRIPTOR = 0x5EED
+PILED_CPU_LIMIT_S = 0.5             # one connection's rundown (a scan per session took about 2 s here)
 
 
 def _log_note(problems: list[str]) -> str:
@@ -427,6 +430,60 @@ def array_requests(r: Run) -> None:
         server.stop()
 
 
+def _open_sessions(client: wire.RawClient, count: int, stub: bytes) -> bool:
+    """``count`` RemoteQMOpenQueue calls, 64 pipelined at a time; whether each answered MQ_OK."""
+    ok = True
+    for first in range(0, count, 64):
+        n = min(64, count - first)
+        client.sock.sendall(b"".join(wire.request(client.call_id + 1 + i, 0, q.OPEN_QUEUE, stub) for i in range(n)))
+        client.call_id += n
+        for _ in range(n):
+            ptype, answer = client.read_reply()
+            ok = ok and ptype == wire.MSRPC_RESPONSE and q.hresult_at_end(answer) == 0
+    return ok
+
+
+def _cpu_until_quiet(server, quiet_s: float = 0.3, settle_s: float = 0.05) -> float:
+    """Server CPU seconds from now until a ``quiet_s`` interval in which it spent under ``settle_s``."""
+    start = last = server.cpu_seconds()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = server.cpu_seconds()
+        if now - last < settle_s:
+            return last - start
+        last = now
+    return last - start
+
+
+def piled_sessions(r: Run) -> None:
+    """Anonymous RemoteQMOpenQueue sessions piled on one made-up descriptor (3.1.4.3 does not check it) over several
+    connections; one connection aborts: its rundown removes each of its sessions in one step, not by a scan of all."""
+    server = r.server("piled").start()
+    watch = LogWatch(server)
+    try:
+        stub = q.open_queue(PILED_DESCRIPTOR)
+        clients = [wire.RawClient(server.host, server.port, timeout=60) for _ in range(PILED_CONNECTIONS)]
+        for client in clients:
+            client.bind()
+        opened = all(_open_sessions(client, PILED_SESSIONS, stub) for client in clients)
+        time.sleep(0.3)
+        clients[-1].abort()             # the newest sessions, at the end of the descriptor's entries
+        rundown = _cpu_until_quiet(server)
+        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+        for client in clients[:-1]:
+            client.close()
+        problems = watch.new_problems()
+        total = PILED_CONNECTIONS * PILED_SESSIONS
+        r.report.check(f"{total} anonymous sessions on one made-up dwpContext over {PILED_CONNECTIONS} connections; "
+                       f"one aborts: its {PILED_SESSIONS} sessions run down in <= {PILED_CPU_LIMIT_S} s of server CPU",
+                       opened and rundown <= PILED_CPU_LIMIT_S and not problems,
+                       f"sessions opened: {'all' if opened else 'not all'}; rundown {rundown:.2f} s of server CPU; "
+                       f"GetVersion after {latency_ms:.1f} ms" + _log_note(problems))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
@@ -435,3 +492,4 @@ def run(r: Run) -> None:
     unread_answers(r)
     woken_peeks(r)
     array_requests(r)
+    piled_sessions(r)
