@@ -94,6 +94,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from proc_cpu import cpu_seconds, cpu_split  # noqa: E402
+
 NDR20 = ("8a885d04-1ceb-11c9-9fe8-08002b104860", 2)
 QM2QM = ("1088a980-eae5-11d0-8d9b-00a02453c337", 1, 0)
 MQRR = ("1a9134dd-7b39-45ba-ad88-44d01ca47f28", 1, 0)          # MS-MQRR RemoteRead (qm2qm serve --mqrr)
@@ -169,19 +171,6 @@ class Reassembler:
             if flags & 0x02:                                    # PFC_LAST_FRAG
                 out.append((call_id, ptype, b"".join(self.parts.pop(call_id))))
         return out
-
-
-def cpu_seconds(pid: int) -> float:
-    """user + system CPU time of a process so far (Linux /proc/<pid>/stat)."""
-    user, system = cpu_split(pid)
-    return user + system
-
-
-def cpu_split(pid: int) -> tuple[float, float]:
-    """(user, system) CPU seconds of a process so far (Linux /proc/<pid>/stat)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def process_cpu_clock(pid: int) -> int:

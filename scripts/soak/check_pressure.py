@@ -50,12 +50,12 @@ def _p99(samples: list[float]) -> float:
     return s[min(len(s) - 1, int(len(s) * 0.99))] * 1000 if s else float("inf")
 
 
-def _latencies(client: wire.RawClient, n: int, seconds: float) -> list[float]:
-    """GetVersion round trips on one bound connection, paced over ``seconds``."""
+def _latencies(client: wire.RawClient, n: int, seconds: float, stop: threading.Event | None = None) -> list[float]:
+    """GetVersion round trips on one bound connection, paced over ``seconds`` (or until ``stop`` is set)."""
     out = []
     deadline = time.monotonic() + seconds
     pause = seconds / max(n, 1)
-    while len(out) < n and time.monotonic() < deadline:
+    while len(out) < n and time.monotonic() < deadline and not (stop is not None and stop.is_set()):
         t0 = time.perf_counter()
         client.call(wire.GET_VERSION_OPNUM, b"")
         out.append(time.perf_counter() - t0)
@@ -368,14 +368,6 @@ def _enlist_with_token(token_size: int, size: int) -> bytes:
     return stub[:16] + struct.pack("<II", token_size, size) + bytes(size) + stub[28:]
 
 
-def _get_versions(client: wire.RawClient, stop: threading.Event, out: list[float]) -> None:
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        client.call(wire.GET_VERSION_OPNUM, b"")
-        out.append(time.perf_counter() - t0)
-        time.sleep(0.01)
-
-
 def _array_request(server, port: int, abstract: bytes, opnum: int, stub: bytes) -> tuple[int, bytes, float, float]:
     """Send one request in 4 KiB fragments while a GetVersion loop runs: (its answer's PDU type, its first 8 stub
     bytes or fault status, the server CPU seconds until it came, the slowest GetVersion in ms)."""
@@ -385,7 +377,8 @@ def _array_request(server, port: int, abstract: bytes, opnum: int, stub: bytes) 
     client.bind(abstract)
     latencies: list[float] = []
     stop = threading.Event()
-    thread = threading.Thread(target=_get_versions, args=(health, stop, latencies), daemon=True)
+    # one every 10 ms, for at most the 60 s the request's own answer may take
+    thread = threading.Thread(target=lambda: latencies.extend(_latencies(health, 6000, 60.0, stop)), daemon=True)
     try:
         thread.start()
         cpu0 = server.cpu_seconds()

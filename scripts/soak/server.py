@@ -11,6 +11,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from proc_cpu import cpu_seconds
+
 READY = re.compile(r"qm2qm listening rpc=(?P<host>[^:\s]+):(?P<port>\d+) admin=(?P<admin>\S+)"
                    r"(?: epm=[^:\s]+:(?P<epm>\d+))?")
 
@@ -96,10 +98,9 @@ class ServerProcess:
     def cpu_seconds(self) -> float:
         """user + system CPU time of the server so far (Linux /proc/<pid>/stat, clock ticks), 0.0 when gone."""
         try:
-            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            return cpu_seconds(self.pid)
         except OSError:
             return 0.0
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def kill(self) -> None:
         """SIGKILL: the crash the durability check simulates (no flush, no close)."""
