@@ -34,13 +34,11 @@ class SubqueueEvents:
         """The subqueue ``name`` of ``parent`` (compared without case, as queue names are), created when ``create``
         and absent; None when absent and not created, or when ``parent`` is itself a subqueue or a system queue.
         SubqueueLimitReached when one is to be made and ``max_subqueues`` are held."""
-        if parent.parent_queue is not None or parent.queue_type is QueueType.SYSTEM or not self.is_live_queue(parent):
+        if not self._may_hold_subqueues(parent):
             return None
         found = self._subqueue_names.get((parent.identifier, name.lower()))
-        if found is not None:
+        if found is not None or not create or not is_subqueue_name(name):
             return found
-        if not create or not is_subqueue_name(name):
-            return None
         if len(self._subqueues) >= self.max_subqueues:
             raise SubqueueLimitReached(self.max_subqueues)
         now = int(self.scheduler.wall_time())
@@ -52,8 +50,11 @@ class SubqueueEvents:
     def may_have_subqueue(self, parent: Queue, name: str) -> bool:
         """Whether Open Queue of ``parent;name`` would make that subqueue were it absent (the checks of subqueue()
         but the count of those held)."""
-        return (parent.parent_queue is None and parent.queue_type is not QueueType.SYSTEM
-                and self.is_live_queue(parent) and is_subqueue_name(name))
+        return self._may_hold_subqueues(parent) and is_subqueue_name(name)
+
+    def _may_hold_subqueues(self, queue: Queue) -> bool:
+        """A queue of QueueCollection that is not a system queue: only such a queue has subqueues."""
+        return queue.parent_queue is None and queue.queue_type is not QueueType.SYSTEM and self.is_live_queue(queue)
 
     def _attach_subqueue(self, parent: Queue, queue: Queue, record: bool) -> None:
         """Put ``queue`` in ``parent``'s SubqueueCollection; ``record``: write it to the store (not when loading)."""
