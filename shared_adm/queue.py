@@ -165,6 +165,28 @@ class MessagePositionList:
         elif position.state is PositionState.LOCKED and allow_peek_when_locked(position.packed):
             self.peek_locked -= 1
 
+    def unlink_available(self) -> list[MessagePosition]:
+        """remove() of every Available position at once, in list order (Purge Queue, 3.1.7.1.7); their State is kept."""
+        available = self._available
+        if not available:
+            return []
+        by_id = self._by_id
+        if len(available) == len(by_id):
+            removed = list(by_id.values())
+            by_id.clear()
+        else:
+            removed = [by_id[key] for key in available]
+            if len(removed) * 8 < len(by_id):
+                for key in available:
+                    del by_id[key]
+            else:       # rebuilding what is left is cheaper than a sorted deletion each
+                kept = [(key, position) for key, position in by_id.items()
+                        if position.state is not PositionState.AVAILABLE]
+                by_id.clear()
+                by_id.update(kept)
+        available.clear()
+        return removed
+
     def set_state(self, position: MessagePosition, state: PositionState) -> None:
         """Change a position's State, keeping the Available index and the peek-locked count right."""
         old = position.state

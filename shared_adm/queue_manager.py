@@ -578,12 +578,35 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
     # ------------------------------------------------------------------ 3.1.7.1.7 Purge Queue
     def purge_queue(self, queue: Queue) -> int:
         """Purge Queue (3.1.7.1.7): Available → deleted (NackQueuePurged), anything else → PurgePending."""
-        for position in list(queue.message_position_list):
-            if position.state is PositionState.AVAILABLE:
-                self.message_position_deleted(queue, position, MessageClass.NACK_QUEUE_PURGED)
-            elif position.state is not PositionState.PURGE_PENDING:
+        self._delete_all_available(queue)
+        for position in list(queue.message_position_list):         # none of them Available now
+            if position.state is not PositionState.PURGE_PENDING:
                 self._set_state(queue, position, PositionState.PURGE_PENDING)
+        if queue.parent_queue is not None:
+            self.drop_subqueue_if_idle(queue)
         return st.MQ_OK
+
+    def _delete_all_available(self, queue: Queue) -> None:
+        """Message Position Deleted (3.1.7.2.1) of every Available position, as _remove() of each but in bulk: a purge
+        of 300,000 messages holds the loop (every other client) for tenths of a second instead of seconds."""
+        removed = queue.message_position_list.unlink_available()
+        if not removed:
+            return
+        size = 0
+        stored = []
+        deleted = PositionState.DELETED
+        for position in removed:
+            position.state = deleted
+            packed = position.packed
+            size += body_size(packed)
+            if recoverable(packed):
+                stored.append(position.lookup_identifier)
+        queue.total_bytes -= size
+        self.total_bytes -= size
+        if self._ttbr_deferred:
+            self._ttbr_deferred.difference_update((queue.identifier, p.lookup_identifier) for p in removed)
+        if stored:
+            self.store.delete_messages(queue.store_identifier, stored)
 
     # ------------------------------------------------------------------ 3.1.7.1.9 Enqueue Message
     def enqueue_message(self, queue: Queue, message: Message, transaction=None) -> int:

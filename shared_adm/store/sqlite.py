@@ -45,6 +45,8 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import sub
 from pathlib import Path
 
 from shared_adm.collector import collector_paused
@@ -101,6 +103,9 @@ _SCHEMA = (
 # meta key: the field table (compact.layout()) the stored compact forms were packed under
 _LAYOUT_KEY = "compact_layout"
 _LAYOUT = _JSON.encode(layout())
+
+
+_DELETE_OP = ("delete",)        # one pending delete shared by a bulk delete's keys: a delete op is never changed
 
 
 def _u64(value: int, what: str) -> int:
@@ -704,10 +709,31 @@ class SqliteStore:
             self._check_open()
             # A put earlier in this batch is dropped: the DELETE then finds no row (no page written)
             # unless an older commit stored one, which it must remove.
-            self._pending.messages[key] = ["delete"]
+            self._pending.messages[key] = _DELETE_OP
             if self._locked.pop(key, None) is not None:
                 self._unlocked()
             self._nudge()
+
+    def delete_messages(self, queue_identifier: str, lookup_identifiers: list[int]) -> None:
+        """delete_message() of each, under one lock (Purge Queue deletes a queue's Available messages at once)."""
+        _check_identifier(queue_identifier)
+        ids = lookup_identifiers
+        if not ids:
+            return
+        with collector_paused():        # hundreds of thousands of new keys, none of them garbage
+            if set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 64:
+                keys = list(zip(repeat(queue_identifier), map(sub, ids, repeat(_BIAS))))    # _u64 of each
+            else:
+                keys = [(queue_identifier, _u64(i, "lookup identifier")) for i in ids]
+            with self._lock:
+                self._check_open()
+                self._pending.messages.update(zip(keys, repeat(_DELETE_OP)))
+                locked = self._locked
+                if locked and not locked.keys().isdisjoint(keys):
+                    for key in keys:
+                        locked.pop(key, None)
+                    self._unlocked()
+                self._nudge()
 
     def _nudge(self) -> None:
         # Wake the writer only on the first mutation of a batch and only when it sleeps with no deadline, to start

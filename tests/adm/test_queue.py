@@ -1,6 +1,7 @@
 """MessagePositionList (MS-MQDMPR 3.1.1.2, 3.1.1.11) and Seek Available Message Position (3.1.7.3.2)."""
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings, strategies as hs
 from sortedcontainers import SortedList
 
@@ -31,10 +32,26 @@ def test_order_is_priority_then_arrival(qm, queue):
 
 
 def test_insert_duplicate_id_refused(qm, queue):
-    import pytest
     (a,) = put(qm, queue, "a")
     with pytest.raises(ValueError):
         queue.message_position_list.insert(queue.message_position_list.get(a))
+
+
+@pytest.mark.parametrize("available", [0, 1, 3, 20])
+def test_unlink_available_is_remove_of_each_available_position(qm, queue, desc, available):
+    """Every branch of the bulk unlink: none, few among many (deleted one by one), most (rebuilt), all."""
+    put(qm, queue, *[f"m{i}" for i in range(20)], allow_peek_when_locked=True)
+    lst = queue.message_position_list
+    for _ in range(20 - available):
+        assert qm.dequeue_message_begin(desc, 0).status == st.MQ_OK
+    before = list(lst)
+    kept = [p for p in before if p.state is not PositionState.AVAILABLE]
+    removed = lst.unlink_available()
+    assert removed == [p for p in before if p.state is PositionState.AVAILABLE] and len(removed) == available
+    assert list(lst) == kept and lst.available_count == 0 and lst.peek_locked == len(kept)
+    assert all(p.state is PositionState.AVAILABLE and p not in lst for p in removed)
+    assert lst.first_available_after(0) is lst.end and lst.head is (kept[0] if kept else lst.end)
+    assert [lst.after(p.lookup_identifier) for p in kept] == (kept[1:] + [lst.end] if kept else [])
 
 
 def test_seek_forward_and_backward_skip_unavailable(qm, queue, desc):

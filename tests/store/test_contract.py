@@ -72,6 +72,23 @@ async def test_state_of_unknown_or_deleted_message_is_ignored(store):
     assert store.load().messages == []
 
 
+async def test_delete_messages_is_delete_message_of_each(store):
+    for lookup in range(1, 6):
+        store.put_message(_msg(Q1, lookup, body=bytes([lookup])))
+    store.put_message(_msg(Q2, 3, body=b"other queue"))
+    await store.durable()
+    store.put_message(_msg(Q1, 7))                  # still pending in this batch
+    store.set_message_state(Q1, 2, "Locked")
+    store.delete_messages(Q1, [1, 2, 7, 1234])
+    store.delete_messages(Q1, [])
+    store.set_message_state(Q1, 1, "Locked")        # a deleted message's state change stays a no-op
+    await store.durable()
+    assert set(_by_key(store.load())) == {(Q1, 3), (Q1, 4), (Q1, 5), (Q2, 3)}
+    store.put_message(_msg(Q1, 1, body=b"again"))   # a deleted key can be stored again
+    await store.durable()
+    assert _by_key(store.load())[(Q1, 1)].message.body == b"again"
+
+
 async def test_put_replaces_message(store):
     store.put_message(_msg(Q1, 3, body=b"old"))
     await store.durable()

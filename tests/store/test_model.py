@@ -20,6 +20,7 @@ _ops = st.one_of(
     st.tuples(st.just("put_message"), _queue, _lookup, st.sampled_from(STATES), st.binary(max_size=8)),
     st.tuples(st.just("set_message_state"), _queue, _lookup, st.sampled_from(STATES)),
     st.tuples(st.just("delete_message"), _queue, _lookup),
+    st.tuples(st.just("delete_messages"), _queue, st.lists(_lookup, max_size=4)),
     st.tuples(st.just("put_queue"), _queue, st.integers(0, 3)),
     st.tuples(st.just("delete_queue"), _queue),
     st.tuples(st.just("set_sequential_id"), st.integers(0, 2**64 - 1)),

@@ -323,6 +323,14 @@ def test_bad_input_is_rejected_and_records_nothing(data_dir):
         store.delete_message(Q, "7")
     with pytest.raises(ValueError, match="64-bit unsigned"):
         store.set_sequential_id(-5)
+    store.put_message(_msg(3))
+    with pytest.raises(ValueError, match="64-bit unsigned"):       # all or nothing: 3 is not deleted either
+        store.delete_messages(Q, [3, 2**64])
+    with pytest.raises(TypeError, match="lookup identifier must be an int"):
+        store.delete_messages(Q, [3, True])
+    with pytest.raises(TypeError, match="queue identifier must be a str"):
+        store.delete_messages(None, [3])
+    store.delete_message(Q, 3)
     with pytest.raises(TypeError, match=r"Message\.extra"):
         store.put_message(StoredMessage(Q, 1, "Available", Message(extra={"f": 1.5j})))
     with pytest.raises(TypeError, match="cannot store"):
