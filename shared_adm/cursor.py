@@ -40,7 +40,7 @@ _AVAILABLE, _LOCKED = PositionState.AVAILABLE, PositionState.LOCKED
 class Cursor:
     """Cursor (3.2.1.2): Handle, OpenQueueDescriptorReference, MessagePositionReference, CursorState."""
     __slots__ = ("handle", "open_queue_descriptor_reference", "message_position_reference", "cursor_state",
-                 "_state_before_wait")
+                 "_state_before_wait", "waiting_read")
 
     def __init__(self, handle: int, descriptor) -> None:
         self.handle = handle
@@ -48,6 +48,7 @@ class Cursor:
         self.message_position_reference: MessagePosition | None = None
         self.cursor_state = _UNREAD
         self._state_before_wait = _UNREAD
+        self.waiting_read = None    # its WaitingMessageReadOperation while one is in its descriptor's collection
 
     @property
     def waiting(self) -> bool:

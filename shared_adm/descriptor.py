@@ -154,6 +154,9 @@ class WaitingMessageReadOperation:
     expire: Callable[[int], ReadResult] = None                 # Waiting Message Read Timer Stop continuation
     timer: object = None
     pending: PendingRead | None = None
+    # While it waits: the Queue whose waiting_read_keys holds its accept_key (the cursor's position, or START_KEY)
+    queue: object = None
+    accept_key: int = -1
 
 
 @dataclass(eq=False)

@@ -11,7 +11,7 @@ from shared_adm.clock import INFINITE
 from shared_adm.cursor import Cursor, CursorResult
 from shared_adm.descriptor import OpenQueueDescriptor, PendingRead, ReadResult, WaitingMessageReadOperation
 from shared_adm.enums import MessageClass, MessageSeekAction, OperationType, PositionState, SeekDirection
-from shared_adm.queue import END_KEY, MessagePosition, Queue
+from shared_adm.queue import END_KEY, START_KEY, MessagePosition, Queue
 from shared_adm.seek import HEAD, seek_available_message_position, seek_available_message_position_with_id
 from shared_adm.transaction import TransactionalOperation
 
@@ -236,6 +236,12 @@ class ReadEvents:
                                          descriptor=descriptor, queue_manager=self, complete=complete)
         op.pending = PendingRead(op)
         descriptor.waiting_message_read_operation_collection[op] = None
+        op.queue = descriptor.queue_reference
+        ref = None if cursor is None else cursor.message_position_reference
+        op.accept_key = START_KEY if ref is None else ref.lookup_identifier       # what Cursor.accepts compares
+        op.queue.waiting_read_keys.add(op.accept_key)
+        if cursor is not None:
+            cursor.waiting_read = op
         if tag is not None:
             descriptor.waiting_by_tag.setdefault(_tag_key(tag), {})[op] = None
         self.waiting_message_read_timer_start(op, timeout)
@@ -263,6 +269,11 @@ class ReadEvents:
     def _detach(self, reader: WaitingMessageReadOperation) -> None:
         descriptor = reader.descriptor
         descriptor.waiting_message_read_operation_collection.pop(reader, None)
+        if reader.queue is not None:
+            reader.queue.waiting_read_keys.remove(reader.accept_key)
+            reader.queue = None
+        if reader.cursor_reference is not None and reader.cursor_reference.waiting_read is reader:
+            reader.cursor_reference.waiting_read = None
         if reader.tag is not None:
             key = _tag_key(reader.tag)
             bucket = descriptor.waiting_by_tag.get(key)
@@ -274,7 +285,12 @@ class ReadEvents:
 
     def _offer(self, queue: Queue, position: MessagePosition) -> None:
         """The reader loop of Message Position Available (3.1.7.2.2) with Waiting Message Read Satisfied (3.1.7.3.6)."""
+        keys = queue.waiting_read_keys
+        if not keys or keys[0] >= position.lookup_identifier:
+            return              # no reader waits, or every one waits on a cursor at or past the position
         for desc in list(queue.open_queue_descriptor_collection):
+            if not desc.waiting_message_read_operation_collection:
+                continue
             for reader in list(desc.waiting_message_read_operation_collection):
                 if position.state is not PositionState.AVAILABLE:
                     return

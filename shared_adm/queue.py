@@ -273,6 +273,9 @@ class Queue:
     def __post_init__(self) -> None:
         self.message_position_list = MessagePositionList(self)
         self.store_identifier = str(self.identifier)       # the Store's queue key (StoredQueue.identifier)
+        # The accept_key of every WaitingMessageReadOperation of its descriptors: a position made available can
+        # satisfy a reader only if its LookupIdentifier is above the reader's key (START_KEY: any position).
+        self.waiting_read_keys = SortedList()
 
     @property
     def positions(self) -> MessagePositionList:

@@ -568,9 +568,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         if self._cursors.get(cursor.handle) is not cursor:
             return st.MQ_ERROR_INVALID_HANDLE
         descriptor = cursor.open_queue_descriptor_reference
-        for op in list(descriptor.waiting_message_read_operation_collection):
-            if op.cursor_reference is cursor:
-                self._stop_waiting(op, st.MQ_ERROR_OPERATION_CANCELLED)
+        if cursor.waiting_read is not None:         # a cursor has one wait at most (a second read is refused)
+            self._stop_waiting(cursor.waiting_read, st.MQ_ERROR_OPERATION_CANCELLED)
         descriptor.cursor_collection.pop(cursor.handle, None)
         del self._cursors[cursor.handle]
         return st.MQ_OK
