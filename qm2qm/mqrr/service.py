@@ -6,17 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from qm2qm.mqrr.constants import DEFAULT_PORT, PENDING_REQUEST_CLEANUP_MS
-from qm2qm.remote_read.actions import LOOKUP_ACTIONS, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.actions import is_receive
 from qm2qm.remote_read.core import ReadCore
 from qm2qm.remote_read.entries import ReadEntry
 from qm2qm.rpc.interface import ContextHandleType
-
-def is_receive(action: int) -> bool:
-    """A Receive action type (3.1.4.7 ulAction): MQ_ACTION_RECEIVE or MQ_LOOKUP_RECEIVE_*. A lookup receive
-    Locks its message too (iTwoPhaseRead), so it gets a PendingRequestEntry as well: without one R_EndReceive
-    could never find it (3.1.4.7 names only MQ_ACTION_RECEIVE; 3.1.4.9 needs the entry)."""
-    lookup = LOOKUP_ACTIONS.get(action)
-    return action == MQ_ACTION_RECEIVE or (lookup is not None and not lookup[0])
 
 
 @dataclass(eq=False, slots=True)
@@ -47,8 +40,8 @@ class PendingRequestTable:
 
     def has_handle(self, descriptor_handle: int) -> bool:
         """Whether the queue context has any entry (3.1.4.9's first bullet)."""
-        return self._core.locked.has_descriptor(descriptor_handle) or any(
-            is_receive(e.action) for e in self._core.pending.for_descriptor(descriptor_handle))
+        return self._core.locked.has_descriptor(descriptor_handle) or \
+            self._core.pending.receives_of(descriptor_handle) > 0
 
     def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
         """The entry keyed {request_id, the queue context}, or None."""
@@ -58,8 +51,8 @@ class PendingRequestTable:
         entry = self._core.pending.find(descriptor_handle, request_id)
         if entry is None or is_receive(entry.action):
             return entry
-        return next((e for e in self._core.pending.for_descriptor(descriptor_handle)
-                     if e.request_id == request_id and is_receive(e.action)), None)
+        return next((e for e in self._core.pending.matching(descriptor_handle, request_id) if is_receive(e.action)),
+                    None)
 
     def __len__(self) -> int:
         return sum(1 for e in self._core.pending if is_receive(e.action)) + len(self._core.locked)

@@ -26,3 +26,11 @@ LOOKUP_ACTIONS = {
     MQ_LOOKUP_RECEIVE_NEXT: (False, MessageSeekAction.SEEK_NEXT),
     MQ_LOOKUP_RECEIVE_PREV: (False, MessageSeekAction.SEEK_PREVIOUS),
 }
+
+
+def is_receive(action: int) -> bool:
+    """A Receive action type (MS-MQRR 3.1.4.7 ulAction): MQ_ACTION_RECEIVE or MQ_LOOKUP_RECEIVE_*. A lookup receive
+    Locks its message too (iTwoPhaseRead), so it gets a PendingRequestEntry as well: without one R_EndReceive
+    could never find it (3.1.4.7 names only MQ_ACTION_RECEIVE; 3.1.4.9 needs the entry)."""
+    lookup = LOOKUP_ACTIONS.get(action)
+    return action == MQ_ACTION_RECEIVE or (lookup is not None and not lookup[0])

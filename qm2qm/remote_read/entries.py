@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from qm2qm.remote_read.actions import is_receive
+
 
 def remove_identical(entries: dict | None, entry: Any) -> bool:
     """Remove this very object from a bucket of entries (a dict used as an insertion-ordered set: the entries hash by
@@ -27,7 +29,7 @@ class ReadEntry:
     descriptor_handle: int          # OpenQueueDescriptor.Handle (MS-MQRR: the queue context handle's descriptor)
     request_id: int
     timeout: int = 0
-    action: int = 0
+    action: int = 0                 # fixed once added: ReadEntryTable counts the receives by it
     # The MessagePosition a receive Locked: what Dequeue Message End takes as iMessage (a peek leaves it None).
     position: Any = field(default=None, repr=False)
     lookup_identifier: int = 0      # Message.LookupIdentifier of the Locked message
@@ -40,11 +42,12 @@ class ReadEntry:
 class ReadEntryTable:
     """ReadEntry elements indexed by (descriptor handle, RequestId); one key may hold several entries."""
 
-    __slots__ = ("_by_descriptor",)
+    __slots__ = ("_by_descriptor", "_receives")
 
     def __init__(self) -> None:
         # descriptor handle -> RequestId -> the entries of that key, in the order added (a dict as an ordered set)
         self._by_descriptor: dict[int, dict[int, dict[ReadEntry, None]]] = {}
+        self._receives: dict[int, int] = {}     # descriptor handle -> how many of its entries are receives
 
     def __len__(self) -> int:
         return sum(len(entries) for by_id in self._by_descriptor.values() for entries in by_id.values())
@@ -58,7 +61,10 @@ class ReadEntryTable:
     def add(self, entry: ReadEntry) -> None:
         """Add an entry (duplicates are the caller's choice: MS-MQQP 3.1.4.11 adds without checking)."""
         by_id = self._by_descriptor.setdefault(entry.descriptor_handle, {})
-        by_id.setdefault(entry.request_id, {})[entry] = None
+        entries = by_id.setdefault(entry.request_id, {})
+        if entry not in entries and is_receive(entry.action):
+            self._receives[entry.descriptor_handle] = self._receives.get(entry.descriptor_handle, 0) + 1
+        entries[entry] = None
 
     def remove(self, entry: ReadEntry) -> bool:
         """Remove this very entry; False if it was not there."""
@@ -66,6 +72,12 @@ class ReadEntryTable:
         entries = by_id.get(entry.request_id) if by_id else None
         if not remove_identical(entries, entry):
             return False
+        if is_receive(entry.action):
+            left = self._receives[entry.descriptor_handle] - 1
+            if left:
+                self._receives[entry.descriptor_handle] = left
+            else:
+                del self._receives[entry.descriptor_handle]
         if not entries:
             del by_id[entry.request_id]
             if not by_id:
@@ -77,6 +89,10 @@ class ReadEntryTable:
         entries = self._by_descriptor.get(descriptor_handle, {}).get(request_id)
         return next(iter(entries)) if entries else None
 
+    def receives_of(self, descriptor_handle: int) -> int:
+        """How many entries with this descriptor handle are receives (actions.is_receive of their action)."""
+        return self._receives.get(descriptor_handle, 0)
+
     def has_descriptor(self, descriptor_handle: int) -> bool:
         """Whether any entry has this descriptor handle."""
         return descriptor_handle in self._by_descriptor
@@ -84,3 +100,7 @@ class ReadEntryTable:
     def for_descriptor(self, descriptor_handle: int) -> list[ReadEntry]:
         """Every entry with this descriptor handle (a snapshot list)."""
         return [e for entries in self._by_descriptor.get(descriptor_handle, {}).values() for e in entries]
+
+    def matching(self, descriptor_handle: int, request_id: int) -> Iterator[ReadEntry]:
+        """The entries with this descriptor handle and RequestId, in the order added."""
+        return iter(self._by_descriptor.get(descriptor_handle, {}).get(request_id, ()))

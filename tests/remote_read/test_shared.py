@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.actions import MQ_ACTION_PEEK_CURRENT, MQ_ACTION_RECEIVE, MQ_LOOKUP_RECEIVE_NEXT
 from qm2qm.remote_read.core import ReadCore
 from qm2qm.remote_read.durable import answer_once_durable, answer_when_durable, await_durable
 from shared_adm.store.base import MemoryStore, StoreError
@@ -72,6 +72,39 @@ def test_entry_table_keys_on_descriptor_and_request_id_and_removes_the_very_entr
     table.remove(a)
     table.remove(c)
     assert len(table) == 0 and not table.has_descriptor(1)
+
+
+def test_entry_table_reads_one_key_in_the_order_added_and_counts_each_descriptors_receives():
+    table = ReadEntryTable()
+    a, b, c = (ReadEntry(1, 7, action=MQ_ACTION_RECEIVE), ReadEntry(1, 8, action=MQ_ACTION_PEEK_CURRENT),
+               ReadEntry(1, 7, action=MQ_LOOKUP_RECEIVE_NEXT))
+    for e in (a, b, c, ReadEntry(2, 7, action=MQ_ACTION_PEEK_CURRENT)):
+        table.add(e)
+    table.add(a)                                            # the same entry again: still one
+    assert list(table.matching(1, 7)) == [a, c] and list(table.matching(1, 9)) == [] == list(table.matching(3, 7))
+    assert (table.receives_of(1), table.receives_of(2), table.receives_of(3)) == (2, 0, 0)
+    assert table.remove(a) and not table.remove(a) and table.receives_of(1) == 1
+    table.remove(b)
+    table.remove(c)
+    assert table.receives_of(1) == 0 and not table.has_descriptor(1)
+
+
+def test_pending_request_table_finds_the_receive_behind_a_peek_of_the_same_request_id():
+    """MS-MQRR 3.1.1.3: the PendingRequestTable holds receives only; a peek sharing the RequestId is not its entry."""
+    from qm2qm.mqrr.service import PendingRequestTable
+
+    class Core:
+        pending, locked = ReadEntryTable(), ReadEntryTable()
+    peek, receive = ReadEntry(1, 7, action=MQ_ACTION_PEEK_CURRENT), ReadEntry(1, 7, action=MQ_ACTION_RECEIVE)
+    only_peek = ReadEntry(2, 7, action=MQ_ACTION_PEEK_CURRENT)
+    for e in (peek, receive, only_peek):
+        Core.pending.add(e)
+    table = PendingRequestTable(Core)
+    assert table.find(1, 7) is receive and table.find(1, 8) is None and table.find(2, 7) is None
+    assert table.has_handle(1) and not table.has_handle(2) and not table.has_handle(3)
+    Core.pending.remove(receive)
+    Core.locked.add(locked := ReadEntry(2, 9, action=MQ_ACTION_RECEIVE))
+    assert table.find(1, 7) is None and not table.has_handle(1) and table.has_handle(2) and table.find(2, 9) is locked
 
 
 @pytest.mark.parametrize("timeout, cursor, inline", [

@@ -10,7 +10,8 @@ from qm2qm.mqrr.codec import decode
 from qm2qm.mqrr.handlers import start_receive as sr
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.handlers._transaction import NULL_UOW, find_transaction, uow_of
-from qm2qm.mqrr.service import Service, is_receive
+from qm2qm.mqrr.service import Service
+from qm2qm.remote_read.actions import is_receive
 from qm2qm.remote_read.cursors import find_cursor
 from qm2qm.remote_read.reads import run_read
 from qm2qm.rpc.interface import CallContext
