@@ -265,7 +265,8 @@ class Queue:
     total_bytes: int = 0
     journal_queue_reference: "Queue | None" = None
     queue_manager: object = None
-    open_queue_descriptor_collection: list = field(default_factory=list)
+    # OpenQueueDescriptorCollection: a dict used as an insertion-ordered set (a close removes in one step)
+    open_queue_descriptor_collection: dict = field(default_factory=dict)
     subqueue_collection: list = field(default_factory=list)
     # The inverse of SubqueueCollection: the queue a subqueue belongs to (None for a queue)
     parent_queue: "Queue | None" = None
@@ -276,6 +277,9 @@ class Queue:
         # The accept_key of every WaitingMessageReadOperation of its descriptors: a position made available can
         # satisfy a reader only if its LookupIdentifier is above the reader's key (START_KEY: any position).
         self.waiting_read_keys = SortedList()
+        # How many of its descriptors each of Open Queue's share-mode branches looks for (3.1.7.1.5), by
+        # queue_manager.share_kind: DenyReceive + receive, DenyReceive + peek, DenyNone + receive.
+        self.share_counts = [0, 0, 0]
 
     @property
     def positions(self) -> MessagePositionList:

@@ -100,6 +100,18 @@ class CursorLimitReached(Exception):
         self.status = st.MQ_ERROR_INSUFFICIENT_RESOURCES
 
 
+def share_kind(descriptor: OpenQueueDescriptor) -> int | None:
+    """Which of Queue.share_counts counts a descriptor (the ones 3.1.7.1.5's share-mode branches look for), or None."""
+    if descriptor.share_mode is QueueShareMode.DENY_RECEIVE:
+        if descriptor.access_type is QueueAccessType.RECEIVE_ACCESS:
+            return 0
+        if descriptor.access_type in (QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS):
+            return 1
+    elif descriptor.share_mode is QueueShareMode.DENY_NONE and descriptor.access_type is QueueAccessType.RECEIVE_ACCESS:
+        return 2
+    return None
+
+
 class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
     """QueueManager (3.1.1.1): the LocalQueueManager with its QueueCollection and events."""
 
@@ -428,7 +440,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         if status != st.MQ_OK:
             return status, None         # (a subqueue refused here has the descriptor that refused it: it stays)
         desc = self._new_descriptor(required_access, shared_mode, queue_obj, format_name, False, remote_read_state)
-        queue_obj.open_queue_descriptor_collection.append(desc)
+        queue_obj.open_queue_descriptor_collection[desc] = None
+        kind = share_kind(desc)
+        if kind is not None:
+            queue_obj.share_counts[kind] += 1
         return st.MQ_OK, desc
 
     @staticmethod
@@ -440,17 +455,17 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
 
     @staticmethod
     def _share_mode_check(queue: Queue, access: QueueAccessType, share: QueueShareMode) -> int:
-        """The three ordered share-mode branches of 3.1.7.1.5."""
-        descs = queue.open_queue_descriptor_collection
+        """The three ordered share-mode branches of 3.1.7.1.5, on the queue's counts of the descriptors each looks for
+        (a scan of every descriptor made each open cost O(open descriptors): 5 ms an open at 8,000)."""
+        deny_receive_readers, deny_receive_peekers, shared_readers = queue.share_counts
         receive = QueueAccessType.RECEIVE_ACCESS
-        if any(d.share_mode is QueueShareMode.DENY_RECEIVE and d.access_type is receive for d in descs):
+        if deny_receive_readers:
             if share is QueueShareMode.DENY_RECEIVE or access is receive:
                 return st.MQ_ERROR_SHARING_VIOLATION
-        elif any(d.share_mode is QueueShareMode.DENY_RECEIVE and d.access_type in (
-                QueueAccessType.PEEK_ACCESS, QueueAccessType.PEEK_ADMIN_ACCESS) for d in descs):
+        elif deny_receive_peekers:
             if access is receive:
                 return st.MQ_ERROR_SHARING_VIOLATION
-        elif any(d.share_mode is QueueShareMode.DENY_NONE and d.access_type is receive for d in descs):
+        elif shared_readers:
             if share is QueueShareMode.DENY_RECEIVE:
                 return st.MQ_ERROR_SHARING_VIOLATION
         return st.MQ_OK
@@ -545,7 +560,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             return st.MQ_OK
         for position in list(descriptor.locked_positions.values()):
             self._end_two_phase(descriptor, position, delete_message=False)
-        queue.open_queue_descriptor_collection.remove(descriptor)
+        del queue.open_queue_descriptor_collection[descriptor]
+        kind = share_kind(descriptor)
+        if kind is not None:
+            queue.share_counts[kind] -= 1
         if queue.parent_queue is not None:
             self.drop_subqueue_if_idle(queue)
         return st.MQ_OK

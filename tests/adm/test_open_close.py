@@ -4,10 +4,14 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings, strategies as hs
 
 from shared_adm import status as st
+from shared_adm.clock import ManualScheduler
 from shared_adm.enums import QueueAccessType as A, QueueShareMode as S, QueueType
 from shared_adm.format_name import parse, pathname_key
+from shared_adm.queue_manager import QueueManager, share_kind
+from shared_adm.store.base import MemoryStore
 
 from .conftest import QNAME, put
 
@@ -128,6 +132,26 @@ def test_share_mode_table(qm, queue, first, second):
     assert status == _expected([], *first)
     status, _ = qm.open_queue(QNAME, *second)
     assert status == _expected([first], *second)
+
+
+@settings(max_examples=150, deadline=None)
+@given(hs.lists(hs.tuples(hs.sampled_from(ACCESSES), hs.sampled_from(list(S)), hs.integers(0, 7)), max_size=30))
+def test_share_mode_of_opens_and_closes_in_any_order(steps):
+    """Each open is judged on the descriptors open at that moment, however many opened and closed before: the queue's
+    share_counts follow every open and close."""
+    qm = QueueManager(store=MemoryStore(), scheduler=ManualScheduler(), computer_name="qm2qm")
+    qm.initialize()
+    queue = qm.create_queue(r".\private$\q")[1]
+    opened = []
+    for access, share, close in steps:
+        status, desc = qm.open_queue(QNAME, access, share)
+        assert status == _expected([(d.access_type, d.share_mode) for d in opened], access, share)
+        if desc is not None:
+            opened.append(desc)
+        if close < len(opened) and close % 2:
+            assert qm.close_queue(opened.pop(close)) == st.MQ_OK
+        assert list(queue.open_queue_descriptor_collection) == opened
+        assert queue.share_counts == [sum(share_kind(d) == kind for d in opened) for kind in range(3)]
 
 
 def test_descriptor_handles_unique_and_looked_up(qm, queue):

@@ -22,7 +22,7 @@ def test_a_remote_reader_s_open_past_max_open_queues_answers_insufficient_resour
     qm.max_open_queues = 2
     first, second = (qm.open_queue(QNAME, RECEIVE, DENY_NONE, OPENED)[1] for _ in range(2))
     assert qm.open_queue(QNAME, RECEIVE, DENY_NONE, OPENED) == (st.MQ_ERROR_INSUFFICIENT_RESOURCES, None)
-    assert queue.open_queue_descriptor_collection == [first, second]
+    assert list(queue.open_queue_descriptor_collection) == [first, second]
     assert qm.close_queue(first) == st.MQ_OK
     assert qm.open_queue(QNAME, RECEIVE, DENY_NONE, OPENED)[0] == st.MQ_OK
 
