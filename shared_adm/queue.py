@@ -280,6 +280,8 @@ class Queue:
         # How many of its descriptors each of Open Queue's share-mode branches looks for (3.1.7.1.5), by
         # queue_manager.share_kind: DenyReceive + receive, DenyReceive + peek, DenyNone + receive.
         self.share_counts = [0, 0, 0]
+        # The TotalBytes of its subqueues together: Enqueue Message's quota counts them (3.1.7.1.9, our moves rule)
+        self.subqueue_bytes = 0
 
     @property
     def positions(self) -> MessagePositionList:

@@ -270,6 +270,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             queue.message_position_list.insert_many(run)
             queue.total_bytes += size
             self.total_bytes += size
+            if queue.parent_queue is not None:
+                queue.parent_queue.subqueue_bytes += size
 
     def _create_system_queues(self) -> None:
         by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}
@@ -620,6 +622,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
                 stored.append(position.lookup_identifier)
         queue.total_bytes -= size
         self.total_bytes -= size
+        if queue.parent_queue is not None:
+            queue.parent_queue.subqueue_bytes -= size
         if self._ttbr_deferred:
             self._ttbr_deferred.difference_update((queue.identifier, p.lookup_identifier) for p in removed)
         if stored:
@@ -650,9 +654,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         if self.throttled or size_kb > self.queue_manager_quota:
             self.sequential_id = before
             return 2
-        family_bytes = queue.total_bytes
-        if queue.subqueue_collection:       # moves between a queue and its subqueues leave its quota as it was
-            family_bytes += sum(subqueue.total_bytes for subqueue in queue.subqueue_collection)
+        family_bytes = queue.total_bytes + queue.subqueue_bytes     # moves to and from subqueues keep its quota
         if (family_bytes + len(blob) + 1023) // 1024 > queue.quota:
             self.sequential_id = before
             return 1
@@ -755,6 +757,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         size = body_size(position.packed) * sign
         queue.total_bytes += size
         self.total_bytes += size
+        if queue.parent_queue is not None:
+            queue.parent_queue.subqueue_bytes += size
 
     def release_next_reader(self, queue: Queue) -> None:
         """Release Next Reader (3.1.7.3.7): a satisfied peek hands the message to the next reader at once (#7)."""

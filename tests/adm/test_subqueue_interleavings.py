@@ -59,6 +59,7 @@ class Model:
         assert not set(bodies) & self.gone
         for queue in self.queue.subqueue_collection:        # no idle subqueue stays
             assert queue.message_position_list or queue.open_queue_descriptor_collection
+        assert self.queue.subqueue_bytes == sum(queue.total_bytes for queue in self.queue.subqueue_collection)
         for _, position in self.places():                   # the operation index answers what a scan finds
             assert self.qm.transactional_operation_on(position) is scan_for_operation(self.qm, position)
         assert len(self.qm._operation_by_position) == sum(

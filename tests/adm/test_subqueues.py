@@ -8,7 +8,7 @@ from shared_adm import status as st
 from shared_adm.clock import ManualScheduler
 from shared_adm.enums import PositionState, QueueAccessType
 from shared_adm.format_name import parse
-from shared_adm.message import DeliveryGuarantee
+from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
 
 from .conftest import DENY_NONE, PEEK, QNAME, RECEIVE, SEND, bodies, put
@@ -174,6 +174,18 @@ def test_subqueue_messages_survive_a_restart(qm, queue, store):
     assert poison is not None and poison.parent_queue is parent and parent.subqueue_collection == [poison]
     assert bodies(again, poison) == [(b"keep", "Available")]
     assert holder.queue_reference.identifier == poison.identifier
+    assert parent.subqueue_bytes == poison.total_bytes > 0 and parent.total_bytes == 0     # the quota counts both
+
+
+def test_a_queue_s_quota_counts_its_subqueues_messages(qm, queue):
+    first, = put(qm, queue, "x" * 700)
+    open_ok(qm, POISON)
+    move_to_poison(qm, queue, first)
+    queue.quota = 1                                         # KB: the moved message still fills most of it
+    poison = qm.subqueue(queue, "poison")
+    assert queue.subqueue_bytes == poison.total_bytes >= 700 and queue.total_bytes == 0
+    assert qm.enqueue_message(queue, Message(body=b"y" * 400)) == 1
+    assert qm.enqueue_message(queue, Message(body=b"y" * 50)) == 0
 
 
 def test_a_stored_subqueue_left_empty_is_gone_after_a_restart(qm, queue, store):
