@@ -134,7 +134,7 @@ class PendingRead:
             if self._result is None:
                 self.cancel(st.MQ_ERROR_OPERATION_CANCELLED)
             else:
-                self.operation.queue_manager._abandon(self._result)
+                self.operation.queue_manager._abandon(self._result, self.operation.descriptor)
             raise
         return self._result
 
@@ -177,6 +177,7 @@ class OpenQueueDescriptor:
     # ours: Tag -> the waiting operations with that Tag, FIFO (Cancel Waiting Message Read Request by Tag, 3.1.7.1.17)
     waiting_by_tag: dict = field(default_factory=dict, repr=False)
     locked_positions: dict = field(default_factory=dict)   # lookup id -> position Locked by a two-phase read here
+    open_order: int = 0     # ours: its rank in its queue's OpenQueueDescriptorCollection (Queue.waiting_descriptors)
 
     @property
     def can_receive(self) -> bool:

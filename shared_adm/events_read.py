@@ -134,12 +134,13 @@ class ReadEvents:
         else:
             self.message_position_available(queue, position)
 
-    def _abandon(self, result: ReadResult) -> None:
-        """A resolved two-phase read whose awaiter went away: NACK it so the message is not stranded."""
-        if result.two_phase and result.position is not None:
-            for desc in list(result.position.queue.open_queue_descriptor_collection):
-                if desc.locked_positions.get(result.position.lookup_identifier) is result.position:
-                    self._end_two_phase(desc, result.position, delete_message=False)
+    def _abandon(self, result: ReadResult, descriptor: OpenQueueDescriptor) -> None:
+        """A resolved two-phase read whose awaiter went away: NACK it so the message is not stranded (it is Locked in
+        the locked_positions of the descriptor it was read through, unless that descriptor ended it already)."""
+        position = result.position
+        if result.two_phase and position is not None \
+                and descriptor.locked_positions.get(position.lookup_identifier) is position:
+            self._end_two_phase(descriptor, position, delete_message=False)
 
     # ------------------------------------------------------------------ 3.1.7.1.13 lookup
     def read_message_by_lookup_identifier(self, descriptor: OpenQueueDescriptor, lookup_id: int,
@@ -235,6 +236,8 @@ class ReadEvents:
         op = WaitingMessageReadOperation(destructive_read=destructive_read, tag=tag, cursor_reference=cursor,
                                          descriptor=descriptor, queue_manager=self, complete=complete)
         op.pending = PendingRead(op)
+        if not descriptor.waiting_message_read_operation_collection:
+            descriptor.queue_reference.waiting_descriptors[descriptor.open_order] = descriptor
         descriptor.waiting_message_read_operation_collection[op] = None
         op.queue = descriptor.queue_reference
         ref = None if cursor is None else cursor.message_position_reference
@@ -271,6 +274,8 @@ class ReadEvents:
         descriptor.waiting_message_read_operation_collection.pop(reader, None)
         if reader.queue is not None:
             reader.queue.waiting_read_keys.remove(reader.accept_key)
+            if not descriptor.waiting_message_read_operation_collection:
+                reader.queue.waiting_descriptors.pop(descriptor.open_order, None)
             reader.queue = None
         if reader.cursor_reference is not None and reader.cursor_reference.waiting_read is reader:
             reader.cursor_reference.waiting_read = None
@@ -288,9 +293,7 @@ class ReadEvents:
         keys = queue.waiting_read_keys
         if not keys or keys[0] >= position.lookup_identifier:
             return              # no reader waits, or every one waits on a cursor at or past the position
-        for desc in list(queue.open_queue_descriptor_collection):
-            if not desc.waiting_message_read_operation_collection:
-                continue
+        for desc in list(queue.waiting_descriptors.values()):
             for reader in list(desc.waiting_message_read_operation_collection):
                 if position.state is not PositionState.AVAILABLE:
                     return
@@ -314,7 +317,7 @@ class ReadEvents:
         if isinstance(queue_or_descriptor, OpenQueueDescriptor):
             descriptors = [queue_or_descriptor]
         elif isinstance(queue_or_descriptor, Queue):
-            descriptors = list(queue_or_descriptor.open_queue_descriptor_collection)
+            descriptors = list(queue_or_descriptor.waiting_descriptors.values())     # (no wait, no match)
         else:
             return st.STATUS_NOT_FOUND
         key = _tag_key(tag)

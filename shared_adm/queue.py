@@ -277,6 +277,9 @@ class Queue:
         # The accept_key of every WaitingMessageReadOperation of its descriptors: a position made available can
         # satisfy a reader only if its LookupIdentifier is above the reader's key (START_KEY: any position).
         self.waiting_read_keys = SortedList()
+        # Its descriptors that have waiting reads, in OpenQueueDescriptorCollection order (by open_order): the reader
+        # loop of Message Position Available visits these, not every open descriptor.
+        self.waiting_descriptors = SortedDict()
         # How many of its descriptors each of Open Queue's share-mode branches looks for (3.1.7.1.5), by
         # queue_manager.share_kind: DenyReceive + receive, DenyReceive + peek, DenyNone + receive.
         self.share_counts = [0, 0, 0]

@@ -23,6 +23,7 @@ Defect decisions are numbered as in shared_adm/DEFECTS.md.
 from __future__ import annotations
 
 import gc
+import itertools
 import secrets
 import uuid
 
@@ -146,6 +147,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self._by_path: dict[str, Queue] = {}
         self._by_number: dict[int, Queue] = {}
         self._descriptors: dict[int, OpenQueueDescriptor] = {}
+        self._open_order = itertools.count(1)           # OpenQueueDescriptor.open_order
         self._remote_descriptors: set[int] = set()      # Handles of those opened for a remote reader (max_open_queues)
         self._context_values: set[int] = set()
         self._cursors: dict[int, Cursor] = {}
@@ -443,6 +445,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             return status, None         # (a subqueue refused here has the descriptor that refused it: it stays)
         desc = self._new_descriptor(required_access, shared_mode, queue_obj, format_name, False, remote_read_state)
         queue_obj.open_queue_descriptor_collection[desc] = None
+        desc.open_order = next(self._open_order)
         kind = share_kind(desc)
         if kind is not None:
             queue_obj.share_counts[kind] += 1

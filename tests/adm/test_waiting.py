@@ -189,6 +189,16 @@ class _AlwaysMaybe(list):
         return -2
 
 
+class _EveryDescriptor(dict):
+    """A waiting_descriptors that hands _offer every open descriptor of the queue, in collection order."""
+    def __init__(self, queue):
+        super().__init__()
+        self._queue = queue
+
+    def values(self):
+        return list(self._queue.open_queue_descriptor_collection)
+
+
 _wait_step = hs.one_of(
     hs.tuples(hs.just("put"), hs.integers(0, 7)),
     hs.tuples(hs.just("wait"), hs.sampled_from([0, 500, INFINITE])),
@@ -208,6 +218,7 @@ def _waiting_run(steps, index: bool):
     queue = qm.create_queue(r".\private$\q")[1]
     if not index:
         queue.waiting_read_keys = _AlwaysMaybe()
+        queue.waiting_descriptors = _EveryDescriptor(queue)
     descs = [qm.open_queue(QNAME, QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE)[1] for _ in range(2)]
     cursors = [qm.open_cursor(descs[i % 2]) for i in range(4)]
     reads, locks, trace = [], [], []
@@ -247,6 +258,8 @@ def _waiting_run(steps, index: bool):
             readers = [r for d in descs for r in d.waiting_message_read_operation_collection]
             assert list(queue.waiting_read_keys) == sorted(r.accept_key for r in readers)
             assert all(r.queue is queue for r in readers)
+            assert list(queue.waiting_descriptors.values()) == [
+                d for d in queue.open_queue_descriptor_collection if d.waiting_message_read_operation_collection]
             for cursor in cursors:          # Close Cursor stops the one wait it records, not a scan for it
                 assert [r for r in readers if r.cursor_reference is cursor] == \
                     ([cursor.waiting_read] if cursor.waiting_read is not None else [])
@@ -258,8 +271,9 @@ def _waiting_run(steps, index: bool):
 @settings(max_examples=300, deadline=None)
 @given(hs.lists(_wait_step, max_size=30))
 def test_offer_skips_only_readers_that_cannot_take_the_position(steps):
-    """The index lets Message Position Available skip its reader loop when no reader can take the position; every
-    read ends, waits or is skipped exactly as with the loop run over every reader. Each cursor records its wait."""
+    """The index lets Message Position Available skip its reader loop when no reader can take the position, and visit
+    only the descriptors with waits; every read ends, waits or is skipped exactly as with the loop run over every
+    reader of every descriptor. Each cursor records its wait."""
     assert _waiting_run(steps, index=True) == _waiting_run(steps, index=False)
 
 
