@@ -270,10 +270,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         """Link a run of one queue's loaded Available positions; TotalBytes counts them (_add_bytes, in one step)."""
         if run:
             queue.message_position_list.insert_many(run)
-            queue.total_bytes += size
-            self.total_bytes += size
-            if queue.parent_queue is not None:
-                queue.parent_queue.subqueue_bytes += size
+            self._count_bytes(queue, size)
 
     def _create_system_queues(self) -> None:
         by_path = {q.pathname: q for q in self.queue_collection.values() if q.queue_type is QueueType.SYSTEM}
@@ -623,10 +620,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             size += body_size(packed)
             if recoverable(packed):
                 stored.append(position.lookup_identifier)
-        queue.total_bytes -= size
-        self.total_bytes -= size
-        if queue.parent_queue is not None:
-            queue.parent_queue.subqueue_bytes -= size
+        self._count_bytes(queue, -size)
         if self._ttbr_deferred:
             self._ttbr_deferred.difference_update((queue.identifier, p.lookup_identifier) for p in removed)
         if stored:
@@ -757,7 +751,11 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
 
     def _add_bytes(self, queue: Queue, position: MessagePosition, sign: int) -> None:
         """TotalBytes counts Available messages only, so Lock/NACK cycles cannot inflate it (#13)."""
-        size = body_size(position.packed) * sign
+        self._count_bytes(queue, body_size(position.packed) * sign)
+
+    def _count_bytes(self, queue: Queue, size: int) -> None:
+        """TotalBytes of the queue and of the queue manager change by ``size``; a subqueue's also counts in its queue's
+        subqueue_bytes (the quota of a send to that queue)."""
         queue.total_bytes += size
         self.total_bytes += size
         if queue.parent_queue is not None:

@@ -14,6 +14,6 @@ class ReadCore:
     rRemoteReadEntryCollection, the waiting part of MS-MQRR's PendingRequestTable), the receives holding a
     Locked message until their End (``locked``) and the packet memo. A protocol's service extends it."""
     qm: Any
-    pending: ReadEntryTable = field(default_factory=ReadEntryTable, repr=False)
+    pending: ReadEntryTable = field(default_factory=lambda: ReadEntryTable(count_receives=True), repr=False)
     locked: ReadEntryTable = field(default_factory=ReadEntryTable, repr=False)
     packets: PacketCache = field(default_factory=PacketCache, repr=False)

@@ -44,10 +44,11 @@ class ReadEntryTable:
 
     __slots__ = ("_by_descriptor", "_receives")
 
-    def __init__(self) -> None:
+    def __init__(self, count_receives: bool = False) -> None:
         # descriptor handle -> RequestId -> the entries of that key, in the order added (a dict as an ordered set)
         self._by_descriptor: dict[int, dict[int, dict[ReadEntry, None]]] = {}
-        self._receives: dict[int, int] = {}     # descriptor handle -> how many of its entries are receives
+        # count_receives: descriptor handle -> how many of its entries are receives (receives_of)
+        self._receives: dict[int, int] | None = {} if count_receives else None
 
     def __len__(self) -> int:
         return sum(len(entries) for by_id in self._by_descriptor.values() for entries in by_id.values())
@@ -62,8 +63,9 @@ class ReadEntryTable:
         """Add an entry (duplicates are the caller's choice: MS-MQQP 3.1.4.11 adds without checking)."""
         by_id = self._by_descriptor.setdefault(entry.descriptor_handle, {})
         entries = by_id.setdefault(entry.request_id, {})
-        if entry not in entries and is_receive(entry.action):
-            self._receives[entry.descriptor_handle] = self._receives.get(entry.descriptor_handle, 0) + 1
+        receives = self._receives
+        if receives is not None and entry not in entries and is_receive(entry.action):
+            receives[entry.descriptor_handle] = receives.get(entry.descriptor_handle, 0) + 1
         entries[entry] = None
 
     def remove(self, entry: ReadEntry) -> bool:
@@ -72,12 +74,13 @@ class ReadEntryTable:
         entries = by_id.get(entry.request_id) if by_id else None
         if not remove_identical(entries, entry):
             return False
-        if is_receive(entry.action):
-            left = self._receives[entry.descriptor_handle] - 1
+        receives = self._receives
+        if receives is not None and is_receive(entry.action):
+            left = receives[entry.descriptor_handle] - 1
             if left:
-                self._receives[entry.descriptor_handle] = left
+                receives[entry.descriptor_handle] = left
             else:
-                del self._receives[entry.descriptor_handle]
+                del receives[entry.descriptor_handle]
         if not entries:
             del by_id[entry.request_id]
             if not by_id:
@@ -90,7 +93,8 @@ class ReadEntryTable:
         return next(iter(entries)) if entries else None
 
     def receives_of(self, descriptor_handle: int) -> int:
-        """How many entries with this descriptor handle are receives (actions.is_receive of their action)."""
+        """How many entries with this descriptor handle are receives (actions.is_receive of their action); the table
+        must count them (count_receives)."""
         return self._receives.get(descriptor_handle, 0)
 
     def has_descriptor(self, descriptor_handle: int) -> bool:

@@ -718,15 +718,17 @@ class SqliteStore:
         """delete_message() of each, under one lock (Purge Queue deletes a queue's Available messages at once)."""
         _check_identifier(queue_identifier)
         ids = lookup_identifiers
-        if not ids:
-            return
         with collector_paused():        # hundreds of thousands of new keys, none of them garbage
-            if set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 64:
+            if not ids:
+                keys = []
+            elif set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < 1 << 64:
                 keys = list(zip(repeat(queue_identifier), map(sub, ids, repeat(_BIAS))))    # _u64 of each
             else:
                 keys = [(queue_identifier, _u64(i, "lookup identifier")) for i in ids]
             with self._lock:
                 self._check_open()
+                if not keys:
+                    return
                 self._pending.messages.update(zip(keys, repeat(_DELETE_OP)))
                 locked = self._locked
                 if locked and not locked.keys().isdisjoint(keys):

@@ -75,7 +75,7 @@ def test_entry_table_keys_on_descriptor_and_request_id_and_removes_the_very_entr
 
 
 def test_entry_table_reads_one_key_in_the_order_added_and_counts_each_descriptors_receives():
-    table = ReadEntryTable()
+    table = ReadEntryTable(count_receives=True)
     a, b, c = (ReadEntry(1, 7, action=MQ_ACTION_RECEIVE), ReadEntry(1, 8, action=MQ_ACTION_PEEK_CURRENT),
                ReadEntry(1, 7, action=MQ_LOOKUP_RECEIVE_NEXT))
     for e in (a, b, c, ReadEntry(2, 7, action=MQ_ACTION_PEEK_CURRENT)):
@@ -94,7 +94,7 @@ def test_pending_request_table_finds_the_receive_behind_a_peek_of_the_same_reque
     from qm2qm.mqrr.service import PendingRequestTable
 
     class Core:
-        pending, locked = ReadEntryTable(), ReadEntryTable()
+        pending, locked = ReadEntryTable(count_receives=True), ReadEntryTable()
     peek, receive = ReadEntry(1, 7, action=MQ_ACTION_PEEK_CURRENT), ReadEntry(1, 7, action=MQ_ACTION_RECEIVE)
     only_peek = ReadEntry(2, 7, action=MQ_ACTION_PEEK_CURRENT)
     for e in (peek, receive, only_peek):

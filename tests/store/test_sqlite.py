@@ -361,6 +361,9 @@ def test_use_after_close_is_a_store_error(data_dir):
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.put_message(_msg(1))
+    for keys in ([1, 2], []):
+        with pytest.raises(StoreError, match="closed"):
+            store.delete_messages(Q, keys)
     with pytest.raises(StoreError, match="closed"):
         store.flush()
     with pytest.raises(StoreError, match="closed"):

@@ -9,8 +9,8 @@ from qm2qm.mqrr.codec_fast import encode_receive_response
 from qm2qm.mqrr.handlers._queue import queue_of
 from qm2qm.mqrr.sections import Section, packet_sections
 from qm2qm.mqrr.service import PendingRequestEntry, Service
-from qm2qm.remote_read.actions import is_receive
-from qm2qm.remote_read.actions import LOOKUP_ACTIONS, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE
+from qm2qm.remote_read.actions import (LOOKUP_ACTIONS, MQ_ACTION_PEEK_CURRENT, MQ_ACTION_PEEK_NEXT, MQ_ACTION_RECEIVE,
+                                       is_receive)
 from qm2qm.remote_read.cursors import find_cursor
 from qm2qm.remote_read.locks import release
 from qm2qm.remote_read.packets import take_packet
