@@ -1,6 +1,6 @@
 """Checks: slowloris, more than --max-connections, idle unbound connections, half-sent fragmented requests, pipelined
 calls whose answers nobody reads, woken peeks nobody reads, requests of 8 MiB of array items, sessions piled on one
-descriptor (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3)."""
+descriptor, opens piled on one queue (issue 14; C706 12.6.3.7, 12.6.4; MS-RPCE 3.3.3; MS-MQDMPR 3.1.7.1.5)."""
 from __future__ import annotations
 
 import base64
@@ -16,7 +16,7 @@ from impacket.dcerpc.v5.ndr import NDRPOINTER, NULL
 from qm2qm.mqmp import idl as mqmp_idl
 from qm2qm.mqrr import idl as mqrr_idl
 from soak import qm2qm_calls as q
-from soak import wire
+from soak import seeds_qmcomm, wire
 from soak.admin import Admin
 from soak.harness import LogWatch, Run, wait_until
 
@@ -38,6 +38,11 @@ MQ_ERROR_INVALID_HANDLE = 0xC00E0007
 PILED_CONNECTIONS, PILED_SESSIONS = 8, 2000     # RemoteQMOpenQueue sessions each, all on one made-up dwpContext
 PILED_DESCRIPTOR = 0x5EED
 PILED_CPU_LIMIT_S = 0.5             # one connection's rundown (a scan per session took about 2 s here)
+OPENS_QUEUE = r".\private$\soak-pressure-opens"
+OPENS_CONNECTIONS, OPENS_EACH = 4, 4096     # R_QMOpenRemoteQueue of one queue: each connection's limit of handles
+OPENS_CPU_LIMIT_US = 600.0          # server CPU an open, on average (a scan of every open descriptor: 5 ms at 8,000)
+OPENS_RUNDOWN_LIMIT_S = 2.0         # one connection's 4,096 descriptors closed
+R_QM_OPEN_REMOTE_QUEUE = 2          # qmcomm opnum (MS-MQMP 3.1.4.2)
 
 
 def _log_note(problems: list[str]) -> str:
@@ -423,12 +428,13 @@ def array_requests(r: Run) -> None:
         server.stop()
 
 
-def _open_sessions(client: wire.RawClient, count: int, stub: bytes) -> bool:
-    """``count`` RemoteQMOpenQueue calls, 64 pipelined at a time; whether each answered MQ_OK."""
+def _open_sessions(client: wire.RawClient, count: int, stub: bytes, opnum: int = q.OPEN_QUEUE) -> bool:
+    """``count`` calls of ``stub`` (RemoteQMOpenQueue unless said), 64 pipelined at a time; whether each answered
+    MQ_OK."""
     ok = True
     for first in range(0, count, 64):
         n = min(64, count - first)
-        client.sock.sendall(b"".join(wire.request(client.call_id + 1 + i, 0, q.OPEN_QUEUE, stub) for i in range(n)))
+        client.sock.sendall(b"".join(wire.request(client.call_id + 1 + i, 0, opnum, stub) for i in range(n)))
         client.call_id += n
         for _ in range(n):
             ptype, answer = client.read_reply()
@@ -477,6 +483,40 @@ def piled_sessions(r: Run) -> None:
         server.stop()
 
 
+def piled_opens(r: Run) -> None:
+    """Anonymous R_QMOpenRemoteQueue of one queue (read access: --allow-anonymous-read) until several connections hold
+    their 4,096 descriptors each: an open costs the same however many are open (Open Queue's share-mode check reads
+    counts, not every descriptor), and one connection's rundown closes its descriptors one step each."""
+    server = r.server("opens").start()
+    watch = LogWatch(server)
+    try:
+        Admin(server.admin).ok("POST", "/v1/queues", {"pathname": OPENS_QUEUE})
+        stub = seeds_qmcomm.open_remote_queue("DIRECT=OS:" + OPENS_QUEUE, False)
+        clients = [wire.RawClient(server.host, server.qmcomm_port, timeout=120) for _ in range(OPENS_CONNECTIONS)]
+        for client in clients:
+            client.bind(mqmp_idl.MSRPC_UUID_QMCOMM)
+        before = server.cpu_seconds()
+        opened = all(_open_sessions(client, OPENS_EACH, stub, R_QM_OPEN_REMOTE_QUEUE) for client in clients)
+        per_open_us = (server.cpu_seconds() - before) / (OPENS_CONNECTIONS * OPENS_EACH) * 1e6
+        clients[-1].abort()
+        rundown = _cpu_until_quiet(server)
+        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+        for client in clients[:-1]:
+            client.close()
+        problems = watch.new_problems()
+        total = OPENS_CONNECTIONS * OPENS_EACH
+        r.report.check(f"{total} anonymous R_QMOpenRemoteQueue of one queue over {OPENS_CONNECTIONS} connections: "
+                       f"<= {OPENS_CPU_LIMIT_US:.0f} us of server CPU an open; one connection's rundown <= "
+                       f"{OPENS_RUNDOWN_LIMIT_S} s",
+                       opened and per_open_us <= OPENS_CPU_LIMIT_US and rundown <= OPENS_RUNDOWN_LIMIT_S
+                       and not problems,
+                       f"opened: {'all' if opened else 'not all'}; {per_open_us:.0f} us an open; rundown of "
+                       f"{OPENS_EACH} descriptors {rundown:.2f} s; GetVersion after {latency_ms:.1f} ms"
+                       + _log_note(problems))
+    finally:
+        server.stop()
+
+
 def run(r: Run) -> None:
     slowloris(r)
     max_connections(r)
@@ -486,3 +526,4 @@ def run(r: Run) -> None:
     woken_peeks(r)
     array_requests(r)
     piled_sessions(r)
+    piled_opens(r)
