@@ -267,7 +267,8 @@ class Queue:
     queue_manager: object = None
     # OpenQueueDescriptorCollection: a dict used as an insertion-ordered set (a close removes in one step)
     open_queue_descriptor_collection: dict = field(default_factory=dict)
-    subqueue_collection: list = field(default_factory=list)
+    # SubqueueCollection: a dict used as an insertion-ordered set (a subqueue leaves in one step)
+    subqueue_collection: dict = field(default_factory=dict)
     # The inverse of SubqueueCollection: the queue a subqueue belongs to (None for a queue)
     parent_queue: "Queue | None" = None
 

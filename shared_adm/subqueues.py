@@ -63,7 +63,7 @@ class SubqueueEvents:
         queue.parent_queue = parent
         queue.queue_manager = self
         queue.qualified_pathname = queue.pathname
-        parent.subqueue_collection.append(queue)
+        parent.subqueue_collection[queue] = None
         self._subqueues[queue.identifier] = queue
         self._subqueue_names[parent.identifier, queue.subqueue_name.lower()] = queue
 
@@ -92,7 +92,7 @@ class SubqueueEvents:
             return
         del self._subqueues[queue.identifier]
         self._forget_subqueue_name(queue)
-        queue.parent_queue.subqueue_collection.remove(queue)
+        del queue.parent_queue.subqueue_collection[queue]
         self.store.delete_queue(queue.store_identifier)
 
     def _live_move_target(self, queue: Queue) -> Queue | None:

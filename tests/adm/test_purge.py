@@ -84,6 +84,6 @@ def test_purge_of_a_closed_subqueue_that_it_empties_drops_the_subqueue(qm, queue
     poison = holder.queue_reference
     move_to_poison(qm, queue, first)
     assert qm.close_queue(holder) == st.MQ_OK
-    assert queue.subqueue_collection == [poison]            # its message keeps it
+    assert list(queue.subqueue_collection) == [poison]            # its message keeps it
     assert qm.purge_queue(poison) == st.MQ_OK
-    assert queue.subqueue_collection == [] and qm.queue_by_pathname(r".\private$\q;poison") is None
+    assert list(queue.subqueue_collection) == [] and qm.queue_by_pathname(r".\private$\q;poison") is None

@@ -55,7 +55,7 @@ def test_subqueue_names_outside_the_abnf_or_on_other_format_names_are_illegal():
 def test_open_queue_creates_the_subqueue_implicitly(qm, queue):
     desc = open_ok(qm, POISON)
     poison = desc.queue_reference
-    assert poison.parent_queue is queue and queue.subqueue_collection == [poison]
+    assert poison.parent_queue is queue and list(queue.subqueue_collection) == [poison]
     assert poison.pathname == r"private$\q;poison" and poison.subqueue_name == "poison"
     assert poison.identifier not in qm.queue_collection and qm.queue_by_identifier(poison.identifier) is poison
     assert open_ok(qm, QNAME + ";POISON").queue_reference is poison       # names compare without case
@@ -69,7 +69,7 @@ def test_subqueue_shares_the_queues_transactional_attribute_and_has_no_journal(q
 
 def test_open_queue_of_a_subqueue_for_send_is_unsupported(qm, queue):
     assert qm.open_queue(POISON, SEND, DENY_NONE) == (st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION, None)
-    assert queue.subqueue_collection == []
+    assert list(queue.subqueue_collection) == []
 
 
 def test_open_queue_of_a_subqueue_of_a_missing_queue_is_queue_not_found(qm):
@@ -82,7 +82,7 @@ def test_system_queues_have_no_subqueues(qm):
     notify = r"DIRECT=OS:qm2qm\private$\notify_queue$;x"
     status, _ = qm.open_queue(notify, RECEIVE, DENY_NONE, RemoteReadState.OPENED)
     assert status == st.MQ_ERROR_QUEUE_NOT_FOUND
-    assert qm.queue_by_pathname(r".\private$\notify_queue$").subqueue_collection == []
+    assert list(qm.queue_by_pathname(r".\private$\notify_queue$").subqueue_collection) == []
     assert qm.open_queue(r"DIRECT=OS:qm2qm\SYSTEM$;DEADLETTER;x", RECEIVE, DENY_NONE)[0] == \
         st.MQ_ERROR_QUEUE_NOT_FOUND
 
@@ -91,7 +91,7 @@ def test_a_sharing_violation_on_an_existing_subqueue_keeps_it(qm, queue):
     from shared_adm.enums import QueueShareMode
     exclusive = qm.open_queue(POISON, RECEIVE, QueueShareMode.DENY_RECEIVE)[1]
     assert qm.open_queue(POISON, RECEIVE, DENY_NONE)[0] == st.MQ_ERROR_SHARING_VIOLATION
-    assert queue.subqueue_collection == [exclusive.queue_reference]
+    assert list(queue.subqueue_collection) == [exclusive.queue_reference]
 
 
 def test_an_empty_subqueue_is_gone_when_its_last_descriptor_closes(qm, queue, store):
@@ -99,9 +99,9 @@ def test_an_empty_subqueue_is_gone_when_its_last_descriptor_closes(qm, queue, st
     poison = first.queue_reference
     assert any(q.identifier == poison.store_identifier for q in store.load().queues)
     qm.close_queue(first)
-    assert queue.subqueue_collection == [poison]
+    assert list(queue.subqueue_collection) == [poison]
     qm.close_queue(second)
-    assert queue.subqueue_collection == [] and qm.queue_by_identifier(poison.identifier) is None
+    assert list(queue.subqueue_collection) == [] and qm.queue_by_identifier(poison.identifier) is None
     assert all(q.identifier != poison.store_identifier for q in store.load().queues)
     assert qm.subqueue(queue, "POISON") is None                     # not found by its name either
     again = open_ok(qm, POISON).queue_reference
@@ -120,7 +120,7 @@ def test_a_subqueue_holding_messages_outlives_its_descriptors_and_goes_with_its_
     result = qm.dequeue_message(reader, 0)
     assert result.status == st.MQ_OK and result.message.body == b"bad"
     qm.close_queue(reader)
-    assert queue.subqueue_collection == []
+    assert list(queue.subqueue_collection) == []
 
 
 def test_move_into_a_subqueue_and_back_keeps_the_message_and_its_lookup_identifier(qm, queue):
@@ -171,7 +171,7 @@ def test_subqueue_messages_survive_a_restart(qm, queue, store):
     again = restart(store)
     parent = again.queue_by_pathname(r".\private$\q")
     poison = again.queue_by_pathname(r".\private$\q;poison")
-    assert poison is not None and poison.parent_queue is parent and parent.subqueue_collection == [poison]
+    assert poison is not None and poison.parent_queue is parent and list(parent.subqueue_collection) == [poison]
     assert bodies(again, poison) == [(b"keep", "Available")]
     assert holder.queue_reference.identifier == poison.identifier
     assert parent.subqueue_bytes == poison.total_bytes > 0 and parent.total_bytes == 0     # the quota counts both
@@ -202,7 +202,7 @@ def pending_move_into_a_closed_subqueue(qm, queue):
     transaction = qm.create_transaction(os.urandom(16))
     assert qm.move_message(queue.message_position_list.get(lookup_id), holder.queue_reference, transaction) == 0
     qm.close_queue(holder)
-    assert queue.subqueue_collection == []              # empty and closed: gone, while the move is pending
+    assert list(queue.subqueue_collection) == []              # empty and closed: gone, while the move is pending
     return holder.queue_reference, transaction
 
 
@@ -242,7 +242,7 @@ def test_queue_by_pathname_finds_an_existing_subqueue_only(qm, queue):
     assert qm.queue_by_pathname(r".\private$\q;poison") is None
     poison = open_ok(qm, POISON).queue_reference
     assert qm.queue_by_pathname(r"qm2qm\private$\q;POISON") is poison
-    assert queue.subqueue_collection == [poison]
+    assert list(queue.subqueue_collection) == [poison]
 
 
 def test_receive_from_a_subqueue_deletes_with_ack_receive(qm, queue):
@@ -261,14 +261,14 @@ def test_a_transactional_move_into_a_subqueue_made_anew_meanwhile_lands_in_the_n
     again = open_ok(qm, POISON).queue_reference         # made anew: another Queue
     assert again is not old
     assert qm.transaction_commit(transaction.identifier) == st.MQ_OK
-    assert queue.subqueue_collection == [again] and bodies(qm, again) == [(b"m", "Available")]
+    assert list(queue.subqueue_collection) == [again] and bodies(qm, again) == [(b"m", "Available")]
 
 
 def test_no_subqueue_takes_the_name_of_a_reserved_suffix(qm, queue):
     for name in ("journal", "DeadLetter", "deadxact"):
         assert qm.subqueue(queue, name, create=True) is None
     assert open_ok(qm, QNAME + ";JOURNAL").queue_reference is queue.journal_queue_reference
-    assert queue.subqueue_collection == []
+    assert list(queue.subqueue_collection) == []
 
 
 def test_a_new_subqueue_past_max_subqueues_answers_insufficient_resources_until_one_goes(qm, queue):

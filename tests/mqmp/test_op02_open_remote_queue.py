@@ -197,7 +197,7 @@ async def test_a_subqueue_format_opens_the_subqueue_and_its_last_close_drops_it(
     poison = env.qm.descriptor_by_handle(opened.h_queue).queue_reference
     assert poison.parent_queue is env.queue and poison.subqueue_name == "poison"
     await env.run(client.close_remote_queue_context, opened.context)
-    assert env.queue.subqueue_collection == []
+    assert list(env.queue.subqueue_collection) == []
 
 
 async def test_a_subqueue_format_with_another_suffix_type_is_an_illegal_format_name(env):

@@ -571,7 +571,7 @@ async def test_move_with_a_bad_target_is_refused_and_moves_nothing(api, body, co
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", body)
     assert (status, data["error"]) == (code, error), data
     assert (await call(api, "GET", f"/v1/queues/{url(Q)}"))[1]["messages"] == 1
-    assert api.qm.queue_by_pathname(Q).subqueue_collection == []
+    assert list(api.qm.queue_by_pathname(Q).subqueue_collection) == []
 
 
 async def test_move_of_a_locked_or_missing_message_is_refused(api):
@@ -584,7 +584,7 @@ async def test_move_of_a_locked_or_missing_message_is_refused(api):
     assert api.qm.dequeue_message_begin(desc, 0).status == 0
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{lookup_id}/move", {"to": "p"})
     assert (status, data["error"]) == (409, "message_locked")
-    assert queue.subqueue_collection == []
+    assert list(queue.subqueue_collection) == []
 
 
 async def test_the_dead_letter_queue_has_no_subqueues(api):

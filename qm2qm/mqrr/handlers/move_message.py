@@ -19,7 +19,9 @@ def parent_pathname(queue: Any) -> str:
 
 def related(source: Any, destination: Any) -> bool:
     """One of the three relations 3.1.4.10 allows between the two queues."""
-    return (source in destination.subqueue_collection or destination in source.subqueue_collection
+    # A queue is in another's SubqueueCollection exactly when that one is its parent_queue (both are open here, so
+    # neither subqueue has been dropped): one test instead of a scan of every subqueue.
+    return (source.parent_queue is destination or destination.parent_queue is source
             or parent_pathname(source) == parent_pathname(destination))
 
 
