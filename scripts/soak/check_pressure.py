@@ -455,6 +455,16 @@ def _cpu_until_quiet(server, quiet_s: float = 0.3, settle_s: float = 0.05) -> fl
     return last - start
 
 
+def _abort_last(server, clients: list[wire.RawClient]) -> tuple[float, float]:
+    """Abort the last connection: (server CPU seconds of its rundown, a GetVersion's ms after); close the others."""
+    clients[-1].abort()
+    rundown = _cpu_until_quiet(server)
+    latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
+    for client in clients[:-1]:
+        client.close()
+    return rundown, latency_ms
+
+
 def piled_sessions(r: Run) -> None:
     """Anonymous RemoteQMOpenQueue sessions piled on one made-up descriptor (3.1.4.3 does not check it) over several
     connections; one connection aborts: its rundown removes each of its sessions in one step, not by a scan of all."""
@@ -467,11 +477,7 @@ def piled_sessions(r: Run) -> None:
             client.bind()
         opened = all(_open_sessions(client, PILED_SESSIONS, stub) for client in clients)
         time.sleep(0.3)
-        clients[-1].abort()             # the newest sessions, at the end of the descriptor's entries
-        rundown = _cpu_until_quiet(server)
-        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
-        for client in clients[:-1]:
-            client.close()
+        rundown, latency_ms = _abort_last(server, clients)   # the newest sessions, last among the descriptor's
         problems = watch.new_problems()
         total = PILED_CONNECTIONS * PILED_SESSIONS
         r.report.check(f"{total} anonymous sessions on one made-up dwpContext over {PILED_CONNECTIONS} connections; "
@@ -498,11 +504,7 @@ def piled_opens(r: Run) -> None:
         before = server.cpu_seconds()
         opened = all(_open_sessions(client, OPENS_EACH, stub, R_QM_OPEN_REMOTE_QUEUE) for client in clients)
         per_open_us = (server.cpu_seconds() - before) / (OPENS_CONNECTIONS * OPENS_EACH) * 1e6
-        clients[-1].abort()
-        rundown = _cpu_until_quiet(server)
-        latency_ms = wire.get_version_latency(server.host, server.port, 5.0) * 1000
-        for client in clients[:-1]:
-            client.close()
+        rundown, latency_ms = _abort_last(server, clients)
         problems = watch.new_problems()
         total = OPENS_CONNECTIONS * OPENS_EACH
         r.report.check(f"{total} anonymous R_QMOpenRemoteQueue of one queue over {OPENS_CONNECTIONS} connections: "
