@@ -48,9 +48,6 @@ class PendingRequestTable:
         entry = self._core.locked.find(descriptor_handle, request_id)
         if entry is not None:
             return entry
-        entry = self._core.pending.find(descriptor_handle, request_id)
-        if entry is None or is_receive(entry.action):
-            return entry
         return next((e for e in self._core.pending.matching(descriptor_handle, request_id) if is_receive(e.action)),
                     None)
 

@@ -89,8 +89,7 @@ class ReadEntryTable:
 
     def find(self, descriptor_handle: int, request_id: int) -> ReadEntry | None:
         """The (first) entry with this descriptor handle and RequestId, or None."""
-        entries = self._by_descriptor.get(descriptor_handle, {}).get(request_id)
-        return next(iter(entries)) if entries else None
+        return next(self.matching(descriptor_handle, request_id), None)
 
     def receives_of(self, descriptor_handle: int) -> int:
         """How many entries with this descriptor handle are receives (actions.is_receive of their action); the table
