@@ -3,6 +3,10 @@
 Expiry = SentTime + TimeToBeReceived (ArrivalTime when SentTime is 0), in whole seconds on the wall clock
 of the injected Scheduler; one scheduler timer serves a heap of (due ms, LookupIdentifier, queue id).
 A message found Locked or PurgePending at expiry expires at its Dequeue Message End / Abort (DEFECTS.md #14).
+
+A message received before its time leaves its heap entry behind (a heap cannot drop one cheaply): ``_ttbr_entries``
+holds the entries of positions still linked, and the heap is rebuilt from it once the stale entries outnumber the live
+ones, so a server that sends and receives messages with a day's TimeToBeReceived does not keep a day of entries.
 """
 from __future__ import annotations
 
@@ -18,15 +22,35 @@ from shared_adm.transaction import TransactionalOperation
 class ExpiryEvents:
     """Mixin of QueueManager: the Time To Be Received Timer and its expiry event."""
 
-    def _start_ttbr_timer(self, queue: Queue, message: Message) -> None:
+    # Stale heap entries allowed beyond the live ones before a rebuild (a small heap is never worth rebuilding).
+    TTBR_STALE_SLACK = 4096
+
+    def _start_ttbr_timer(self, position: MessagePosition, message: Message) -> None:
         ttbr = message.time_to_be_received
+        queue = position.queue
         if ttbr is None or ttbr == INFINITE or queue.queue_type is QueueType.SYSTEM:
             return
         base = message.sent_time or message.arrival_time
         delay_ms = max(0, (base + ttbr) * 1000 - round(self.scheduler.wall_time() * 1000))
         due = self.scheduler.now_ms() + delay_ms
-        heapq.heappush(self._ttbr_heap, (due, message.lookup_identifier, queue.identifier))
+        entry = (due, position.lookup_identifier, queue.identifier)
+        live = self._ttbr_entries
+        live[position] = entry
+        heap = self._ttbr_heap
+        heapq.heappush(heap, entry)
+        if len(heap) - len(live) > len(live) + self.TTBR_STALE_SLACK:
+            self._rebuild_ttbr_heap()
         self._arm_ttbr_timer()
+
+    def _rebuild_ttbr_heap(self) -> None:
+        """The heap of the live entries only (a stale entry names a position gone, or one with a live entry of its own)."""
+        heap = list(self._ttbr_entries.values())
+        heapq.heapify(heap)
+        self._ttbr_heap = heap
+
+    def _forget_ttbr(self, position: MessagePosition) -> None:
+        """The position is unlinked: its heap entry, if any, is stale from now on."""
+        self._ttbr_entries.pop(position, None)
 
     def _arm_ttbr_timer(self) -> None:
         if not self._ttbr_heap:
@@ -44,10 +68,13 @@ class ExpiryEvents:
         self._ttbr_timer_due = None
         now = self.scheduler.now_ms()
         while self._ttbr_heap and self._ttbr_heap[0][0] <= now:
-            _, lookup_id, queue_id = heapq.heappop(self._ttbr_heap)
+            entry = heapq.heappop(self._ttbr_heap)
+            _, lookup_id, queue_id = entry
             queue = self.queue_by_identifier(queue_id)
             position = queue.message_position_list.get(lookup_id) if queue is not None else None
             if position is not None:
+                if self._ttbr_entries.get(position) is entry:
+                    del self._ttbr_entries[position]
                 self.time_to_be_received_timer_expired(position)
         self._arm_ttbr_timer()
 

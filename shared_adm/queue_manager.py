@@ -152,6 +152,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self._context_values: set[int] = set()
         self._cursors: dict[int, Cursor] = {}
         self._ttbr_heap: list[tuple[int, int, uuid.UUID]] = []
+        self._ttbr_entries: dict[MessagePosition, tuple] = {}   # linked positions → their heap entry
         self._ttbr_timer = None
         self._ttbr_timer_due: int | None = None
         self._ttbr_deferred: set[tuple[uuid.UUID, int]] = set()
@@ -245,12 +246,13 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
                 if queue is not run_queue:
                     self._link_run(run_queue, run, run_bytes)
                     run, run_queue, run_bytes = [], queue, 0
-                run.append(MessagePosition(queue, lookup, available, packed))
+                position = MessagePosition(queue, lookup, available, packed)
+                run.append(position)
                 run_bytes += body_size(packed)
                 if state != available_name:
                     self.store.set_message_state(key, lookup, available_name)
                 if expires:
-                    self._start_ttbr_timer(queue, unpack(packed))
+                    self._start_ttbr_timer(position, unpack(packed))
         self._link_run(run_queue, run, run_bytes)
         return highest
 
@@ -264,7 +266,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
                 queue = queues_by_key[key] = self.queue_by_identifier(uuid.UUID(key))
             position = queue.message_position_list.get(lookup) if queue is not None else None
             if position is not None:
-                self._start_ttbr_timer(queue, unpack(position.packed))
+                self._start_ttbr_timer(position, unpack(position.packed))
 
     def _link_run(self, queue: Queue | None, run: list[MessagePosition], size: int) -> None:
         """Link a run of one queue's loaded Available positions; TotalBytes counts them (_add_bytes, in one step)."""
@@ -623,6 +625,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         self._count_bytes(queue, -size)
         if self._ttbr_deferred:
             self._ttbr_deferred.difference_update((queue.identifier, p.lookup_identifier) for p in removed)
+        if self._ttbr_entries:
+            forget = self._ttbr_entries.pop
+            for position in removed:
+                forget(position, None)
         if stored:
             self.store.delete_messages(queue.store_identifier, stored)
 
@@ -658,7 +664,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         position = MessagePosition(queue, message.lookup_identifier, PositionState.LOCKED, blob)
         queue.message_position_list.insert(position)
         self.store.set_sequential_id(self.sequential_id)
-        self._start_ttbr_timer(queue, message)
+        self._start_ttbr_timer(position, message)
         if transaction is not None:
             self._add_operation(transaction, TransactionalOperation(OperationType.ENQUEUE, position))
             return 0
@@ -689,6 +695,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         if target is source:        # a move within one queue (R_MoveMessage between two handles of a subqueue)
             self._make_available(source, position, record=True)
             return position
+        expired = (source.identifier, position.lookup_identifier) in self._ttbr_deferred
         self._remove(source, position, PositionState.DELETED)
         moved = MessagePosition(target, position.lookup_identifier, PositionState.LOCKED, position.packed)
         target.message_position_list.insert(moved)
@@ -699,7 +706,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
             target.message_position_list.set_state(moved, PositionState.AVAILABLE)
             self._add_bytes(target, moved, +1)
         else:
-            self._start_ttbr_timer(target, unpack(moved.packed))     # the source's timer no longer finds it
+            if expired:     # its time passed while a transaction held it: it expires in the target, unseen (#14)
+                self._ttbr_deferred.add((target.identifier, moved.lookup_identifier))
+            else:
+                self._start_ttbr_timer(moved, unpack(moved.packed))  # the source's timer no longer finds it
             self._make_available(target, moved, record=False)
         return moved
 
@@ -717,6 +727,8 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         queue.message_position_list.remove(position)
         position.state = state
         self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
+        if self._ttbr_entries:
+            self._forget_ttbr(position)
         if record and recoverable(position.packed):
             self.store.delete_message(queue.store_identifier, position.lookup_identifier)
         if queue.parent_queue is not None:

@@ -49,6 +49,7 @@ class QueueModel(RuleBasedStateMachine):
 
     def _start(self) -> None:
         self.qm = QueueManager(store=self.store, scheduler=self.sched)
+        self.qm.TTBR_STALE_SLACK = 0            # the TTBR heap is rebuilt whenever stale entries outnumber live ones
         self.qm.initialize()
         self.queue = self.qm.queue_by_pathname(r".\private$\q")
         if self.queue is None:

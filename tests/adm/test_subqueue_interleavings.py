@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 
 from shared_adm import status as st
-from shared_adm.clock import ManualScheduler
-from shared_adm.enums import OperationType, PositionState, QueueAccessType, QueueShareMode
+from shared_adm.clock import INFINITE, ManualScheduler
+from shared_adm.enums import OperationType, PositionState, QueueAccessType, QueueShareMode, QueueType
 from shared_adm.message import Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store.base import MemoryStore
@@ -34,6 +34,7 @@ class Model:
         self.rng = random.Random(seed)
         self.sched = ManualScheduler()
         self.qm = QueueManager(store=MemoryStore(), scheduler=self.sched, computer_name="qm2qm")
+        self.qm.TTBR_STALE_SLACK = 0            # rebuild the TTBR heap as soon as stale entries outnumber live ones
         self.qm.initialize()
         self.queue = self.qm.create_queue(r".\private$\q", transactional=seed % 2 == 0)[1]
         self.sent: set[bytes] = set()
@@ -64,6 +65,18 @@ class Model:
             assert self.qm.transactional_operation_on(position) is scan_for_operation(self.qm, position)
         assert len(self.qm._operation_by_position) == sum(
             len(t.transactional_operation_collection) for t in self.qm.transaction_collection.values())
+        self.check_ttbr()
+
+    def check_ttbr(self) -> None:
+        """No message outlives its TimeToBeReceived while Available; only linked positions count as live TTBR entries."""
+        now_ms = round(self.sched.wall_time() * 1000)
+        for queue, position in self.places():
+            message = position.message
+            if queue.queue_type is not QueueType.SYSTEM and position.state is PositionState.AVAILABLE \
+                    and message.time_to_be_received not in (None, INFINITE):
+                assert now_ms < ((message.sent_time or message.arrival_time) + message.time_to_be_received) * 1000
+        linked = {id(position) for _, position in self.places()}
+        assert all(id(position) in linked for position in self.qm._ttbr_entries)
 
     def step(self) -> None:
         op = self.rng.choice(["send", "send", "open", "close", "read", "end", "txread", "txend", "move", "move",
@@ -80,6 +93,8 @@ class Model:
                           negative_journaling_requested=True)
         assert self.qm.enqueue_message(self.queue, message) == 0
         self.sent.add(body)
+        if expiring:        # a new entry rebuilds the heap once its stale entries outnumber the live ones
+            assert len(self.qm._ttbr_heap) - len(self.qm._ttbr_entries) <= len(self.qm._ttbr_entries)
 
     def op_open(self) -> None:
         status, desc = self.qm.open_queue(self.member(), QueueAccessType.RECEIVE_ACCESS, QueueShareMode.DENY_NONE)
