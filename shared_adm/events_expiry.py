@@ -43,7 +43,7 @@ class ExpiryEvents:
         self._arm_ttbr_timer()
 
     def _rebuild_ttbr_heap(self) -> None:
-        """The heap of the live entries only (a stale entry names a position gone, or one with a live entry of its own)."""
+        """The heap of the live entries only (a stale entry names a gone position, or one with its own live entry)."""
         heap = list(self._ttbr_entries.values())
         heapq.heapify(heap)
         self._ttbr_heap = heap

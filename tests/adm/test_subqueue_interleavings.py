@@ -68,7 +68,7 @@ class Model:
         self.check_ttbr()
 
     def check_ttbr(self) -> None:
-        """No message outlives its TimeToBeReceived while Available; only linked positions count as live TTBR entries."""
+        """No message outlives its TimeToBeReceived while Available; only linked positions hold live TTBR entries."""
         now_ms = round(self.sched.wall_time() * 1000)
         for queue, position in self.places():
             message = position.message

@@ -8,7 +8,7 @@ import pytest
 
 from shared_adm import status as st
 from shared_adm.clock import ManualScheduler
-from shared_adm.enums import QueueAccessType, QueueShareMode
+from shared_adm.enums import QueueAccessType
 from shared_adm.message import Message
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store.base import MemoryStore
