@@ -242,9 +242,9 @@ class EndpointMapper:
                 logger.warning("association group 0x%x holds %d open ept_lookup handles: refusing another",
                                group, self.max_open_cursors)
                 return None
+            wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)     # counted once it exists: a refused one is not
             self.open_cursors[group] = self.open_cursors.get(group, 0) + 1
             cursor.group, cursor.open_cursors = group, self.open_cursors
-            wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)
         batch = cursor.remaining[:maximum]
         del cursor.remaining[:maximum]
         if cursor.remaining:

@@ -24,6 +24,7 @@ from qm2qm.rpc import epm as E
 from qm2qm.rpc import mgmt as M
 from qm2qm.rpc.epm_tower import (Floor, TowerError, build_floors, parse_floors, parse_syntax_floor, syntax_floor,
                                  tcp_tower)
+from qm2qm.rpc.faults import NCA_S_FAULT_REMOTE_NO_MEMORY
 from qm2qm.rpc.interface import NDR20, NDR64 as NDR64_ID, RpcFault
 from tests.rpc.test_mgmt import (NCA_S_FAULT_CONTEXT_MISMATCH, NCA_S_OP_RNG_ERROR, NDR, NDR64, QM2QM,
                                  RPC_X_BAD_STUB_DATA, RPC_X_INVALID_BOUND, SYNTAXES, FakeCtx, assert_same_layout,
@@ -435,6 +436,26 @@ def test_open_entry_handles_are_bounded_per_association_group():
     other_group = FakeCtx()
     other_group.association_group_id = 2
     assert epm.ept_mapResponse(em.ept_map(other_group, map_request(max_towers=1).getData()))["status"] == 0
+
+
+def test_an_entry_handle_the_group_cannot_hold_leaves_no_count_behind():
+    """A group at max_context_handles is refused the entry handle (the handle table's fault): the mapper's count of
+    the group's open cursors must not keep the refused one, or a group gone long ago stays in it forever."""
+    registry = E.EndpointRegistry()
+    for port in (1, 2, 3):
+        registry.register(QM2QM_ID, port, host="10.0.0.1")
+    em = E.EndpointMapper(registry)
+    ctx = FakeCtx()
+    ctx.handles.limit = 1
+    held = epm.ept_mapResponse(em.ept_map(ctx, map_request(max_towers=1).getData()))
+    assert held["status"] == 0 and not held["entry_handle"].isNull()
+    with pytest.raises(RpcFault) as info:
+        em.ept_map(ctx, map_request(max_towers=1).getData())
+    assert info.value.status == NCA_S_FAULT_REMOTE_NO_MEMORY
+    assert em.open_cursors == {1: 1}
+    for entry in ctx.handles.drain():                                       # the association's rundown
+        entry.handle_type.rundown(entry.obj)
+    assert em.open_cursors == {}
 
 
 # ------------------------------------------------------------------------------------------ other opnums
