@@ -48,10 +48,6 @@ class ExpiryEvents:
         heapq.heapify(heap)
         self._ttbr_heap = heap
 
-    def _forget_ttbr(self, position: MessagePosition) -> None:
-        """The position is unlinked: its heap entry, if any, is stale from now on."""
-        self._ttbr_entries.pop(position, None)
-
     def _arm_ttbr_timer(self) -> None:
         if not self._ttbr_heap:
             return

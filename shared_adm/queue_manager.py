@@ -728,7 +728,7 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         position.state = state
         self._ttbr_deferred.discard((queue.identifier, position.lookup_identifier))
         if self._ttbr_entries:
-            self._forget_ttbr(position)
+            self._ttbr_entries.pop(position, None)          # its heap entry, if any, is stale from now on
         if record and recoverable(position.packed):
             self.store.delete_message(queue.store_identifier, position.lookup_identifier)
         if queue.parent_queue is not None:
