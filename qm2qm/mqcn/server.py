@@ -444,6 +444,11 @@ class ChangeNotificationServer:
     def _delete_queue(self, identifier: uuid.UUID | None, where: str, result: ProcessResult) -> None:
         """Delete Queue (MS-MQDMPR 3.1.7.1.4, iSkipDirectory True) of the public queue with this Identifier."""
         queue = self.qm.queue_collection.get(identifier) if identifier is not None else None
+        if queue is None and identifier is not None:
+            # [DESIGN] what the notification asks for already holds. The usual case: this queue manager deleted its
+            # own public queue, and Delete Directory Object (MS-MQDMPR 3.1.7.1.19) notified the owner, itself.
+            result.actions.append(f"{where}: public queue {identifier} is already gone")
+            return
         if queue is None or queue.queue_type is not QueueType.PUBLIC:
             result.skipped.append(f"{where}: no public queue {identifier} to delete")
             return

@@ -252,6 +252,20 @@ def test_v2_create_reads_the_directory_and_creates(qm, server, directory):
     assert (q.create_time, q.transactional, q.type) == (10, True, TYPE_ID)
 
 
+def test_delete_of_a_queue_already_gone_is_no_warning(qm, server, directory, caplog):
+    """The echo of this queue manager's own public-queue deletion (MS-MQDMPR 3.1.7.1.19 notifies the owner): the
+    queue is gone before the notification is read, so there is nothing to skip or warn about."""
+    directory.backend.create(queue_object())
+    server.process(v2(1, QUEUE_ID))
+    assert qm.delete_queue(qm.queue_collection[QUEUE_ID]) == st.MQ_OK
+    directory.backend.delete("Queue", QUEUE_ID)
+    with caplog.at_level(logging.INFO, logger="qm2qm.mqcn"):
+        r2, r1 = server.process(v2(3, QUEUE_ID)), server.process(v1(delete_update()))
+    assert r2.accepted and r1.accepted and not r2.skipped and not r1.skipped
+    assert "already gone" in r2.actions[0] and "already gone" in r1.actions[0]
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+
+
 def test_v2_change_replaces_the_queue_attributes(qm, server, directory):
     directory.backend.create(queue_object())
     server.process(v2(1, QUEUE_ID))
