@@ -676,7 +676,9 @@ class Context:
         """The best of --repeat echo runs at ``clients`` on this loop from ``processes`` load processes
         (measured once per run, loop and setting)."""
         processes = processes or self.args.processes
-        key = (clients, min(clients, processes))
+        # --echo-per-scenario: measured again beside each scenario, so a machine whose speed drifts over the run
+        # does not divide a late scenario by an echo of faster minutes
+        key = (clients, min(clients, processes), self.scenario if self.args.echo_per_scenario else None)
         if key not in self._echo:
             runs = [measure_echo(clients, self.args.duration, processes, self.loop) for _ in range(self.args.repeat)]
             best = self._echo[key] = max(runs, key=lambda r: r["rate"])
@@ -1648,6 +1650,9 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=3.0, help="seconds per closed-loop measurement")
     parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is kept")
+    parser.add_argument("--echo-per-scenario", action="store_true",
+                        help="measure echo again beside each scenario (fair ratios while the machine's speed drifts; "
+                             "the run takes longer)")
     parser.add_argument("--walk", type=int, default=100_000, help="distinct messages the peek-next cursors walk")
     parser.add_argument("--receive-messages", type=int, default=40_000,
                         help="1 KiB messages queued per receive measurement (more than --duration drains)")

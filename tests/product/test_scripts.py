@@ -50,6 +50,16 @@ def test_bench_keeps_the_best_of_repeat_runs_for_every_ratio_scenario_as_for_ech
 
 
 @pytest.mark.slow
+def test_bench_echo_per_scenario_measures_the_baseline_beside_each_scenario(tmp_path):
+    out = tmp_path / "bench.json"
+    stdout = run_script("bench.py", "--only", "floor", "--only", "peek-memo", "--loop", "asyncio", "--clients", "2",
+                        "--duration", "0.3", "--repeat", "1", "--echo-per-scenario", "--json", str(out), cwd=tmp_path)
+    assert stdout.count("echo  2 clients on asyncio") == 2, stdout      # one echo per scenario, not one per run
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["scenario"] for r in rows] == ["floor", "peek-memo"] and all(r["ratio"] > 0 for r in rows)
+
+
+@pytest.mark.slow
 def test_bench_session_cursor_counts_a_queue_emptied_at_a_session_boundary_as_the_end_not_an_error(tmp_path):
     # 200 messages per client, 10 per session: each client's queue runs out just as a session ends, so its next
     # session's first read (the cursor's PEEK_CURRENT) meets the empty queue
