@@ -6,7 +6,9 @@ The server is a real `qm2qm serve` subprocess (SQLite store in a fresh data dire
 event loop* (`--loop`), driven by the same closed-loop load generator (one call outstanding per connection) with
 a request as large as a peek's response, measured in the same run. A ratio is qm2qm calls/s ÷ echo calls/s at the
 same client count; for receive + ACK (two calls per message) it is messages/s ÷ (echo calls/s ÷ 2). Every rate of a
-ratio, echo's included, is the best of --repeat runs (receive scenarios refill their queues for each run).
+ratio, echo's included, is the best of --repeat runs (receive scenarios refill their queues for each run). Echo
+is measured once per client count, or beside each scenario with --echo-per-scenario (for a machine whose speed
+drifts over the run).
 
 Scenarios (the registry SCENARIOS, run in this order; `--only NAME` picks some):
 
