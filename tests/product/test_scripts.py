@@ -112,6 +112,25 @@ def test_bench_adm_store_restart_packet_and_rpc_run_to_the_end(tmp_path):
                                                   "--rounds", "1", "--no-impacket", cwd=tmp_path)
 
 
+def test_bench_churn_samples_the_servers_memory_and_finds_every_cycle_leaving_the_queue_empty(tmp_path):
+    out = tmp_path / "churn.json"
+    text = run_script("bench_churn.py", "--cycles", "2", "--warm", "1", "--every", "1", "--json", str(out),
+                      cwd=tmp_path)
+    assert "RSS growth" in text and "bytes a cycle" in text, text
+    result = json.loads(out.read_text())
+    assert [s["cycle"] for s in result["samples"]] == [1, 2, 3]
+    assert all(s["queued"] == 0 and s["rss_kib"] > 0 for s in result["samples"])
+    # every cycle: one wrong password refused; R_QMGetRemoteQueueName and three transaction opnums refused
+    assert result["counts"] == {"cycles": 3, "refused_logons": 3, "refused_calls": 12}
+    assert result["server_exit"] == 0 and result["failure"] is None and "bytes_per_cycle" in result
+
+
+def test_bench_churn_names_a_bad_argument():
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "bench_churn.py"), "--every", "0"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "--every must be at least 1" in proc.stderr, proc.stderr
+
+
 @pytest.mark.slow
 def test_bench_pipeline_and_the_ingest_job_harness_run_spark_on_a_small_capture(tmp_path):
     out = tmp_path / "pipeline.json"
