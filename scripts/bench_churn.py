@@ -5,11 +5,12 @@ Starts `qm2qm serve` (the default event loop, a fresh SQLite store, a user file 
 cycles of what Windows readers and hostile callers do, each cycle leaving the queue as it found it:
 
   - two sends through the admin API (a day's TimeToBeReceived: each leaves a TTBR timer entry behind);
+  - an anonymous reader over NDR64 that NACKs a receive and leaves another un-ACKed when it disconnects (the
+    rundown returns the message);
   - qmcomm + qm2qm over NDR64 with NTLM privacy and a remote cursor: peek, peek-next, receive + RR_ACK, close;
   - MS-MQRR over NDR64 with NTLM integrity: peek, receive + RR_ACK, close;
   - qmcomm over NDR64, anonymous: R_QMGetRemoteQueueName (MQ_ERROR_ILLEGAL_OPERATION, MS-MQMP 3.1.4.1) and the
     transaction opnums 15, 17, 18 (refused as a supporting server's);
-  - a reader that NACKs a receive and leaves another un-ACKed when it disconnects (the rundown returns it);
   - a bind with a wrong NTLM password (refused).
 
 After ``--warm`` cycles it reads the server's VmRSS every ``--every`` cycles and the queue's depth; it prints the
@@ -44,6 +45,7 @@ QUEUE = ".\\private$\\churn"
 USER, DOMAIN, PASSWORD = "alice", "QM2QM", "Secret-123"
 MQ_ACTION_RECEIVE = 0x00000000
 TRANSACTION_OPNUMS = (15, 17, 18)     # R_QMEnlistTransaction, R_QMCommitTransaction, R_QMAbortTransaction
+READ_WAIT_MS = 5000                   # a read waits this long for a message a rundown is still returning
 
 
 def free_port() -> int:
@@ -81,20 +83,23 @@ class Churn:
     def cycle(self, i: int) -> None:
         for k in range(2):
             self.admin.send(QUEUE, body=f"churn {i}.{k} " * 8, time_to_be_received=86400)
+        with self.reader() as r:
+            if not r.receive(ack=False).ok:         # RR_NACK: the message goes back
+                raise RuntimeError(f"cycle {i}: the receive to NACK failed")
+            if not r._start(MQ_ACTION_RECEIVE, 0).ok:
+                raise RuntimeError(f"cycle {i}: the receive left un-ACKed failed")
+        # the disconnect above runs that receive down (its message goes back); the reads below wait for it
         ntlm = dict(user=USER, domain=DOMAIN, password=PASSWORD)
         with self.reader(cursor=True, auth_level=6, **ntlm) as r:
-            if not r.peek().ok:
+            if not r.peek(READ_WAIT_MS).ok:
                 raise RuntimeError(f"cycle {i}: qm2qm peek failed")
             r.peek_next()
-            if not r.receive().ok:
+            if not r.receive(READ_WAIT_MS).ok:
                 raise RuntimeError(f"cycle {i}: qm2qm receive failed")
         with self.reader(protocol="mqrr", **ntlm) as r:
-            if not (r.peek().ok and r.receive().ok):
+            if not (r.peek(READ_WAIT_MS).ok and r.receive(READ_WAIT_MS).ok):
                 raise RuntimeError(f"cycle {i}: MS-MQRR read failed")
         self.refused_qmcomm_calls(i)
-        with self.reader() as r:
-            r.receive(ack=False)                    # RR_NACK: the message goes back
-            r._start(MQ_ACTION_RECEIVE, 0)          # never ACKed: the rundown returns it
         try:
             with self.reader(user=USER, domain=DOMAIN, password="not-" + PASSWORD):
                 raise RuntimeError(f"cycle {i}: a wrong password was accepted")
