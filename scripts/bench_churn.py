@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from impacket.dcerpc.v5.rpcrt import DCERPCException  # noqa: E402
 
@@ -40,6 +40,7 @@ from qm2qm.client import AdminClient, RemoteReader  # noqa: E402
 from qm2qm.mqmp import idl as mqmp_idl  # noqa: E402
 from qm2qm.mqmp.client import QmcommClient, RpcCallError, call  # noqa: E402
 from qm2qm.pytest_plugin import start_subprocess, stop_subprocess  # noqa: E402
+from proc_cpu import status_kib  # noqa: E402
 
 QUEUE = ".\\private$\\churn"
 USER, DOMAIN, PASSWORD = "alice", "QM2QM", "Secret-123"
@@ -48,17 +49,11 @@ TRANSACTION_OPNUMS = (15, 17, 18)     # R_QMEnlistTransaction, R_QMCommitTransac
 READ_WAIT_MS = 5000                   # a read waits this long for a message a rundown is still returning
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    kib = status_kib(pid, "VmRSS")
+    if kib is None:
+        raise RuntimeError(f"no VmRSS for process {pid}")
+    return kib
 
 
 class Churn:
@@ -67,9 +62,8 @@ class Churn:
     def __init__(self, base: Path) -> None:
         users = base / "users.txt"
         users.write_text(f"{DOMAIN}:{USER}:{PASSWORD}\n")
-        self.qmcomm_port = free_port()
-        self.server = start_subprocess(base / "data", "--users", str(users), "--mqrr", "--qmcomm-port",
-                                       str(self.qmcomm_port), "--log-level", "error")
+        self.server = start_subprocess(base / "data", "--users", str(users), "--mqrr", "--log-level", "error")
+        self.qmcomm_port = int(self.server.info["qmcomm_port"])     # the port `--qmcomm-port 0` bound
         self.admin = AdminClient(self.server.admin_url)
         self.admin.create_queue(QUEUE)
         self.format_name = "DIRECT=TCP:127.0.0.1\\private$\\churn"

@@ -26,15 +26,14 @@ import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from proc_cpu import status_kib  # noqa: E402
 
 
 def rss_mib() -> float:
     """This process's resident set now (VmRSS)."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    return proc_status_mib(os.getpid(), "VmRSS")
 
 
 def build(data_dir: str, messages: int, body_size: int) -> float:
@@ -82,11 +81,8 @@ def start_server(data_dir: str) -> _Server:
 
 
 def proc_status_mib(pid: int, key: str) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    kib = status_kib(pid, key)
+    return float("nan") if kib is None else kib / 1024
 
 
 def restart_server(data_dir: str) -> dict:

@@ -1,4 +1,5 @@
-"""CPU time of another process from Linux /proc/<pid>/stat (proc(5): utime, stime), for the benchmarks and the soak."""
+"""CPU time and memory of another process from Linux /proc/<pid>/stat and /status (proc(5)), for the benchmarks and the
+soak."""
 from __future__ import annotations
 
 import os
@@ -16,3 +17,12 @@ def cpu_seconds(pid: int) -> float:
     """user + system CPU time of a process so far (Linux /proc/<pid>/stat)."""
     user, system = cpu_split(pid)
     return user + system
+
+
+def status_kib(pid: int, key: str) -> int | None:
+    """A kB field of /proc/<pid>/status (VmRSS, VmHWM, ...); None when absent, OSError once the process is gone."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None

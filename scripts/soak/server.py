@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from proc_cpu import cpu_seconds
+from proc_cpu import cpu_seconds, status_kib
 
 READY = re.compile(r"qm2qm listening rpc=(?P<host>[^:\s]+):(?P<port>\d+) admin=(?P<admin>\S+)"
                    r"(?: epm=[^:\s]+:(?P<epm>\d+))?")
@@ -88,12 +88,9 @@ class ServerProcess:
     def rss_kib(self) -> int:
         """VmRSS of the server process (Linux /proc), 0 when gone."""
         try:
-            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+            return status_kib(self.pid, "VmRSS") or 0
         except OSError:
-            pass
-        return 0
+            return 0
 
     def cpu_seconds(self) -> float:
         """user + system CPU time of the server so far (Linux /proc/<pid>/stat, clock ticks), 0.0 when gone."""
