@@ -63,9 +63,13 @@ class Churn:
         users = base / "users.txt"
         users.write_text(f"{DOMAIN}:{USER}:{PASSWORD}\n")
         self.server = start_subprocess(base / "data", "--users", str(users), "--mqrr", "--log-level", "error")
-        self.qmcomm_port = int(self.server.info["qmcomm_port"])     # the port `--qmcomm-port 0` bound
-        self.admin = AdminClient(self.server.admin_url)
-        self.admin.create_queue(QUEUE)
+        try:
+            self.qmcomm_port = int(self.server.info["qmcomm_port"])     # the port `--qmcomm-port 0` bound
+            self.admin = AdminClient(self.server.admin_url)
+            self.admin.create_queue(QUEUE)
+        except BaseException:       # a server this run cannot use is not left running
+            stop_subprocess(self.server)
+            raise
         self.format_name = "DIRECT=TCP:127.0.0.1\\private$\\churn"
         self.counts = {"cycles": 0, "refused_logons": 0, "refused_calls": 0}
 
