@@ -77,6 +77,7 @@ class _PendingBind:
     results: list[tuple[int, int, SyntaxId | None]]
     flags: int = _FIRST_LAST
     auth: tuple[int, int, int, bytes] | None = None
+    reply: bytes | None = None          # its bind_ack / bind_nak / fault, once the runtime decided
 
 
 class _Terminate(Exception):
@@ -124,6 +125,9 @@ class Connection:
         self._discard_call_id: int | None = None     # tail fragments of a call we already faulted (3.3.3.5.6)
         self._current_call_id = 0                    # Current call_id (MS-RPCE 3.3.3.1.1)
         self._pending_binds: dict[int, _PendingBind] = {}
+        # While a bind / alter_context awaits the runtime's answer, what parsing queues after it waits behind it, so
+        # the peer reads replies in the order of its PDUs: pending binds (slots) and PDUs, oldest first.
+        self._held: list[_PendingBind | bytes] = []
         self._assoc_group_id: int | None = None
         self._max_xmit_frag = limits.min_frag
         # Incoming fragments are checked against the transport limit, not the negotiated size (Samba does the same).
@@ -354,7 +358,8 @@ class Connection:
                               max_recv_frag=body.max_recv_frag, assoc_group_id=body.assoc_group_id,
                               items=body.items, auth_type=None if trailer is None else trailer.auth_type,
                               auth_level=None if trailer is None else trailer.auth_level)
-        self._pending_binds[call_id] = _PendingBind(request, results, ack_flags, auth)
+        pending = self._pending_binds[call_id] = _PendingBind(request, results, ack_flags, auth)
+        self._held.append(pending)
         events.append(request)
 
     def _check_bind_auth(self, trailer: P.SecTrailer, alter: bool, call_id: int, refuse) -> None:
@@ -516,28 +521,45 @@ class Connection:
     def accept_bind(self, request: BindRequest, assoc_group_id: int, secondary_address: str) -> None:
         """Queue the bind_ack (secondary address = our port) or alter_context_resp (empty address) (C706 12.6.4.4)."""
         pending = self._pending_binds.pop(request.call_id, None)
-        if pending is None or self._state == _CLOSED:
+        if pending is None:
             return
+        # Answered even when a later PDU of the same read ended the connection: the peer reads this bind's
+        # bind_ack before that PDU's fault.
         if request.is_alter_context:
             assoc_group_id = self._assoc_group_id or 0
             secondary_address = ""
         else:
             self._assoc_group_id = assoc_group_id
-        self._queue(P.build_bind_ack(request.call_id, alter_context=request.is_alter_context,
-                                     max_xmit_frag=self._max_xmit_frag, max_recv_frag=self._max_xmit_frag,
-                                     assoc_group_id=assoc_group_id, secondary_address=secondary_address,
-                                     results=pending.results, flags=pending.flags, auth=pending.auth))
+        self._answer_bind(pending, P.build_bind_ack(
+            request.call_id, alter_context=request.is_alter_context, max_xmit_frag=self._max_xmit_frag,
+            max_recv_frag=self._max_xmit_frag, assoc_group_id=assoc_group_id, secondary_address=secondary_address,
+            results=pending.results, flags=pending.flags, auth=pending.auth))
 
     def reject_bind(self, request: BindRequest, reason: int) -> None:
         """Queue a bind_nak with ``reason`` (alter_context: fault nca_s_proto_error) and close (C706 12.6.4.5)."""
-        self._pending_binds.pop(request.call_id, None)
-        if self._state == _CLOSED:
+        pending = self._pending_binds.pop(request.call_id, None)
+        if pending is None:
             return
+        held = self._held                   # nothing goes out after the refusal that ends the connection
+        del held[next(i for i, item in enumerate(held) if item is pending) + 1:]
         if request.is_alter_context:
-            self._queue(P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
+            self._answer_bind(pending, P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
         else:
-            self._queue(P.build_bind_nak(request.call_id, reason))
+            self._answer_bind(pending, P.build_bind_nak(request.call_id, reason))
         self._close()
+
+    def _answer_bind(self, pending: _PendingBind, reply: bytes) -> None:
+        """Fill a pending bind's slot and send what is held up to the next bind still pending."""
+        pending.reply = reply
+        held = self._held
+        while held:
+            item = held[0]
+            pdu = item if type(item) is bytes else item.reply
+            if pdu is None:
+                break
+            del held[0]
+            self._out += pdu
+            self._pdus += 1
 
     # --- requests -----------------------------------------------------------------------------------------------
 
@@ -632,8 +654,13 @@ class Connection:
         if not flags & F.PFC_FIRST_FRAG:
             self._on_next_fragment(stub, flags, call_id, alloc_hint, security, events)
             return
-        if self._reassembly is not None:
-            self._check_sequence(flags, call_id)
+        call = self._reassembly
+        if call is not None:
+            self._check_sequence(flags, call_id)        # another call's first fragment: a protocol error
+            # The same call's first fragment again (MS-RPCE 3.3.3.5.2, 3.3.3.5.7): replacing the call would run it
+            # twice, or keep its bytes out of the shared allowance for good.
+            raise _Terminate(f"call {call_id}: a second first fragment",
+                             P.build_fault(call_id, F.NCA_S_PROTO_ERROR, context_id=call.context_id))
         if flags & F.PFC_PENDING_CANCEL:
             raise _Terminate(f"call {call_id}: PFC_PENDING_CANCEL on the first fragment",
                              P.build_fault(call_id, F.RPC_S_NO_CALL_ACTIVE, did_not_execute=True))
@@ -884,7 +911,10 @@ class Connection:
         return out, pdus
 
     def _queue(self, pdu: bytes) -> None:
-        """Queue one PDU for the peer."""
+        """Queue one PDU for the peer (behind the answer of a bind still pending, if any)."""
+        if self._held:
+            self._held.append(pdu)
+            return
         self._out += pdu
         self._pdus += 1
 
@@ -894,6 +924,8 @@ class Connection:
 
     def close(self) -> None:
         """The transport is gone (reset, aborted, or closed after ConnectionTerminated): drop what is held."""
+        self._held.clear()
+        self._pending_binds.clear()
         self._close()
 
     def _close(self) -> None:

@@ -197,3 +197,44 @@ async def test_request_before_the_security_legs_are_done_is_a_protocol_error(env
     status, flags, context_id = fault(await asyncio.to_thread(c.read_pdu))
     assert (status, context_id) == (F.NCA_S_PROTO_ERROR, 0) and flags & F.PFC_DID_NOT_EXECUTE
     assert await asyncio.to_thread(closed, c)
+
+
+def _bind_with_token(call_id: int, auth_type: int, token: bytes, alter: bool = False, context_id: int = 0) -> bytes:
+    raw = P.build_bind(call_id, (ContextItem(0, IFACE, (NDR_SYNTAX,)),), alter_context=alter)
+    pad = -len(raw) % 4
+    body = raw + bytes(pad) + P.SEC_TRAILER.pack(auth_type, 6, pad, 0, context_id) + token
+    return body[:8] + struct.pack("<HH", len(body), len(token)) + body[12:]
+
+
+SHORT_TOKENS = [b"garbage!", b"\x01", b"NTLMSSP\x00", b"NTLMSSP\x00\x01\x00\x00\x00\xff\xff\xff\xff"]
+
+
+@pytest.mark.parametrize("auth_type", [10, 9], ids=["ntlm", "spnego"])
+@pytest.mark.parametrize("token", SHORT_TOKENS)
+def test_a_bind_whose_token_the_acceptor_cannot_parse_gets_bind_nak(auth_type, token):
+    """MS-RPCE 3.3.3.5.3: a failed security leg is refused like a wrong password (bind_nak reason 0), not left to
+    the runtime's internal-error handler (pyspnego raises struct.error on a token shorter than its header)."""
+    users = UserStore.parse("D:u:p\n")
+    try:
+        conn = new_connection(security=SecurityProvider(AuthPolicy(users=users)))
+        events = conn.receive_data(_bind_with_token(1, auth_type, token))
+        nak = conn.data_to_send()
+        assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
+        assert conn.closed and events and "security leg failed" in events[-1].reason
+    finally:
+        users.close()
+
+
+@pytest.mark.parametrize("token", SHORT_TOKENS[:2])
+def test_an_alter_context_whose_token_the_acceptor_cannot_parse_gets_sec_pkg_error(token):
+    users = UserStore.parse("D:u:p\n")
+    try:
+        conn = new_connection(security=SecurityProvider(AuthPolicy(users=users)))
+        [bind] = conn.receive_data(P.build_bind(1, (ContextItem(0, IFACE, (NDR_SYNTAX,)),)))
+        conn.accept_bind(bind, 0x1234, "2105")
+        conn.data_to_send()
+        conn.receive_data(_bind_with_token(2, 10, token, alter=True, context_id=1))
+        status, flags, _ = fault(conn.data_to_send())
+        assert status == F.NCA_S_FAULT_SEC_PKG_ERROR and flags & F.PFC_DID_NOT_EXECUTE and conn.closed
+    finally:
+        users.close()

@@ -251,6 +251,39 @@ def test_request_pipelined_behind_bind_sees_the_new_context():
     assert ack[2] == F.PTYPE_BIND_ACK and rpcrt.MSRPCRespHeader(response)["pduData"] == b"ok"
 
 
+def _types_and_calls(data: bytes) -> list[tuple[int, int]]:
+    return [(pdu[2], struct.unpack_from("<I", pdu, 12)[0]) for pdu in split_pdus(data)]
+
+
+@pytest.mark.parametrize("ending", [False, True], ids=["fault", "fault that ends the connection"])
+def test_a_fault_found_while_parsing_waits_for_the_bind_ack_of_the_bind_before_it(ending):
+    """Replies in the order of the peer's PDUs (MS-RPCE 3.3.1.5.8): a request behind the bind in the same read that
+    is faulted as it is parsed (an opnum out of range; a client-sent shutdown, which also ends the connection) is
+    answered after the bind_ack the runtime queues when it handles the BindRequest."""
+    conn = new_connection()
+    second = P.pack_header(F.PTYPE_SHUTDOWN, F.PFC_FIRST_FRAG | F.PFC_LAST_FRAG, P.HEADER_SIZE, 2) if ending \
+        else P.build_request(2, 0, 99, b"")
+    events = conn.receive_data(P.build_bind(1, (ContextItem(0, IFACE, (NDR,)),)) + second)
+    assert isinstance(events[0], BindRequest) and conn.data_to_send() == b""
+    assert (type(events[-1]) is ConnectionTerminated) == ending
+    conn.accept_bind(events[0], 5, "2105")
+    assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_BIND_ACK, 1), (F.PTYPE_FAULT, 2)]
+    assert conn.closed == ending
+
+
+def test_pipelined_alter_contexts_are_answered_in_order_with_the_faults_between_them():
+    conn = new_connection()
+    bind(conn)
+    data = (P.build_bind(2, (ContextItem(1, IFACE, (NDR,)),), alter_context=True) + P.build_request(3, 0, 99, b"")
+            + P.build_bind(4, (ContextItem(2, IFACE, (NDR,)),), alter_context=True) + P.build_request(5, 7, 0, b""))
+    first, second = conn.receive_data(data)
+    assert conn.data_to_send() == b""
+    conn.accept_bind(first, 5, "")
+    assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_ALTER_CONTEXT_RESP, 2), (F.PTYPE_FAULT, 3)]
+    conn.reject_bind(second, 0)
+    assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_FAULT, 4)] and conn.closed
+
+
 # --- requests and responses -------------------------------------------------------------------------------
 
 def test_request_event_fields_with_object_uuid():

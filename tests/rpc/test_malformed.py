@@ -180,6 +180,10 @@ CASES = [
          Fault(500, F.NCA_S_PROTO_ERROR, False, True)),
     Case("interleaved first fragments", True, request(call_id=1, flags=FRAG) + request(call_id=2, flags=FRAG),
          Fault(1, F.NCA_S_PROTO_ERROR, False, True)),
+    Case("the same call's first fragment again", True, request(call_id=1, flags=FRAG) * 2,
+         Fault(1, F.NCA_S_PROTO_ERROR, False, True)),
+    Case("a whole request under the call_id being reassembled", True,
+         request(call_id=1, flags=FRAG) + request(call_id=1, flags=FL), Fault(1, F.NCA_S_PROTO_ERROR, False, True)),
     Case("fragment of another call mid-reassembly", True, request(call_id=1, flags=FRAG) + request(call_id=2, flags=0),
          Fault(1, F.NCA_S_PROTO_ERROR, False, True)),
     Case("call_id reused while outstanding", True, request(call_id=3) + request(call_id=3),
@@ -221,6 +225,18 @@ def test_malformed_input_gets_its_specific_answer(case: Case):
     assert bool(terminated) == expect.closes
     if terminated:
         assert terminated[0].reason          # a readable reason for the log
+
+
+@pytest.mark.parametrize("again", [FRAG, FL], ids=["first", "first+last"])
+def test_a_second_first_fragment_of_one_call_runs_nothing_and_nothing_after_it(again):
+    """MS-RPCE 3.3.3.5.2 / 3.3.3.5.7: first-only, first(+last) again, then last of call 1 used to dispatch the call
+    twice (the second first fragment replaced the call being reassembled); now the connection ends at it."""
+    conn = new_connection()
+    bind(conn)
+    events = conn.receive_data(request(call_id=1, flags=FRAG) + request(call_id=1, flags=again)
+                               + request(call_id=1, flags=LAST))
+    assert [type(e) for e in events] == [ConnectionTerminated]
+    assert "second first fragment" in events[0].reason
 
 
 def test_unknown_context_fault_then_the_tail_fragments_are_dropped_and_connection_continues():

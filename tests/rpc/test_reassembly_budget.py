@@ -77,7 +77,7 @@ def test_a_completed_call_gives_back_what_it_held():
     assert budget.refused == 0
 
 
-@pytest.mark.parametrize("end", ["eof", "close", "protocol error"])
+@pytest.mark.parametrize("end", ["eof", "close", "protocol error", "first fragment again"])
 def test_a_connection_that_ends_mid_request_gives_its_bytes_back(end):
     budget = ReassemblyBudget(1 << 20)
     conn = new_connection(budget=budget)
@@ -89,16 +89,19 @@ def test_a_connection_that_ends_mid_request_gives_its_bytes_back(end):
         assert isinstance(conn.receive_data(b"")[-1], ConnectionTerminated)
     elif end == "close":
         conn.close()
-    else:                                       # the first fragment of another call while this one is unfinished
+    elif end == "protocol error":               # the first fragment of another call while this one is unfinished
         assert isinstance(conn.receive_data(frags(2, 10000)[0])[-1], ConnectionTerminated)
+    else:                                       # the same call's first fragment again (it once replaced the call)
+        assert isinstance(conn.receive_data(frags(1, 10000)[0])[-1], ConnectionTerminated)
     assert budget.held == 0
     conn.close()                                # idempotent: nothing is given back twice
     assert budget.held == 0
 
 
 # One step: (connection, action) with action "next" (the next fragment of its current call, a new call when none),
-# "close" (the transport goes; a new connection takes its place) or "small" (a whole one-fragment call).
-steps = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["next", "next", "next", "close", "small"])),
+# "close" (the transport goes; a new connection takes its place), "small" (a whole one-fragment call) or "again"
+# (the current call's first fragment sent again: a protocol error that ends the connection).
+steps = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["next", "next", "next", "close", "small", "again"])),
                  max_size=120)
 
 
@@ -115,6 +118,11 @@ def test_the_allowance_always_equals_what_unfinished_calls_hold_and_returns_to_z
     delivered = 0
     for index, (which, action) in enumerate(script):
         conn = conns[which]
+        if action == "again" and pending[which]:
+            reassembling = conn._reassembly is not None     # else its first fragment was refused: a new call
+            events = conn.receive_data(frags(call_ids[which], sizes[index % len(sizes)])[0])
+            assert isinstance(events[-1], ConnectionTerminated) if reassembling else not conn.closed
+            action = "close" if conn.closed else "sent"
         if action == "close":
             conn.close()
             conns[which] = new_connection(budget=budget)
@@ -137,7 +145,7 @@ def test_the_allowance_always_equals_what_unfinished_calls_hold_and_returns_to_z
                 conn.send_response(event.call_id, b"")
         for pdu in split_pdus(conn.data_to_send()):
             if pdu[2] == F.PTYPE_FAULT:
-                assert fault_of(pdu)[1] == F.NCA_S_SERVER_TOO_BUSY
+                assert fault_of(pdu)[1] in (F.NCA_S_SERVER_TOO_BUSY, F.NCA_S_PROTO_ERROR)
         assert budget.held == held_by(*conns) <= capacity
     for conn in conns:
         conn.close()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import struct
 from typing import Iterator
 
 import spnego
@@ -201,8 +202,9 @@ class SecurityContext:
         try:
             with self.provider.credentials():
                 out = self._mech.step(token)
-        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ)
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error) as exc:
+            # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ);
+            # struct.error: its NTLM parser given a token shorter than a message header
             self.failed = True
             raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
         if self._mech.complete:
