@@ -54,6 +54,7 @@ from shared_adm.message import Message
 from shared_adm.store.base import PackedStoredMessage, Snapshot, StoredMessage, StoredQueue, StoreError
 from shared_adm.compact import (CompactError, check_stored, check_stored_header, is_pickled, layout, pack, pack_fields,
                                 relayout, unpack)
+from shared_adm.store.delete_journal import MAGIC as DELETE_JOURNAL_MAGIC
 from shared_adm.store.delete_journal import HEADER_SIZE, JOURNAL_SUFFIX, DeleteJournal, encode_keys
 from shared_adm.store.parallel_check import BATCH_ROWS, MESSAGE_ROWS, ParallelCheck, checked_by_loader
 from shared_adm.store.record import (RecordError, decode_message_fields, decode_value, encode_message, encode_value,
@@ -478,13 +479,16 @@ class SqliteStore:
             self._lock_file = None
 
     def _check_truncation(self) -> None:
-        """A database file shorter than its header's page count lost pages (SQLite file format 1.3.7)."""
+        """A database file shorter than its header's page count lost pages (SQLite file format 1.3.7); an empty one
+        beside the files only a store leaves (its delete journal, a WAL) lost all of them."""
         wal = self.path.with_name(self.path.name + "-wal")
-        if wal.exists() and wal.stat().st_size > 0:
-            return      # pages may legitimately live only in the WAL until the next checkpoint
+        wal_size = wal.stat().st_size if wal.exists() else 0
         size = self.path.stat().st_size if self.path.exists() else 0
         if size == 0:
+            self._check_not_emptied(wal if wal_size else None)
             return
+        if wal_size:
+            return      # pages may legitimately live only in the WAL until the next checkpoint
         with open(self.path, "rb") as handle:
             header = handle.read(100)
         if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
@@ -497,6 +501,24 @@ class SqliteStore:
         if page_count and change_counter == valid_for and size < page_count * page_size:
             raise self._fail(f"truncated: the header says {page_count} pages of {page_size} bytes "
                              f"({page_count * page_size} bytes) but the file has {size} bytes")
+
+    def _check_not_emptied(self, wal: Path | None) -> None:
+        """An empty (or missing: connect made it) database is a new store, unless a store's own files say one was
+        here: the delete journal (written at every start) or a WAL (SQLite writes the database header before any
+        WAL frame). Starting on it would silently drop every queue and message."""
+        journal = self.path.with_name(self.path.name + JOURNAL_SUFFIX)
+        evidence = [wal.name] if wal is not None else []
+        try:
+            with open(journal, "rb") as handle:
+                if handle.read(len(DELETE_JOURNAL_MAGIC)) == DELETE_JOURNAL_MAGIC:
+                    evidence.append(journal.name)
+        except FileNotFoundError:
+            pass
+        if evidence:
+            files = " and ".join(evidence)
+            raise self._fail(f"is empty, but a store was here ({files} beside it): its queues and messages are not "
+                             f"in the file. Restore {self.path.name} from a backup, or remove {files} to start an "
+                             "empty store")
 
     def _check_or_create_schema(self, conn: sqlite3.Connection) -> bool:
         """Create, check or upgrade the schema; True when every message row was rewritten (upgrade, re-pack)."""

@@ -14,6 +14,7 @@ import pytest
 
 from shared_adm.message import Message
 from shared_adm.store import SqliteStore, StoredMessage, StoredQueue, StoreError
+from shared_adm.store.delete_journal import JOURNAL_SUFFIX
 from shared_adm.store.sqlite import DB_FILE_NAME, SCHEMA_VERSION
 from tests.store.durable_rows import durable_rows
 
@@ -414,6 +415,33 @@ def test_truncated_file(data_dir):
         handle.truncate(size // 2)
     message = _open_fails(data_dir, "truncated")
     assert str(path) in message and f"{size // 2} bytes" in message
+
+
+@pytest.mark.parametrize("how", ["emptied", "deleted"])
+def test_an_emptied_or_deleted_database_beside_its_delete_journal_is_refused_not_started_empty(data_dir, how):
+    path = _fill(data_dir, 3)
+    journal = path.with_name(path.name + JOURNAL_SUFFIX)
+    assert journal.exists()
+    if how == "emptied":
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+    message = _open_fails(data_dir, "is empty, but")
+    assert journal.name in message and "Restore" in message
+    journal.unlink()                            # the remedy the message names: start an empty store
+    store = SqliteStore(data_dir)
+    try:
+        assert store.load().messages == []
+    finally:
+        store.close()
+
+
+def test_an_empty_database_beside_a_non_empty_wal_is_refused(data_dir):
+    path = _fill(data_dir, 3)
+    path.with_name(path.name + JOURNAL_SUFFIX).unlink()
+    path.write_bytes(b"")
+    path.with_name(path.name + "-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))
+    assert f"{path.name}-wal" in _open_fails(data_dir, "is empty, but")
 
 
 def test_truncated_to_a_partial_header(data_dir):
