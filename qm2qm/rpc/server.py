@@ -215,8 +215,12 @@ class RpcConnection(asyncio.Protocol):
             self.peer_host = str(peername[0])
             self.peer = f"{peername[0]}:{peername[1]}"
         if len(server.connections) >= server.max_connections:
-            self.log(logging.WARNING, "connection refused: %d connections open (max_connections)",
-                     len(server.connections))
+            server.connections_refused += 1
+            now = time.monotonic()
+            if now >= server.next_refusal_log:      # a flood of refusals is one line a second, not one each
+                server.next_refusal_log = now + 1.0
+                self.log(logging.WARNING, "connection refused: %d connections open (max_connections); %d refused "
+                         "since the server started", len(server.connections), server.connections_refused)
             transport.abort()
             return
         loop = asyncio.get_running_loop()
@@ -811,6 +815,8 @@ class RpcServer:
         self.security = security if security is not None else SecurityProvider(self.auth)
         self.requested_port = port
         self.max_connections = max_connections
+        self.connections_refused = 0                        # for max_connections
+        self.next_refusal_log = 0.0                         # monotonic time the next refusal may be logged
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
         self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")

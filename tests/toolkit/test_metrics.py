@@ -93,6 +93,7 @@ def test_metrics_after_a_scripted_remote_read(qm2qm_server, qm2qm_queues, qm2qm_
     assert during[("qm2qm_rpc_connections", frozenset())] == 2
     assert during[("qm2qm_rpc_connections_opened_total", frozenset())] == 2
     assert during[("qm2qm_rpc_connections_closed_total", frozenset())] == 0
+    assert during[("qm2qm_rpc_connections_refused_total", frozenset())] == 0
     assert during[("qm2qm_rpc_association_groups", frozenset())] == 2
     handles = {dict(labels)["type"]: value for (name, labels), value in during.items()
                if name == "qm2qm_rpc_context_handles"}
