@@ -7,14 +7,14 @@ as in qm2qm.mqqp.idl: a top-level ``[ref]`` pointer parameter is declared as its
 (call it with ``checkError=False``)."""
 from __future__ import annotations
 
-from impacket.dcerpc.v5.dtypes import DWORD, GUID, HRESULT, LONG, LPDWORD, LPWSTR, PGUID, UCHAR, ULONG, USHORT
+from impacket.dcerpc.v5.dtypes import DWORD, GUID, HRESULT, LONG, LPDWORD, PGUID, UCHAR, ULONG, USHORT
 from impacket.dcerpc.v5.ndr import (NDRCALL, NDRPOINTER, NDRSTRUCT, NDRUNION, NDRUniConformantArray,
                                     NDRUniConformantVaryingArray)
 from impacket.dcerpc.v5.rpcrt import DCERPCException
 from impacket.uuid import uuidtup_to_bin
 
 from qm2qm.mqmp.constants import QMCOMM2_UUID, QMCOMM2_VERSION, QMCOMM_UUID, QMCOMM_VERSION
-from qm2qm.rpc.ndr_arrays import ScalarArrayItems
+from qm2qm.rpc.ndr_arrays import LPWSTR, ScalarArrayItems
 
 MSRPC_UUID_QMCOMM = uuidtup_to_bin((str(QMCOMM_UUID), "%d.%d" % QMCOMM_VERSION))
 MSRPC_UUID_QMCOMM2 = uuidtup_to_bin((str(QMCOMM2_UUID), "%d.%d" % QMCOMM2_VERSION))

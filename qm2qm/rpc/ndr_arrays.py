@@ -14,7 +14,8 @@ import struct
 from collections.abc import Iterator
 from typing import Any, Callable
 
-from impacket.dcerpc.v5.ndr import NDRUniConformantArray
+from impacket.dcerpc.v5.dtypes import WSTR
+from impacket.dcerpc.v5.ndr import NDRPOINTER, NDRUniConformantArray
 
 
 def _bytes(data: bytes, start: int, count: int) -> list[bytes]:
@@ -67,3 +68,23 @@ class ScalarArrayItems:
             struct.unpack_from(self.item, data, end - size)      # the item cut short: impacket's struct.error
         self.fields[fieldName] = read(data, offset + pad, taken) if _KEEP_ITEMS.get() else []
         return pad + taken * size
+
+
+def check_varying_counts(maximum: int, offset: int, actual: int, what: str) -> None:
+    """MS-RPCE 3.1.1.5.3.2.1.12: in every conformant varying case the maximum count is at least offset + actual
+    count; ValueError (the codecs' RPC_X_BAD_STUB_DATA) otherwise. impacket reads the actual count alone."""
+    if offset + actual > maximum:
+        raise ValueError(f"{what}: offset {offset} + actual count {actual} exceed the maximum count {maximum}")
+
+
+class StrictWSTR(WSTR):
+    """impacket's WSTR (a [string] wchar_t*'s conformant varying string) with the check above."""
+
+    def getDataLen(self, data: bytes, offset: int = 0) -> int:
+        check_varying_counts(self["MaximumCount"], self["Offset"], self["ActualCount"], "string")
+        return super().getDataLen(data, offset)
+
+
+class LPWSTR(NDRPOINTER):
+    """impacket's LPWSTR over StrictWSTR."""
+    referent = (("Data", StrictWSTR),)

@@ -3,6 +3,7 @@ bytes are impacket's, a request it accepts reads as impacket reads it, and whate
 general path."""
 from __future__ import annotations
 
+import struct
 import uuid
 
 import pytest
@@ -125,6 +126,42 @@ def test_a_discriminant_other_than_m_qft_is_left_to_the_general_path_which_fault
     assert codec_fast.decode_open_remote_queue(bytes(stub), ndr64) is None
     with pytest.raises(RpcFault):
         codec.decode_request(2, bytes(stub), ndr64)
+
+
+def _patch_counts(stub: bytes, ndr64: bool, n: int, counts: tuple[int, int, int]) -> bytes:
+    """``stub`` with its string of ``n`` characters (the NUL counted) saying (maximum, offset, actual) counts."""
+    form = "<3Q" if ndr64 else "<3I"
+    at = stub.index(struct.pack(form, n, 0, n))
+    return stub[:at] + struct.pack(form, *counts) + stub[at + struct.calcsize(form):]
+
+
+NAME = "OS:vm\\private$\\a"                  # 16 characters and the NUL
+
+
+@pytest.mark.parametrize("ndr64", [False, True])
+@pytest.mark.parametrize("counts", [(3, 0, 17), (16, 0, 17), (17, 1, 17)], ids=["max 3", "max 16", "offset 1"])
+def test_a_string_whose_offset_and_actual_count_pass_its_maximum_count_is_bad_stub_data(ndr64, counts):
+    """MS-RPCE 3.1.1.5.3.2.1.12 (strict NDR, MS-MQMP 3.1.4, MS-MQRR 3.1.4): the maximum count MUST be at least
+    offset + actual count. impacket reads the actual count alone, so the general path opened the queue; qmcomm's
+    R_QMOpenRemoteQueue and MS-MQRR's R_OpenQueue (the same QUEUE_FORMAT) now fault RPC_X_BAD_STUB_DATA."""
+    from qm2qm.mqrr import codec as mqrr_codec
+    from qm2qm.mqrr import idl as mqrr_idl
+    stub = _patch_counts(_request(ndr64, (c.QUEUE_FORMAT_TYPE_DIRECT, 0, NAME), 2, 0), ndr64, 17, counts)
+    assert codec_fast.decode_open_remote_queue(stub, ndr64) is None
+    with pytest.raises(RpcFault) as fault:
+        codec.decode_request(2, stub, ndr64)
+    assert fault.value.status == 0x6F7
+    request = mqrr_idl.R_OpenQueue(isNDR64=ndr64)
+    qf = request["pQueueFormat"]
+    qf["m_qft"] = qf["u"]["tag"] = c.QUEUE_FORMAT_TYPE_DIRECT
+    qf["m_SuffixAndFlags"], qf["m_reserved"], qf["u"]["m_pDirectID"] = 0, 0, NAME + "\x00"
+    request["dwAccess"], request["dwShareMode"], request["pClientId"] = 1, 0, bytes(16)
+    request["fNonRoutingServer"], request["Major"], request["Minor"], request["fWorkgroup"] = 1, 6, 1, 1
+    good = request.getData()
+    assert mqrr_codec.decode(2, good, ndr64)                        # the counts right: it reads
+    with pytest.raises(RpcFault) as fault:
+        mqrr_codec.decode(2, _patch_counts(good, ndr64, 17, counts), ndr64)
+    assert fault.value.status == 0x6F7
 
 
 @pytest.mark.parametrize("ndr64", [False, True])
