@@ -35,6 +35,15 @@ def _spark(master: str | None, conf: dict[str, str] | None = None):
             spark.stop()
 
 
+def _check_call_table(path: str) -> None:
+    """Refuse a directory that is not ingest output before Spark starts."""
+    from qm2qm.pipeline.spark_jobs import call_table_dir
+    try:
+        call_table_dir(path)
+    except ValueError as exc:
+        _fail(str(exc))
+
+
 def _host_port(value: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -139,6 +148,7 @@ def stats(calls, out_dir, bucket_seconds, master) -> None:
     """Per-opnum calls, status codes, latency percentiles and bytes of a call table (ingest output or trace)."""
     from qm2qm.pipeline.spark_jobs import stats as run
 
+    _check_call_table(calls)
     with _spark(master) as spark:
         try:
             result = run(spark, calls, out_dir, bucket_seconds)
@@ -161,6 +171,8 @@ def diff(left, right, out_dir, report_path, master) -> None:
     """Conformance diff of two call tables; exit status 1 when they differ."""
     from qm2qm.pipeline.spark_jobs import diff as run
 
+    _check_call_table(left)
+    _check_call_table(right)
     with _spark(master) as spark:
         try:
             summary = run(spark, left, right, out_dir)
@@ -182,11 +194,15 @@ def diff(left, right, out_dir, report_path, master) -> None:
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help="HTML file to write.")
 def report(stats_dir, diff_dir, out_path) -> None:
     """One HTML page with plots of a stats and/or diff output."""
-    from qm2qm.pipeline.report import build_report
+    from qm2qm.pipeline.report import ReportError, build_report
 
     if not stats_dir and not diff_dir:
         _fail("give --stats DIR, --diff DIR or both")
-    click.echo(str(build_report(out_path, stats_dir=stats_dir, diff_dir=diff_dir)))
+    try:
+        page = build_report(out_path, stats_dir=stats_dir, diff_dir=diff_dir)
+    except ReportError as exc:
+        _fail(str(exc))
+    click.echo(str(page))
 
 
 @click.command()

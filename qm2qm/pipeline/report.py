@@ -11,6 +11,19 @@ from typing import Any
 import pyarrow.parquet as pq
 
 MAX_TABLE_ROWS = 200
+STATS_TABLES = ("by_opnum", "over_time", "error_codes")
+DIFF_OUTPUTS = ("mismatches", "diff_summary.json")
+
+
+class ReportError(ValueError):
+    """An input directory that is not the output it should be; the message names it."""
+
+
+def _check_output(directory: Path, command: str, names: tuple[str, ...]) -> None:
+    """Refuse a directory lacking what `qm2qm COMMAND` writes: reporting on it would show a false pass or no calls."""
+    missing = [n for n in names if not (directory / n).exists()]
+    if missing:
+        raise ReportError(f"{directory}: not a `qm2qm {command}` output (lacks {', '.join(missing)})")
 
 
 def _rows(directory: Path, name: str) -> list[dict]:
@@ -125,12 +138,21 @@ def build_report(out: str | Path, *, stats_dir: str | Path | None = None, diff_d
     """Write the HTML report from a stats output directory and/or a diff output directory."""
     import matplotlib
     matplotlib.use("Agg")
+    if diff_dir is not None:
+        _check_output(Path(diff_dir), "diff", DIFF_OUTPUTS)
+    if stats_dir is not None:
+        _check_output(Path(stats_dir), "stats", STATS_TABLES)
     parts = [f"<h1>{html.escape(title)}</h1>"]
     if diff_dir is not None:
         diff_dir = Path(diff_dir)
         mismatches = _rows(diff_dir, "mismatches")
         summary_path = diff_dir / "diff_summary.json"
-        summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+        try:
+            summary = json.loads(summary_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ReportError(f"{summary_path}: unreadable diff summary: {exc}") from None
+        if not isinstance(summary, dict):
+            raise ReportError(f"{summary_path}: unreadable diff summary: not a JSON object")
         verdict = "pass" if not mismatches else "fail"
         parts.append(f'<p class="verdict {verdict}">{len(mismatches)} mismatch(es) over '
                      f'{summary.get("aligned_calls", "?")} aligned calls</p>')

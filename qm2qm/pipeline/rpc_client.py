@@ -109,9 +109,12 @@ class RpcClient:
         if self.writer is None or self._reader_task is None or self._reader_task.done():
             raise RpcClientError(f"{self.host}:{self.port}: not connected")
         call_id = next(self.call_ids)
+        # built before the future is registered: a request that cannot be built (opnum beyond 16 bits) must not
+        # leave a future behind that the connection's close would fail unobserved
+        fragments = fragment_request(call_id, CONTEXT_ID, opnum, stub, self.max_xmit)
         future = asyncio.get_running_loop().create_future()
         self.waiting[call_id] = future
-        for fragment in fragment_request(call_id, CONTEXT_ID, opnum, stub, self.max_xmit):
+        for fragment in fragments:
             self.writer.write(fragment)
         await self.writer.drain()
         return call_id, future

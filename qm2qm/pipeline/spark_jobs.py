@@ -344,13 +344,36 @@ def _spark_schema(arrow_schema: pa.Schema) -> Any:
     return from_arrow_schema(arrow_schema)
 
 
+def call_table_dir(path: str | Path) -> Path | None:
+    """The Parquet directory of an ingest output given as OUT or OUT/calls; None for a file (ingest_file reads
+    it). Raises ValueError naming a directory that is not ingest output, before Spark fails on it with a
+    schema-inference error."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    calls_dir = p / "calls" if (p / "calls").is_dir() else p
+    parts = sorted(f for f in calls_dir.glob("*.parquet") if not f.name.startswith((".", "_")))
+    if not parts:
+        raise ValueError(f"{p}: not ingest output: no call table (no Parquet files in {calls_dir}); "
+                         f"give a `qm2qm ingest` output directory or a trace or capture file")
+    import pyarrow.parquet as pq
+    try:
+        columns = pq.read_schema(parts[0]).names
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{p}: not ingest output: {parts[0]} is not a readable Parquet file: {exc}") from None
+    missing = [c for c in schema.CALL_COLUMNS if c not in columns]
+    if missing:
+        raise ValueError(f"{p}: not ingest output: {parts[0]} is not a call table (lacks {', '.join(missing[:3])}"
+                         f"{', ...' if len(missing) > 3 else ''})")
+    return calls_dir
+
+
 def read_calls(spark: Any, path: str | Path) -> Any:
     """A call table as a DataFrame: an ingest output directory (OUT or OUT/calls) or a trace file."""
+    calls_dir = call_table_dir(path)
+    if calls_dir is not None:
+        return spark.read.parquet(str(calls_dir))
     p = Path(path)
-    if (p / "calls").is_dir():
-        p = p / "calls"
-    if p.is_dir():
-        return spark.read.parquet(str(p))
     from qm2qm.pipeline.ingest import ingest_file
     result = ingest_file(p)
     if result.problems and not result.calls:

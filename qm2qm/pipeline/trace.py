@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qm2qm.pipeline import schema
@@ -27,6 +28,10 @@ BATCH = 2048                   # rows per decode/write batch at close
 POLL_S = 0.05                  # how often the writer thread takes what the hot path appended
 SPOOL_FORMAT = 1
 _BINARY = {f.name for f in schema.CALL_FIELDS if f.type == pa.binary()}
+_TYPES = {f.name: f.type for f in schema.CALL_FIELDS}
+# Columns every call needs (replay and diff order and send calls by them) and the values they can take: opnum is
+# an unsigned short in the request PDU (C706 12.6.4.9), session_seq and call_index are ranks.
+_REQUIRED_RANGES = {"session_seq": (0, 2**31 - 1), "call_index": (0, 2**31 - 1), "opnum": (0, 0xFFFF)}
 _OPEN_QUEUE = 2
 
 
@@ -354,9 +359,16 @@ def _read_parquet(path: Path) -> pa.Table:
     if missing:
         raise TraceError(f"{path}: offset 0: call table lacks columns {', '.join(missing)}")
     try:
-        return tbl.select(schema.CALL_COLUMNS).cast(schema.CALL_SCHEMA)
+        tbl = tbl.select(schema.CALL_COLUMNS).cast(schema.CALL_SCHEMA)
     except (pa.ArrowException, ValueError) as exc:
         raise TraceError(f"{path}: offset 0: column types differ from the call table: {exc}") from None
+    for name, (low, high) in _REQUIRED_RANGES.items():
+        column = tbl.column(name)
+        within = pc.fill_null(pc.and_(pc.greater_equal(column, low), pc.less_equal(column, high)), False)
+        first_bad = pc.index(within, False).as_py()
+        if first_bad >= 0:
+            raise TraceError(f"{path}: record {first_bad + 1}: {_range_problem(name, column[first_bad].as_py())}")
+    return tbl
 
 
 def read_jsonl_rows(path: Path) -> list[dict]:
@@ -398,10 +410,41 @@ def _json_row(path: Path, where: str, obj: dict) -> dict:
                 value = base64.b64decode(value, validate=True)
             except (ValueError, TypeError) as exc:
                 raise TraceError(f"{path}: {where}: {key} is not base64: {exc}") from None
+        else:
+            _check_type(path, where, key, value)
         row[key] = value
     if not isinstance(row.get("session_id"), str) or not isinstance(row.get("source"), str):
         raise TraceError(f"{path}: {where}: record lacks source/session_id")
+    for name, (low, high) in _REQUIRED_RANGES.items():
+        if row[name] is None or not low <= row[name] <= high:
+            raise TraceError(f"{path}: {where}: {_range_problem(name, row[name])}")
     return row
+
+
+def _check_type(path: Path, where: str, key: str, value: Any) -> None:
+    """A JSON value of the column's type (integers within its width), else TraceError naming the column."""
+    if value is None:
+        return
+    column_type = _TYPES[key]
+    if pa.types.is_integer(column_type):
+        limit = 1 << (column_type.bit_width - 1)
+        if isinstance(value, int) and not isinstance(value, bool) and -limit <= value < limit:
+            return
+        expected = f"an integer that fits {column_type}"
+    elif pa.types.is_string(column_type):
+        if isinstance(value, str):
+            return
+        expected = "a string"
+    else:
+        return
+    raise TraceError(f"{path}: {where}: {key} has the wrong type: {json.dumps(value)[:40]} is not {expected}")
+
+
+def _range_problem(name: str, value: Any) -> str:
+    if value is None:
+        return f"{name} is missing or null; every call needs one"
+    low, high = _REQUIRED_RANGES[name]
+    return f"{name} {value} is out of range ({low}..{high})"
 
 
 def _to_table(path: Path, rows: list[dict]) -> pa.Table:
