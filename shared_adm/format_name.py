@@ -107,7 +107,7 @@ def _parse_direct(text: str, value: str) -> FormatName:
         if not host or not path:
             return FormatName("illegal", text)
         return FormatName("direct", text, protocol=protocol, host=host, path=path, suffix=suffix)
-    if protocol not in ("OS", "TCP", "IPX", "SPX"):
+    if protocol not in ("OS", "TCP", "IPX"):           # MS-MQMQ 2.1.2's Protocol (SPX is not one)
         return FormatName("illegal", text)
     written_suffix = address.partition(";")[2]
     address, suffix = _split_suffix(address)

@@ -89,7 +89,9 @@ def test_open_queue_not_found_and_format_errors(qm, queue):
     assert qm.open_queue("DIRECT=HTTP://qm2qm/msmq/private$/q", r, n)[0] == st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
     assert qm.open_queue(f"MACHINE={qm.identifier};JOURNAL", o, n)[0] == st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
     assert qm.open_queue("MULTICAST=234.1.1.1:8001", r, n)[0] == st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
-    for bad in ("", "nonsense", "DIRECT=OS:", "PRIVATE=xyz\\1", None, 42, "DIRECT=OS:a\\b\x00"):
+    # MS-MQMQ 2.1.2: Protocol = "TCP" / "OS" / "HTTP" / "HTTPS" / "IPX"; SPX is not a format name's protocol
+    for bad in ("", "nonsense", "DIRECT=OS:", "PRIVATE=xyz\\1", None, 42, "DIRECT=OS:a\\b\x00",
+                r"DIRECT=SPX:qm2qm\private$\q"):
         assert qm.open_queue(bad, r, n)[0] == st.MQ_ERROR_ILLEGAL_FORMATNAME
     assert qm.open_queue(QNAME, "ReceiveAccess", n)[0] == st.MQ_ERROR_INVALID_PARAMETER
     assert qm.open_queue("DL=00000000-0000-0000-0000-000000000001", o, n)[0] == st.MQ_ERROR_NO_DS

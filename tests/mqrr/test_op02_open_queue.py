@@ -106,8 +106,17 @@ async def test_open_queue_failure_of_the_open_queue_event_is_thrown(env):
     c = await env.connect()
     # the queue manager's own private queues are never remote-readable (MS-MQDMPR Open Queue, MS-MQCN 3.2.3)
     assert await env.fault(c.open, "DIRECT=OS:qm2qm\\private$\\admin_queue$") == st.MQ_ERROR_ACCESS_DENIED
-    assert await env.fault(c.open, "DIRECT=HTTP://qm2qm/msmq/private$/orders") == \
-        st.MQ_ERROR_UNSUPPORTED_FORMATNAME_OPERATION
+    assert descriptors(env) == []
+
+
+@pytest.mark.parametrize("name", ["DIRECT=HTTP://qm2qm/msmq/private$/orders", "DIRECT=HTTPS://qm2qm/msmq/private$/orders",
+                                  "DIRECT=IPX:00000000:000000000000\\private$\\orders",
+                                  "DIRECT=SPX:qm2qm\\private$\\orders"])
+async def test_open_queue_direct_protocol_outside_tcp_and_os_throws_invalid_parameter(env, name):
+    """2.2.3: R_OpenQueue takes the TCP and OS Protocol Address Specifications only (HTTP answered Open Queue's
+    UNSUPPORTED_FORMATNAME_OPERATION, IPX and SPX opened the local queue); 3.1.4.2 throws INVALID_PARAMETER."""
+    c = await env.connect()
+    assert await env.fault(c.open, name) == st.MQ_ERROR_INVALID_PARAMETER
     assert descriptors(env) == []
 
 

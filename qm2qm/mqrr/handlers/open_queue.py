@@ -7,6 +7,7 @@ from qm2qm.mqrr.codec import decode, encode
 from qm2qm.mqrr.constants import MQ_DENY_NONE, MQ_DENY_SHARE, PEEK_ACCESS, RECEIVE_ACCESS
 from qm2qm.mqrr.queue_format import format_name
 from qm2qm.mqrr.service import QueueContext, Service
+from shared_adm import format_name as format_names
 from shared_adm import security as access
 from qm2qm.rpc.handles import HandleLimitReached
 from qm2qm.rpc.interface import CallContext, RpcFault
@@ -14,6 +15,7 @@ from shared_adm import status as st
 from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
 
 ACCESS = {RECEIVE_ACCESS: QueueAccessType.RECEIVE_ACCESS, PEEK_ACCESS: QueueAccessType.PEEK_ACCESS}
+DIRECT_PROTOCOLS = ("TCP", "OS")        # 2.2.3: the subset of MS-MQMQ 2.1.2's Protocol Address Specifications
 
 
 def open_descriptor(service: Service, ctx: CallContext, queue_format: Any, required: QueueAccessType,
@@ -23,6 +25,8 @@ def open_descriptor(service: Service, ctx: CallContext, queue_format: Any, requi
     name = format_name(queue_format)
     if name is None or share_mode not in (MQ_DENY_NONE, MQ_DENY_SHARE):
         raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, "pQueueFormat or dwShareMode is invalid")
+    if name.upper().startswith("DIRECT=") and format_names.parse(name).protocol not in DIRECT_PROTOCOLS:
+        raise RpcFault(st.MQ_ERROR_INVALID_PARAMETER, f"{name!r}: MS-MQRR 2.2.3 takes DIRECT=TCP: and DIRECT=OS: only")
     share = QueueShareMode.DENY_NONE if share_mode == MQ_DENY_NONE else QueueShareMode.DENY_RECEIVE
     status, descriptor = access.open_queue_as(service.qm, ctx.principal.sids, name, required, share,
                                               RemoteReadState.OPENED)
