@@ -55,6 +55,19 @@ async def test_move_message_without_the_source_descriptor_fails(env):
     assert await env.call(c.move, h, move_context, m.lookup_identifier) == st.MQ_ERROR_INVALID_HANDLE
 
 
+async def test_move_message_from_a_peek_handle_returns_access_denied_and_moves_nothing(env):
+    """phContextFrom MUST come from R_OpenQueue with RECEIVE_ACCESS (3.1.4.10): a peek handle (which opens while
+    another reader holds the queue with MQ_DENY_RECEIVE_SHARE) must not take messages off the queue."""
+    from qm2qm.mqrr.constants import MQ_DENY_SHARE, PEEK_ACCESS, RECEIVE_ACCESS
+    m = env.enqueue(b"kept")
+    holder = await env.connect()
+    await env.call(holder.open, FORMAT_NAME, RECEIVE_ACCESS, MQ_DENY_SHARE)      # the queue held exclusively
+    c, peek = await env.opened(access=PEEK_ACCESS)
+    to_poison, _ = await env.call(c.open, POISON, MQ_MOVE_ACCESS, for_move=True)
+    assert await env.call(c.move, peek, to_poison, m.lookup_identifier) == st.MQ_ERROR_ACCESS_DENIED
+    assert env.positions() == {m.lookup_identifier: PositionState.AVAILABLE} and env.bodies() == [b"kept"]
+
+
 async def test_move_message_unknown_or_closed_destination_returns_invalid_handle(env):
     c, h, move_context, h_to, m = await setup(env)
     assert await env.call(c.move, h, move_context ^ 1, m.lookup_identifier) == st.MQ_ERROR_INVALID_HANDLE

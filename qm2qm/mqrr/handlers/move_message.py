@@ -31,6 +31,10 @@ def move_message(service: Service, ctx: CallContext, wire: bytes, context_to: in
     _, source = queue_of(service, ctx, wire)
     if source is None:
         return st.MQ_ERROR_INVALID_HANDLE
+    if source.access_type is not QueueAccessType.RECEIVE_ACCESS:
+        # [DESIGN] phContextFrom MUST come from R_OpenQueue with RECEIVE_ACCESS (3.1.4.10): a peek handle, which
+        # opens under another reader's DenyReceive, would otherwise take that reader's messages away.
+        return st.MQ_ERROR_ACCESS_DENIED
     destination = service.descriptor_of(service.move_contexts.get(context_to))
     if destination is None or destination.access_type is not QueueAccessType.MOVE_ACCESS:
         return st.MQ_ERROR_INVALID_HANDLE
