@@ -226,13 +226,16 @@ def plan_tasks(paths: list[str], parallelism: int, split_min_bytes: int = SPLIT_
     return tasks
 
 
-def expand_inputs(inputs: Iterable[str]) -> list[str]:
-    """Files named, plus the files inside named directories (sorted); missing paths are kept to be reported."""
+def expand_inputs(inputs: Iterable[str], skip: str | Path | None = None) -> list[str]:
+    """Files named, plus the files inside named directories (sorted) but not under ``skip`` (the output directory:
+    an earlier run's tables are not input); missing paths are kept to be reported."""
     out: list[str] = []
+    skipped = Path(skip).resolve() if skip is not None else None
     for item in inputs:
         p = Path(item)
         if p.is_dir():
-            out.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and not f.name.startswith("."))
+            out.extend(str(f) for f in sorted(p.rglob("*")) if f.is_file() and not f.name.startswith(".")
+                       and (skipped is None or not f.resolve().is_relative_to(skipped)))
         else:
             out.append(str(p))
     return out
@@ -248,7 +251,7 @@ def ingest(spark: Any, inputs: Iterable[str], out_dir: str | Path, split_min_byt
 
     import pyarrow.parquet as pq
 
-    paths = expand_inputs(inputs)
+    paths = expand_inputs(inputs, skip=out_dir)
     out = Path(out_dir)
     parallelism = spark.sparkContext.defaultParallelism
     tasks = plan_tasks(paths, parallelism,

@@ -188,3 +188,14 @@ def test_report_of_a_stats_output_with_no_calls_still_says_no_calls(tmp_path):
     res = CliRunner().invoke(cli.report, ["--stats", str(tmp_path / "stats"), "--out", str(tmp_path / "r.html")])
     assert res.exit_code == 0, res.output
     assert "<p>No calls.</p>" in (tmp_path / "r.html").read_text()
+
+
+def test_ingest_of_a_directory_skips_its_own_output_directory_inside_it(tmp_path):
+    """`qm2qm ingest caps --out caps/tables` run twice read its first run's Parquet as captures (problems)."""
+    from qm2qm.pipeline.spark_jobs import expand_inputs
+    (tmp_path / "a.pcap").write_bytes(b"x")
+    (tmp_path / "tables" / "calls").mkdir(parents=True)
+    (tmp_path / "tables" / "calls" / "part-0.parquet").write_bytes(b"x")
+    (tmp_path / "tables" / "summary.json").write_text("{}")
+    assert expand_inputs([str(tmp_path)], skip=tmp_path / "tables") == [str(tmp_path / "a.pcap")]
+    assert len(expand_inputs([str(tmp_path)])) == 3
