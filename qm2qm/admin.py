@@ -102,7 +102,8 @@ def _bool(body: dict, key: str, default: bool = False) -> bool:
     return value
 
 
-def _str(body: dict, key: str, default: Any = None, *, max_len: int | None = None) -> Any:
+def _str(body: dict, key: str, default: Any = None, *, max_len: int | None = None,
+         binary_alternative: str | None = None) -> Any:
     value = body.get(key, default)
     if value is None:
         return default
@@ -110,7 +111,22 @@ def _str(body: dict, key: str, default: Any = None, *, max_len: int | None = Non
         raise AdminError(400, "bad_value", f"{key}: expected a string, got {value!r}")
     if max_len is not None and len(value) > max_len:
         raise AdminError(400, "bad_value", f"{key}: {len(value)} characters is longer than {max_len}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:      # JSON lets "\ud800" through; UTF-8 has no lone surrogates
+        advice = f"; send such bytes as {binary_alternative}" if binary_alternative else ""
+        raise AdminError(400, "bad_value", f"{key}: character {exc.start} is a lone surrogate (U+"
+                                           f"{ord(value[exc.start]):04X}), which UTF-8 cannot carry{advice}") from None
     return value
+
+
+def ascii_decimal(text: str, most: int) -> int | None:
+    """``text`` as an integer 0..most when it is ASCII digits, else None (str.isdigit also takes '²', which int()
+    refuses, and int() refuses more than 4300 digits)."""
+    if not (text.isascii() and text.isdigit()) or len(text.lstrip("0")) > len(str(most)):
+        return None
+    value = int(text)
+    return value if value <= most else None
 
 
 def _b64(body: dict, key: str) -> bytes | None:
@@ -204,13 +220,7 @@ def message_from_request(body: dict, *, now: Callable[[], float] = time.time) ->
     if "body_base64" in body:
         payload = _b64(body, "body_base64") or b""
     else:
-        text = _str(body, "body", "")
-        try:
-            payload = text.encode("utf-8")
-        except UnicodeEncodeError as exc:      # JSON lets "\ud800" through; UTF-8 has no lone surrogates
-            raise AdminError(400, "bad_value", f"body: character {exc.start} is a lone surrogate "
-                                               f"(U+{ord(text[exc.start]):04X}), which UTF-8 cannot carry; "
-                                               "send such bytes as body_base64") from None
+        payload = _str(body, "body", "", binary_alternative="body_base64").encode("utf-8")
     if len(payload) > MAX_BODY:
         raise AdminError(413, "body_too_large", f"body: {len(payload)} bytes is larger than {MAX_BODY}")
     label = _str(body, "label", "")
@@ -445,13 +455,14 @@ class AdminApi:
         queue = self._queue(request)
         with_body = request.query.get("body", "0") not in ("0", "false", "")
         text = request.query.get("limit", str(DEFAULT_LIST_LIMIT))
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIST_LIMIT:
+        limit = ascii_decimal(text, MAX_LIST_LIMIT)
+        if not limit:
             raise AdminError(400, "bad_value", f"limit: {text!r} is not an integer from 1 to {MAX_LIST_LIMIT}; page "
                                                "on with after=<next_after of the previous page>")
         after = request.query.get("after")
-        if after is not None and not (after.isdigit() and int(after) < 1 << 64):
+        next_after = None if after is None else ascii_decimal(after, (1 << 64) - 1)
+        if after is not None and next_after is None:
             raise AdminError(400, "bad_value", f"after: {after!r} is not a lookup_id")
-        limit, next_after = int(text), None if after is None else int(after)
         chunks: list[str] = []      # each chunk's messages as JSON text, so no single step encodes the whole page
         count, budget = 0, MAX_PAGE_BODY_BYTES if with_body else None
         while True:         # a chunk per loop turn: the RPC calls go on while a long page is built
@@ -554,6 +565,7 @@ class AdminApi:
     async def change_permissions(self, request: web.Request) -> web.Response:
         """POST /v1/queues/{name}/permissions {"grant"|"revoke": right, "principal": SID or name}: change one ACE,
         durably (the queue's Security attribute, MS-MQDMPR 3.1.1.2)."""
+        from qm2qm.rpc.auth.users import sid_problem
         from shared_adm import security
         body = await _body(request)
         queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
@@ -570,6 +582,11 @@ class AdminApi:
             sid = security.principal_sid(_str(body, "principal", max_len=200) or "")
         except security.SecurityError as exc:
             raise AdminError(400, "bad_value", str(exc)) from None
+        # MS-DTYP 2.4.2 allows a 48-bit identifier authority, but shared_adm.security writes it in one byte
+        # (impacket's LDAP_SID.fromCanonical): refuse what the queue's security descriptor could not hold.
+        problem = sid_problem(sid, max_authority=0xFF)
+        if problem is not None:
+            raise AdminError(400, "bad_value", f"principal {problem}")
         current = security.queue_security(queue)
         getattr(current, verb)(sid, rights)
         security.set_queue_security(self.qm, queue, current)

@@ -192,11 +192,17 @@ def _check_int_range(key: str, value: Any, least: int, most: int, why: str = "")
     return value
 
 
+def _check_path(key: str, value: Any, expected: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{key}: expected {expected}, got {value!r}")
+    if "\x00" in value:    # TOML can write one ("\u0000"); no file path can hold it
+        raise ConfigError(f"{key}: {value!r} contains a NUL character, which no file path can hold")
+    return value
+
+
 def _check_value(key: str, value: Any) -> Any:
     if key == "data_dir":
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"data_dir: expected a non-empty path string, got {value!r}")
-        return value
+        return _check_path(key, value, "a non-empty path string")
     if key == "host":
         return _check_host(key, value)
     if key == "port":
@@ -230,9 +236,7 @@ def _check_value(key: str, value: Any) -> Any:
     if key in ("epm_port", "mqsd_port"):
         return _check_port(key, value, allow_zero=True)
     if key == "trace":
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"trace: expected a file path (.parquet or .jsonl), got {value!r}")
-        return value
+        return _check_path(key, value, "a file path (.parquet or .jsonl)")
     if key == "mqsd_site_id":
         return _check_guid(key, value)
     if key == "mqsd_networks":
@@ -259,9 +263,7 @@ def _check_value(key: str, value: Any) -> Any:
             raise ConfigError(f"log_format: expected one of {', '.join(LOG_FORMATS)}, got {value!r}")
         return value
     if key in ("users", "keytab"):
-        if not isinstance(value, str) or not value:
-            raise ConfigError(f"{key}: expected a file path string, got {value!r}")
-        return value
+        return _check_path(key, value, "a file path string")
     if key == "auth":
         return _check_choice(key, value, AUTH_MODES)
     if key == "min_auth_level":

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import click
 
 from qm2qm.cli._common import (INFINITE, _admin,
-                               _call_admin, _emit, _fail, admin_options, main)
+                               _call_admin, _emit, _fail, _printable, admin_options, main)
 
 
 class TimeoutMs(click.ParamType):
@@ -80,7 +80,8 @@ def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
         host = info["rpc"]["host"]
         return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), int(info["rpc"]["port"])
     host, sep, port = rpc_addr.rpartition(":")
-    if not sep or not port.isdigit():
+    # isdigit alone takes '²', which int() refuses
+    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
         raise click.BadParameter(f"{rpc_addr!r} is not HOST:PORT", param_hint="--rpc")
     return host, int(port)
 
@@ -158,9 +159,10 @@ def _print_read(d: dict) -> None:
     m = d["message"]
     seq = f" sequential_id={d['sequential_id']}" if "sequential_id" in d else ""
     click.echo(f"message request_id={d['request_id']}{seq} size={d['size']} arrived={d['arrive_time']}")
-    click.echo(f"  label:    {m['label']}".rstrip())
+    click.echo(f"  label:    {_printable(m['label'])}".rstrip())
     click.echo(f"  priority: {m['priority']}  app_specific: {m['app_specific']}  delivery: {m['delivery']}")
-    click.echo(f"  body:     {m['body_text'] if m['body_text'] is not None else '(binary) ' + m['body_base64']}")
+    body = _printable(m['body_text']) if m['body_text'] is not None else '(binary) ' + m['body_base64']
+    click.echo(f"  body:     {body}")
 
 
 def _format_name(pathname: str, host: str) -> str:
@@ -362,7 +364,8 @@ def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
 @main.command()
 @click.argument("pathname")
 @click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
-@click.option("--count", type=int, default=1, show_default=True, help="How many messages to peek.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many messages to peek.")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
 @read_options
@@ -382,7 +385,8 @@ def _via(via_admin, epm_port, qmcomm_port, protocol="qm2qm", mqrr_port=None) -> 
 @main.command()
 @click.argument("pathname")
 @click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
-@click.option("--count", type=int, default=1, show_default=True, help="How many messages to receive.")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many messages to receive.")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Receive through a cursor.")
 @click.option("--nack", is_flag=True, help="End with RR_NACK (message stays) instead of RR_ACK.")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")

@@ -61,7 +61,7 @@ def parse_target(target: str) -> tuple[str, int]:
         host, port = target.split(":")
     if not host:
         raise click.BadParameter(f"{target!r}: no host", param_hint="HOST[:PORT]")
-    if not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not (port.isascii() and port.isdigit() and len(port) <= 5) or not 1 <= int(port) <= 65535:   # not '²'
         raise click.BadParameter(f"{target!r}: port must be 1..65535", param_hint="HOST[:PORT]")
     return host, int(port)
 

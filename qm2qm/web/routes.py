@@ -111,17 +111,18 @@ class WebView:
 
     async def message_previews(self, request: web.Request) -> web.Response:
         """GET /v1/ui/queues/{name}/messages?limit=N: messages with a short body preview, not whole bodies."""
-        from qm2qm.admin import AdminError
+        from qm2qm.admin import AdminError, ascii_decimal
         name = request.match_info["name"]
         backend = self.api.backend
         queue = backend.find_queue(name)
         if queue is None:
             raise AdminError(404, "MQ_ERROR_QUEUE_NOT_FOUND", f"unknown queue '{name}'")
         text = request.query.get("limit", "100")
-        if not text.isdigit() or not 1 <= int(text) <= MAX_PREVIEW_MESSAGES:
+        limit = ascii_decimal(text, MAX_PREVIEW_MESSAGES)
+        if not limit:
             raise AdminError(400, "bad_value", f"limit: {text!r} is not an integer 1..{MAX_PREVIEW_MESSAGES}")
         rows = []
-        for message, state in backend.messages(queue, int(text))[0]:
+        for message, state in backend.messages(queue, limit)[0]:
             # a string: lookup identifiers are 64-bit (MS-MQDMPR 3.1.1.12), beyond a JavaScript Number's 2**53
             rows.append({"lookup_id": str(message.lookup_identifier), "state": state, "priority": message.priority,
                          "label": message.label, "body_size": len(message.body), "preview": preview(message.body, message.body_type),

@@ -6,8 +6,33 @@ import re
 import tempfile
 from dataclasses import dataclass
 
-_SID = re.compile(r"^S-1-\d+(-\d+)+$")
+_SID = re.compile(r"^S-1-[0-9]+(-[0-9]+)+$")
 _HEX32 = re.compile(r"^[0-9A-Fa-f]{32}$")
+# MS-DTYP 2.4.2: IdentifierAuthority is 6 bytes, each SubAuthority 4 bytes, SubAuthorityCount at most 15.
+MAX_IDENTIFIER_AUTHORITY = (1 << 48) - 1
+MAX_SUB_AUTHORITY = 0xFFFFFFFF
+MAX_SUB_AUTHORITIES = 15
+
+
+def _above(digits: str, most: int) -> bool:
+    digits = digits.lstrip("0")
+    return len(digits) > len(str(most)) or int(digits or "0") > most     # no int() of a 5000-digit string
+
+
+def sid_problem(sid: str, max_authority: int = MAX_IDENTIFIER_AUTHORITY) -> str | None:
+    """What keeps ``sid`` from being a SID string (S-1-authority-subauthority..., MS-DTYP 2.4.2.1) whose every
+    component fits its binary field (MS-DTYP 2.4.2), as a phrase naming it; None when it is one."""
+    if not _SID.fullmatch(sid):
+        return f"{sid!r} is not a SID (S-1-...; MS-DTYP 2.4.2.1)"
+    authority, *subs = sid.split("-")[2:]
+    if _above(authority, max_authority):
+        return f"{sid!r}: identifier authority {authority} is out of range 0..{max_authority}"
+    if len(subs) > MAX_SUB_AUTHORITIES:
+        return f"{sid!r}: {len(subs)} subauthorities, more than {MAX_SUB_AUTHORITIES} (MS-DTYP 2.4.2)"
+    for sub in subs:
+        if _above(sub, MAX_SUB_AUTHORITY):
+            return f"{sid!r}: subauthority {sub} is out of range 0..{MAX_SUB_AUTHORITY} (32 bits; MS-DTYP 2.4.2)"
+    return None
 
 
 class UserFileError(ValueError):
@@ -79,8 +104,9 @@ class UserStore:
                                     "cannot contain ':')")
             if not user:
                 raise UserFileError(f"{where}: empty user name")
-            if sid is not None and not _SID.match(sid):
-                raise UserFileError(f"{where}: {sid!r} is not a SID (S-1-...; MS-DTYP 2.4.2.1)")
+            problem = None if sid is None else sid_problem(sid)
+            if problem is not None:
+                raise UserFileError(f"{where}: {problem}")
             entries.append(UserEntry(domain, user, sid))
             lines.append(store)
         if not entries:
