@@ -13,6 +13,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from qm2qm.config import ADMIN_HOST, PORT_INCREMENT, ServerConfig
+from qm2qm.ready import host_port
 
 log = logging.getLogger("qm2qm.app")
 
@@ -78,7 +79,7 @@ class App:
     @property
     def rpc_address(self) -> str:
         """host:port of the bound qm2qm listener."""
-        return f"{self.config.host}:{self.rpc.port}"
+        return host_port(self.config.host, self.rpc.port)
 
     @property
     def admin_url(self) -> str:
@@ -89,9 +90,9 @@ class App:
         """The one line `qm2qm serve` prints once every listener is bound."""
         line = f"qm2qm listening rpc={self.rpc_address} admin={self.admin_url}"
         if self.epm is not None:
-            line += f" epm={self.epm.host}:{self.epm.port}"
+            line += f" epm={host_port(self.epm.host, self.epm.port)}"
         if self.mqsd is not None:
-            line += f" mqsd=udp:{self.mqsd.host}:{self.mqsd.port}"
+            line += f" mqsd=udp:{host_port(self.mqsd.host, self.mqsd.port)}"
         return line
 
     async def start(self) -> None:

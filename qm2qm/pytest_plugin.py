@@ -38,7 +38,6 @@ from __future__ import annotations
 import asyncio
 import os
 import queue as queue_module
-import re
 import signal
 import subprocess
 import sys
@@ -50,7 +49,8 @@ from typing import Any, Iterator
 
 import pytest
 
-READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)")
+from qm2qm.ready import parse_ready_line
+
 # Hang guards, not timing assertions: a server that is not up (or not down) by then is broken.
 START_GUARD_S = 60.0
 STOP_GUARD_S = 60.0
@@ -203,11 +203,11 @@ def start_subprocess(data_dir: Path, *extra: str, env: dict | None = None, cwd: 
     except queue_module.Empty:
         proc.kill()
         raise RuntimeError("qm2qm serve printed nothing: " + proc.communicate()[1]) from None
-    match = READY.match(line)
-    if match is None:
+    ready = parse_ready_line(line)
+    if ready is None:
         proc.kill()
         raise RuntimeError(f"qm2qm serve did not start: {line!r}; stderr: {proc.communicate()[1]}")
-    return ServerHandle(match["host"], int(match["port"]), match["admin"], data_dir, process=proc, line=line)
+    return ServerHandle(ready.host, ready.port, ready.admin, data_dir, process=proc, line=line)
 
 
 def stop_subprocess(handle: ServerHandle) -> tuple[int, str]:

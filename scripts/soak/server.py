@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,8 +12,7 @@ from pathlib import Path
 
 from proc_cpu import cpu_seconds, status_kib
 
-READY = re.compile(r"qm2qm listening rpc=(?P<host>[^:\s]+):(?P<port>\d+) admin=(?P<admin>\S+)"
-                   r"(?: epm=[^:\s]+:(?P<epm>\d+))?")
+from qm2qm.ready import parse_ready_line
 
 
 def qm2qm_command() -> list[str]:
@@ -60,10 +58,10 @@ class ServerProcess:
             line = self.proc.stdout.readline()
             if not line:
                 break
-            m = READY.search(line.decode(errors="replace"))
-            if m:
-                self.host, self.port, self.admin = m["host"], int(m["port"]), m["admin"]
-                self.epm_port = int(m["epm"] or 0)
+            ready = parse_ready_line(line.decode(errors="replace"))
+            if ready:
+                self.host, self.port, self.admin = ready.host, ready.port, ready.admin
+                self.epm_port = ready.epm[1] if ready.epm else 0
                 self.qmcomm_port = self._info()["qmcomm_port"]
                 return self
         code = self.proc.poll()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -16,8 +15,6 @@ from qm2qm.cli import main
 from qm2qm.pytest_plugin import start_subprocess
 
 REPO = Path(__file__).resolve().parents[2]
-READY = re.compile(r"^qm2qm listening rpc=(?P<host>[^\s:]+):(?P<port>\d+) admin=(?P<admin>http://\S+)"
-                   r"(?: (?:epm|mqsd)=\S+)*$")
 # A hang guard, not a timing assertion: a server that has not printed its line by then is broken.
 START_GUARD_S = 60
 

@@ -243,14 +243,15 @@ def test_config_file_errors_and_precedence(tmp_path):
     good.write_text(f'data_dir = "{tmp_path / "from-file"}"\nport = 0\nadmin_port = 0\nqmcomm_port = 3103\n')
     try:
         import subprocess, sys
-        from tests.product.conftest import READY, server_env
+        from qm2qm.ready import parse_ready_line
+        from tests.product.conftest import server_env
         proc = subprocess.Popen([sys.executable, "-m", "qm2qm", "serve", "--config", str(good), "--qmcomm-port",
                                  "4103"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=server_env())
         line = proc.stdout.readline().strip()
-        match = READY.match(line)
-        assert match, (line, proc.stderr)
-        cli = Cli(match["admin"])
+        ready = parse_ready_line(line)
+        assert ready, (line, proc.stderr)
+        cli = Cli(ready.admin)
         info = cli.json("info")
         assert info["data_dir"] == str(tmp_path / "from-file")                  # from the file
         assert info["qmcomm_port"] == 4103                                      # command line beats the file
