@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\]\s]+)\]|(?P<host>[^\s:\[\]]+)):(?P<port>\d{1,5})$")
+_HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\]\s]+)\]|(?P<host>[^\s:\[\]]+)):(?P<port>[0-9]{1,5})$")
 _LINE = re.compile(r"^qm2qm listening rpc=(?P<rpc>\S+) admin=(?P<admin>http://\S+)(?P<extras>(?: \S+)*)$")
 
 

@@ -45,10 +45,11 @@ def _check_call_table(path: str) -> None:
 
 
 def _host_port(value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        _fail(f"--target must be HOST:PORT, got {value!r}")
-    return host, int(port)
+    from qm2qm.ready import split_host_port
+    address = split_host_port(value)
+    if address is None or not 0 < address[1] < 65536:
+        _fail(f"--target must be HOST:PORT, got {value!r} (an IPv6 host in brackets: [::1]:2105)")
+    return address
 
 
 def _queue_map(queue_map_file: str | None, pairs: tuple[str, ...]) -> dict[int, str]:

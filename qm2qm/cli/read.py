@@ -79,11 +79,12 @@ def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
         info = _call_admin(lambda: _admin(admin_url).info())
         host = info["rpc"]["host"]
         return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), int(info["rpc"]["port"])
-    host, sep, port = rpc_addr.rpartition(":")
-    # isdigit alone takes '²', which int() refuses
-    if not sep or not (port.isascii() and port.isdigit() and len(port) <= 5 and 1 <= int(port) <= 65535):
-        raise click.BadParameter(f"{rpc_addr!r} is not HOST:PORT", param_hint="--rpc")
-    return host, int(port)
+    from qm2qm.ready import split_host_port
+    address = split_host_port(rpc_addr)
+    if address is None or not 1 <= address[1] <= 65535:
+        raise click.BadParameter(f"{rpc_addr!r} is not HOST:PORT (an IPv6 host in brackets: [::1]:2105)",
+                                 param_hint="--rpc")
+    return address
 
 
 def _credentials() -> dict:

@@ -48,3 +48,8 @@ def test_serve_on_ipv6_loopback_prints_a_bracketed_address_its_clients_read(tmp_
         proc.terminate()
         proc.communicate(timeout=60)
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("text", ["::1:2105", "[::1]", "host:", "host:²", "host:٣", "host:123456", "[::1]:x"])
+def test_what_is_not_host_port_is_refused(text):
+    assert split_host_port(text) is None
