@@ -10,6 +10,7 @@ Off unless started; binds 127.0.0.1 or whatever host the operator configures (de
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -45,6 +46,10 @@ def build_reply(topology: Topology, request: TopologyClientRequest) -> TopologyS
                                tuple(topology.directory_servers))
 
 
+_DESTINATION_ERRORS = frozenset({errno.EINVAL, errno.EACCES, errno.EPERM, errno.ECONNREFUSED, errno.EHOSTUNREACH,
+                                 errno.ENETUNREACH, errno.EMSGSIZE})
+
+
 class MqsdResponder(asyncio.DatagramProtocol):
     """The listening socket of 3.2.3/3.2.5: answer, return to listening; reopen the socket after a network error."""
 
@@ -55,6 +60,7 @@ class MqsdResponder(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
         self.answered = 0
         self.ignored = 0
+        self.unsent = 0                     # replies whose destination refused them (_DESTINATION_ERRORS)
         self.closed = asyncio.Event()
         self._closing = False
         self._reopening: asyncio.Task | None = None
@@ -66,6 +72,11 @@ class MqsdResponder(asyncio.DatagramProtocol):
 
     def datagram_received(self, data: bytes, addr) -> None:
         """Receiving a TopologyClientRequest (3.2.5.1); anything else is dropped with a debug log line."""
+        if not addr[1]:
+            # no reply can be sent to UDP port 0 (the send fails EINVAL): a forged source, not a client (2.1)
+            self.ignored += 1
+            log.debug("MQSD: request from %s ignored: source port 0", addr)
+            return
         try:
             request = decode_request(data)
             if self.topology.enterprise_id is not None and request.enterprise_id != self.topology.enterprise_id:
@@ -79,7 +90,13 @@ class MqsdResponder(asyncio.DatagramProtocol):
         self.answered += 1
 
     def error_received(self, exc: Exception) -> None:
-        """A network error on send (3.2.5): close and reopen the socket; if that fails the responder ends."""
+        """A network error on send (3.2.5): close and reopen the socket; if that fails the responder ends. An error
+        that belongs to one reply's destination (unreachable, refused, not addressable) leaves the socket alone:
+        reopening it for those would drop every request queued behind, for any peer able to forge a source."""
+        if isinstance(exc, OSError) and exc.errno in _DESTINATION_ERRORS:
+            self.unsent += 1
+            log.debug("MQSD: a reply could not be sent: %s", exc)
+            return
         log.warning("MQSD: network error %s; reopening the socket", exc)
         if self._closing or self._reopening is not None:
             return

@@ -1,5 +1,6 @@
 """MS-MQSD server role (3.2.5.1) and the whole procedure over loopback UDP (127.0.0.1 only)."""
 import asyncio
+import errno
 import socket
 import uuid
 
@@ -116,5 +117,23 @@ async def test_a_network_error_reopens_the_socket():
         result = await asyncio.wait_for(discover(ENTERPRISE, CLIENT_SITE, networks=[LOOPBACK], target=LOOPBACK,
                                                  port=port), HANG_GUARD_S)
         assert result.success
+    finally:
+        responder.close()
+
+
+async def test_a_reply_its_destination_refuses_leaves_the_socket_open_and_a_source_port_0_is_not_answered():
+    """A send error that belongs to one destination (EINVAL for a forged source port 0, unreachable, refused) is
+    not the network error 3.2.5 reopens the socket for: a reopen dropped every request queued behind it."""
+    responder = await start_responder(Topology(CLIENT_SITE, [CN]), LOOPBACK, 0)
+    transport = responder.transport
+    try:
+        for code in (errno.EINVAL, errno.ECONNREFUSED, errno.EHOSTUNREACH):
+            responder.error_received(OSError(code, "simulated"))
+        assert responder.transport is transport and responder._reopening is None and responder.unsent == 3
+        responder.datagram_received(REQUEST, (LOOPBACK, 0))
+        assert (responder.answered, responder.ignored) == (0, 1)
+        result = await asyncio.wait_for(discover(ENTERPRISE, CLIENT_SITE, networks=[LOOPBACK], target=LOOPBACK,
+                                                 port=responder.port), HANG_GUARD_S)
+        assert result.success and responder.answered == 1
     finally:
         responder.close()
