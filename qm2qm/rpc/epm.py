@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
@@ -207,6 +208,8 @@ class EndpointMapper:
         self.server = server                # optional: gives the local address for wildcard entries
         self.max_open_cursors = max_open_cursors
         self.open_cursors: dict[int, int] = {}      # association group id -> live entry handles
+        self.refused_cursors = 0                    # entry handles refused for max_open_cursors
+        self._next_refusal_log = 0.0                # monotonic time the next refusal may be logged
 
     def interface(self) -> Interface:
         ops = {OP_EPT_INSERT: ("ept_insert", self.removed_method),
@@ -239,8 +242,13 @@ class EndpointMapper:
         if wire == NULL_CONTEXT_HANDLE and len(cursor.remaining) > maximum:
             group = ctx.association_group_id
             if self.open_cursors.get(group, 0) >= self.max_open_cursors:
-                logger.warning("association group 0x%x holds %d open ept_lookup handles: refusing another",
-                               group, self.max_open_cursors)
+                self.refused_cursors += 1
+                now = time.monotonic()
+                if now >= self._next_refusal_log:       # a peer looping on refusals gets one line a second
+                    self._next_refusal_log = now + 1.0
+                    logger.warning("association group 0x%x holds %d open ept_lookup handles: refusing another "
+                                   "(%d refused since the server started)", group, self.max_open_cursors,
+                                   self.refused_cursors)
                 return None
             wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)     # counted once it exists: a refused one is not
             self.open_cursors[group] = self.open_cursors.get(group, 0) + 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import socket
 import struct
@@ -411,7 +412,7 @@ def test_a_handle_of_ept_lookup_is_not_an_ept_map_handle():
     assert info.value.status == NCA_S_FAULT_CONTEXT_MISMATCH
 
 
-def test_open_entry_handles_are_bounded_per_association_group():
+def test_open_entry_handles_are_bounded_per_association_group(caplog):
     registry = E.EndpointRegistry()
     for port in (1, 2, 3):
         registry.register(QM2QM_ID, port, host="10.0.0.1")
@@ -422,6 +423,9 @@ def test_open_entry_handles_are_bounded_per_association_group():
         return epm.ept_mapResponse(em.ept_map(ctx, map_request(max_towers=1).getData()))
     first, second, third = open_one(), open_one(), open_one()
     assert [r["status"] for r in (first, second, third)] == [0, 0, E.EPT_S_CANT_PERFORM_OP]
+    with caplog.at_level(logging.WARNING, logger=E.logger.name):
+        assert all(open_one()["status"] == E.EPT_S_CANT_PERFORM_OP for _ in range(50))
+    assert em.refused_cursors == 51 and len(caplog.records) <= 1           # a flood is one line a second
     assert third["num_towers"] == 0 and third["entry_handle"].isNull()
     assert em.open_cursors == {1: 2}
     em.ept_lookup_handle_free(ctx, first["entry_handle"].getData())          # freeing makes room
