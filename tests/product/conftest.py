@@ -79,3 +79,22 @@ class Cli:
 @pytest.fixture(scope="module")
 def cli(server):
     return Cli(server.admin)
+
+
+@pytest.fixture
+async def api():
+    """The admin API (qm2qm.admin) over an in-memory queue manager, as an aiohttp test client (``.qm`` on it)."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from qm2qm.admin import AdminApi
+    from qm2qm.mqqp.interface import build_service
+    from shared_adm.queue_manager import QueueManager
+    from shared_adm.store.base import MemoryStore
+    qm = QueueManager(MemoryStore(), computer_name="testhost")
+    qm.initialize()
+    admin = AdminApi(qm, info=lambda: {"rpc": {"host": "127.0.0.1", "port": 1}}, service=build_service(qm))
+    client = TestClient(TestServer(admin.app))
+    await client.start_server()
+    client.qm = qm
+    yield client
+    await client.close()

@@ -10,7 +10,6 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from qm2qm.admin import AdminApi, MAX_BODY
-from qm2qm.mqqp.interface import build_service
 from shared_adm.queue_manager import QueueManager
 from shared_adm.store.base import MemoryStore
 
@@ -19,19 +18,6 @@ Q = ".\\private$\\orders"
 
 def url(pathname: str) -> str:
     return urllib.parse.quote(pathname, safe="")
-
-
-@pytest.fixture
-async def api():
-    qm = QueueManager(MemoryStore(), computer_name="testhost")
-    qm.initialize()
-    service = build_service(qm)
-    admin = AdminApi(qm, info=lambda: {"rpc": {"host": "127.0.0.1", "port": 1}}, service=service)
-    client = TestClient(TestServer(admin.app))
-    await client.start_server()
-    client.qm = qm
-    yield client
-    await client.close()
 
 
 async def call(client, method, path, body=None, raw=None):

@@ -5,37 +5,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import urllib.parse
 
 import click
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
 
-from qm2qm.admin import AdminApi, Backend
+from qm2qm.admin import Backend
 from qm2qm.config import ConfigError, load_config
-from qm2qm.mqqp.interface import build_service
 from qm2qm.rpc.auth import UserFileError, UserStore
 from shared_adm.message import DeliveryGuarantee, Message
 from shared_adm.queue_manager import QueueManager
-from shared_adm.store.base import MemoryStore
 from tests.product.conftest import REPO, Cli, server_env, start_server
-
-Q = ".\\private$\\orders"
-
-
-def url(pathname: str) -> str:
-    return urllib.parse.quote(pathname, safe="")
-
-
-@pytest.fixture
-async def api():
-    qm = QueueManager(MemoryStore(), computer_name="testhost")
-    qm.initialize()
-    admin = AdminApi(qm, info=lambda: {"rpc": {"host": "127.0.0.1", "port": 1}}, service=build_service(qm))
-    client = TestClient(TestServer(admin.app))
-    await client.start_server()
-    yield client
-    await client.close()
+from tests.product.test_admin import Q, url
 
 
 async def call(client, method, path, raw: str | None = None):
