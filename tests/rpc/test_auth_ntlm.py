@@ -305,3 +305,65 @@ async def test_anonymous_ntlm_does_not_pass_auth_required(make_env):
     status = await client.call(client.fault, client.start_receive2, descriptor.handle, MQ_ACTION_RECEIVE,
                                request_id=1)
     assert status == MQ_ERROR_ACCESS_DENIED
+
+
+SMBPASSWD_CAROL = "QM2QM\\carol:1000:" + "X" * 32 + ":8846F7EAEE8FB117AD06BDD830B7586C:[U]:LCT-0\n"
+
+
+def _ntlm_client_at(monkeypatch, compat_level: str, env, **kwargs):
+    """A pyspnego NTLM initiator built under LM_COMPAT_LEVEL=compat_level (it reads it once, when made)."""
+    from tests.rpc.auth_helpers import raw_client
+    monkeypatch.setenv("LM_COMPAT_LEVEL", compat_level)
+    try:
+        return raw_client(env, auth_type=10, level=6, **kwargs)
+    finally:
+        monkeypatch.delenv("LM_COMPAT_LEVEL")
+
+
+@pytest.mark.parametrize("compat_level", ["0", "1", "2"], ids=["LM+NTLMv1 no ESS", "LM+NTLMv1", "NTLMv1"])
+async def test_lm_and_ntlmv1_responses_are_refused_even_with_the_right_password(monkeypatch, compat_level):
+    """MS-NLMP 3.3.1 / 5: the acceptor takes NTLMv2 only (LmCompatibilityLevel 5); pyspnego's default took LM and
+    NTLMv1 responses, and an LM response matches the password in any case and cut at 14 characters."""
+    from tests.rpc.auth_helpers import OP_WHOAMI, start_env, stop_env
+    env = await start_env(NDR)
+    try:
+        c = _ntlm_client_at(monkeypatch, compat_level, env)
+        await asyncio.to_thread(c.bind, third_leg="auth3")
+        answer = await asyncio.to_thread(c.request, OP_WHOAMI, b"")
+        assert answer[2] == F.PTYPE_FAULT and struct.unpack_from("<I", answer, 24)[0] == F.RPC_S_ACCESS_DENIED
+    finally:
+        await stop_env(env)
+
+
+async def test_an_smbpasswd_account_without_an_lm_hash_is_not_opened_by_an_lm_response_of_zeros(monkeypatch):
+    """Found by a hostile probe: the all-zero LM hash put for "XXX…" let an LM-only AUTHENTICATE (DESL of a zero
+    key) log in as the account without its password, at privacy."""
+    import spnego
+    from spnego._credential import NTLMHash
+    from spnego._ntlm_raw.messages import Authenticate
+
+    from tests.rpc.auth_helpers import OP_WHOAMI, USERS_TEXT, raw_client, start_env, stop_env
+    env = await start_env(NDR, USERS_TEXT + SMBPASSWD_CAROL)
+    try:
+        monkeypatch.setenv("LM_COMPAT_LEVEL", "0")          # the initiator: LM and NTLMv1, LM_KEY
+        c = raw_client(env, auth_type=10, level=6)
+        c.ctx = spnego.client(NTLMHash(username="QM2QM\\carol", lm_hash="00" * 16, nt_hash="11" * 16),
+                              hostname="qm2qm", service="host", protocol="ntlm",
+                              options=spnego.NegotiateOptions.use_ntlm)
+        monkeypatch.delenv("LM_COMPAT_LEVEL")
+        step = c.ctx.step
+
+        def lm_only(token=None):                            # the AUTHENTICATE without its NtChallengeResponse
+            if token is None:
+                return step()
+            a = Authenticate.unpack(step(token))
+            return Authenticate(flags=a.flags, lm_challenge_response=a.lm_challenge_response,
+                                nt_challenge_response=None, domain_name=a.domain_name, username=a.user_name,
+                                workstation=a.workstation, encrypted_session_key=a.encrypted_random_session_key,
+                                version=a.version).pack()
+        c.ctx.step = lm_only
+        await asyncio.to_thread(c.bind, third_leg="auth3")
+        answer = await asyncio.to_thread(c.request, OP_WHOAMI, b"")
+        assert answer[2] == F.PTYPE_FAULT and struct.unpack_from("<I", answer, 24)[0] == F.RPC_S_ACCESS_DENIED
+    finally:
+        await stop_env(env)

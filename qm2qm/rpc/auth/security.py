@@ -50,6 +50,9 @@ def kerberos_available() -> bool:
     return bool(HAS_GSSAPI)
 
 
+NTLM_ACCEPTOR_COMPAT_LEVEL = "5"         # pyspnego (and gss-ntlmssp) LM_COMPAT_LEVEL: accept NTLMv2 responses only
+
+
 class SecurityProvider:
     """Creates the acceptor side of security contexts for one server (MS-RPCE 3.3.1.5.2)."""
 
@@ -76,6 +79,11 @@ class SecurityProvider:
         wanted = {}
         if self.policy.users is not None:
             wanted["NTLM_USER_FILE"] = self.policy.users.path
+            # NTLMv2 only, as a Windows server at LmCompatibilityLevel 5 (MS-NLMP 3.3.1 LM and NTLMv1 responses,
+            # 5 Security Considerations): pyspnego's acceptor default, 3, takes LM and NTLMv1 responses. An LM
+            # response ignores the password's case and all past its 14th character, and an smbpasswd line without an LM hash
+            # (32 X's) would be checked against an all-zero one, which anyone can answer without the password.
+            wanted["LM_COMPAT_LEVEL"] = NTLM_ACCEPTOR_COMPAT_LEVEL
         if self.policy.keytab:
             wanted["KRB5_KTNAME"] = self.policy.keytab
         saved = {key: os.environ.get(key) for key in wanted}

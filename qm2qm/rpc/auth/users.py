@@ -95,6 +95,8 @@ class UserStore:
                 domain, _, user = name.rpartition("\\")
                 if not _HEX32.match(fields[3]):
                     raise UserFileError(f"{where}: NT hash field is not 32 hex digits")
+                # pyspnego's file format needs an LM hash; none ("XXX…") becomes zeros, never checked: the acceptor
+                # takes NTLMv2 responses only (security.NTLM_ACCEPTOR_COMPAT_LEVEL)
                 lm = fields[2] if _HEX32.match(fields[2]) else "0" * 32
                 sid = fields[6] if len(fields) == 7 else None
                 store = ":".join([name, fields[1], lm, fields[3], fields[4], fields[5]])
