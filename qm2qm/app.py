@@ -247,6 +247,9 @@ class App:
                                 reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget,
                                 security=self.security)
             server.observer = self.metrics
+            if self.tracer is not None:         # the tracer forgets what it kept of connections that closed
+                from qm2qm.pipeline.trace import TracingObserver
+                server.observer = TracingObserver(self.tracer, self.metrics)
             try:
                 await server.start()
                 return server

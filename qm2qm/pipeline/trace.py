@@ -8,8 +8,10 @@ import asyncio
 import base64
 import dataclasses
 import inspect
+import itertools
 import json
 import marshal
+import os
 import threading
 import time
 from pathlib import Path
@@ -44,10 +46,19 @@ def trace_format(path: str | Path) -> str:
     return "parquet" if str(path).lower().endswith((".parquet", ".pq")) else "jsonl"
 
 
+def _owner_only_file(path: Path) -> Any:
+    """``path`` opened for binary writing (truncated), readable by its owner alone."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)                # an existing file keeps its mode through O_CREAT
+    return os.fdopen(fd, "wb")
+
+
 class CallWriter:
     """Writes call rows to one Parquet or JSON-lines file (the call-table schema, docs/pipeline.md)."""
 
-    def __init__(self, path: str | Path, source: str = "trace") -> None:
+    def __init__(self, path: str | Path, source: str = "trace", *, owner_only: bool = False) -> None:
+        """``owner_only``: the file is readable by its owner alone (a server's trace holds the stubs of sealed
+        calls in the clear)."""
         self.path = Path(path)
         self.format = trace_format(path)
         self.source = source
@@ -61,6 +72,8 @@ class CallWriter:
             self._fh = open(self.path, "w", encoding="utf-8")
             self._fh.write(json.dumps({"format": schema.FORMAT_NAME, "version": schema.FORMAT_VERSION,
                                        "source": source}) + "\n")
+        if owner_only:
+            os.chmod(self.path, 0o600)
 
     def write(self, rows: list[dict]) -> None:
         """Append call rows (dicts with the call-table columns)."""
@@ -111,20 +124,21 @@ JSON lines).
         self.queue_of = queue_of
         self.decode_live = decode_live
         self.spool_path = self.path.with_name(self.path.name + ".spool")
-        self.writer = CallWriter(self.path, source) if decode_live else None
-        self._spool = None if decode_live else open(self.spool_path, "wb")
+        self.writer = CallWriter(self.path, source, owner_only=True) if decode_live else None
+        self._spool = None if decode_live else _owner_only_file(self.spool_path)
         self._pending: list[tuple] = []
         # the hot path reads perf_counter_ns only; wall time = perf + this offset (fixed at start)
         self._wall_offset = time.time_ns() - time.perf_counter_ns()
         if self._spool is not None:
             self._spool.write(marshal.dumps({"spool": SPOOL_FORMAT, "wall_offset": self._wall_offset,
                                              "source": source}))
-        self._sessions: dict[int, list[int]] = {}       # connection_id -> [session_seq, next call_index]
+        self._sessions: dict[int, list[int]] = {}       # open connection_id -> [session_seq, next call_index]
+        self._session_ranks = itertools.count()         # session_seq: the order connections made their first call
         self._stop = threading.Event()
         # the hot path only appends; the writer thread takes what is there every POLL_S (list.append and
         # taking a prefix with `del lst[:n]` are each atomic under the GIL, and appends only go to the end)
         self.add = self._pending.append
-        self._names: dict[tuple[int, Any], str] = {}     # (connection, hQueue or context handle) -> queue name
+        self._names: dict[int, dict[Any, str]] = {}     # connection -> {hQueue or context handle: queue name}
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._drain, name="qm2qm-trace", daemon=True)
         self._thread.start()
@@ -142,13 +156,30 @@ JSON lines).
                 del pending[:taken]
                 try:
                     if self.decode_live:
-                        self.writer.write([self._decoded(self._row(r)) for r in batch])
+                        self.writer.write(self._decoded_batch(batch))
                     else:
                         self._spool.write(marshal.dumps(batch))
                 except BaseException as exc:   # noqa: BLE001 - kept and re-raised by close()
                     self._error = exc
             if stopping and not pending:
                 return
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A connection ended (connection ids are never reused): forget its session, and, once its calls before this
+        are decoded, the queue names of its handles (a marker record, in call order), so memory follows the
+        connections open, not every connection ever traced."""
+        if self._sessions.pop(connection_id, None) is not None:
+            self.add((None, connection_id))
+
+    def _decoded_batch(self, batch: list[tuple]) -> list[dict]:
+        """The rows of a batch of records; a connection's end marker drops its queue names."""
+        rows = []
+        for rec in batch:
+            if rec[0] is None:
+                self._names.pop(rec[1], None)
+            else:
+                rows.append(self._decoded(self._row(rec)))
+        return rows
 
     def _row(self, rec: tuple) -> dict:
         (start, latency_ns, connection_id, group_id, call_id, ndr64, seq, index, (iface, opnum), stub, kind, answer,
@@ -178,18 +209,20 @@ JSON lines).
 
     def _name_queue(self, row: dict, connection_id: int, queue_name: str | None) -> None:
         """Carry the queue name from RemoteQMOpenQueue to the calls that use its handle or session."""
-        names = self._names
+        names = self._names.get(connection_id)
+        if names is None:
+            names = self._names[connection_id] = {}
         if queue_name is not None:
-            names[(connection_id, row["queue_handle"])] = queue_name
+            names[row["queue_handle"]] = queue_name
             if row["context_handle_out"]:
-                names[(connection_id, row["context_handle_out"])] = queue_name
+                names[row["context_handle_out"]] = queue_name
         name = queue_name
         for key in (row["queue_handle"], row["context_handle_in"]):
             if name is None and key is not None:
-                name = names.get((connection_id, key))
+                name = names.get(key)
         row["queue_name"] = name
         if name is not None and row["context_handle_out"] and row["opnum"] in (0, 9, 10):
-            names[(connection_id, row["context_handle_out"])] = name
+            names[row["context_handle_out"]] = name
 
     def close(self) -> None:
         """Write everything recorded so far, decode the spool into PATH (idempotent); re-raises a writer failure."""
@@ -208,10 +241,10 @@ JSON lines).
             self._finalize()
 
     def _finalize(self) -> None:
-        final = CallWriter(self.path, self.source)
+        final = CallWriter(self.path, self.source, owner_only=True)
         try:
             for batch in _spool_batches(self.spool_path):
-                final.write([self._decoded(self._row(r)) for r in batch])
+                final.write(self._decoded_batch(batch))
         finally:
             final.close()
         self.spool_path.unlink()
@@ -242,14 +275,15 @@ def finalize_spool(spool: str | Path, path: str | Path, source: str = "trace") -
     header: dict = {}
     tracer.source, tracer._names = source, {}
     written = 0
-    final = CallWriter(path, source)
+    final = CallWriter(path, source, owner_only=True)
     try:
         for batch in _spool_batches(Path(spool), header):
             if header.get("spool") != SPOOL_FORMAT:
                 raise TraceError(f"{spool}: offset 0: not a qm2qm trace spool of this version")
             tracer._wall_offset = header["wall_offset"]
-            final.write([tracer._decoded(tracer._row(r)) for r in batch])
-            written += len(batch)
+            rows = tracer._decoded_batch(batch)
+            final.write(rows)
+            written += len(rows)
     finally:
         final.close()
     return written
@@ -261,6 +295,7 @@ def _traced(op: Operation, tracer: Tracer, iface: tuple[str, str, str]) -> Opera
     meta = (iface, opnum)
     add = tracer.add
     sessions = tracer._sessions
+    ranks = tracer._session_ranks
     perf = time.perf_counter_ns
     name_queue = tracer.queue_of if opnum == _OPEN_QUEUE else None
     OK, FAULT, CANCELLED = schema.OK, schema.FAULT, schema.CANCELLED
@@ -295,7 +330,7 @@ def _traced(op: Operation, tracer: Tracer, iface: tuple[str, str, str]) -> Opera
         t0 = perf()
         entry = sessions.get(ctx.connection_id)
         if entry is None:
-            entry = sessions[ctx.connection_id] = [len(sessions), 0]
+            entry = sessions[ctx.connection_id] = [next(ranks), 0]
         index = entry[1]
         entry[1] = index + 1
         qname = queue_name(ctx, stub) if name_queue is not None else None
@@ -463,6 +498,30 @@ def queue_namer(qm: Any) -> Callable[[int], str | None]:
             return None
         return f"{qm.computer_name}\\{queue.pathname}"
     return name
+
+
+class TracingObserver:
+    """The RpcObserver (qm2qm/rpc/observer.py) of a traced listener: tells the Tracer which connections closed and
+    passes every notification on to ``inner`` (the metrics observer, or None)."""
+
+    def __init__(self, tracer: Tracer, inner: Any = None) -> None:
+        self.tracer = tracer
+        self.inner = inner
+        if inner is not None:                   # the per-call notification goes straight to it
+            self.connection_opened = inner.connection_opened
+            self.call_done = inner.call_done
+
+    def connection_opened(self, connection: Any) -> None:
+        pass
+
+    def connection_closed(self, connection: Any) -> None:
+        self.tracer.connection_closed(connection.id)
+        if self.inner is not None:
+            self.inner.connection_closed(connection)
+
+    def call_done(self, interface: Interface, opnum: int, fault: int | None, stub: bytes | None,
+                  seconds: float) -> None:
+        pass
 
 
 def trace_interface(interface: Interface, path: str | Path, qm: Any = None) -> tuple[Interface, Tracer]:

@@ -154,3 +154,56 @@ def test_a_spool_left_by_a_crash_becomes_a_trace(tmp_path):
     rows = read_calls(tmp_path / "recovered.jsonl").to_pylist()
     assert [(r["call_id"], r["response_stub"]) for r in rows] == [(i, b"r" + bytes([i])) for i in range(5)]
     assert all(abs(r["request_time_us"] / 1e6 - __import__("time").time()) < 3600 for r in rows)
+
+
+@pytest.mark.parametrize("decode_live", [False, True], ids=["spool", "decode_live"])
+def test_a_closed_connection_leaves_nothing_in_the_tracer_and_sessions_keep_their_ranks(tmp_path, decode_live):
+    """Found by a hostile probe: the tracer kept every connection's session (and, decoding live, its queue names)
+    for the server's life, ~200 bytes a connection. They go when the connection closes (connection ids are never
+    reused), and session_seq still counts sessions in the order of their first call."""
+    from qm2qm.pipeline.trace import TracingObserver
+    tracer = Tracer(tmp_path / "many.jsonl", decode_live=decode_live)
+    handler = wrap_interface(_fake_interface({0: lambda ctx, stub: b"r"}), tracer).operations[0].handler
+    observer = TracingObserver(tracer)
+    for connection in range(1, 301):
+        ctx = SimpleNamespace(call_id=1, opnum=0, ndr64=False, connection_id=connection, association_group_id=9)
+        handler(ctx, b"a")
+        handler(SimpleNamespace(**{**vars(ctx), "call_id": 2}), b"b")
+        observer.connection_closed(SimpleNamespace(id=connection))
+    assert tracer._sessions == {}
+    tracer.close()
+    assert tracer._names == {}
+    rows = read_calls(tmp_path / "many.jsonl").to_pylist()
+    assert [(r["session_seq"], r["call_index"], r["connection_id"]) for r in rows] == \
+        [(c - 1, i, c) for c in range(1, 301) for i in (0, 1)]
+
+
+def test_the_tracing_observer_passes_every_notification_on_to_the_metrics_observer(tmp_path):
+    from qm2qm.pipeline.trace import TracingObserver
+    seen = []
+    inner = SimpleNamespace(connection_opened=lambda c: seen.append(("opened", c.id)),
+                            connection_closed=lambda c: seen.append(("closed", c.id)),
+                            call_done=lambda *args: seen.append(("call", args[1])))
+    tracer = Tracer(tmp_path / "x.jsonl")
+    observer = TracingObserver(tracer, inner)
+    observer.connection_opened(SimpleNamespace(id=4))
+    observer.call_done(None, 9, None, b"", 0.1)
+    observer.connection_closed(SimpleNamespace(id=4))
+    tracer.close()
+    assert seen == [("opened", 4), ("call", 9), ("closed", 4)]
+
+
+@pytest.mark.parametrize("decode_live", [False, True], ids=["spool", "decode_live"])
+def test_a_trace_and_its_spool_are_readable_by_their_owner_only(tmp_path, decode_live):
+    """They hold request and response stubs in the clear, those of sealed (privacy-level) calls too."""
+    import stat
+    path = tmp_path / "private.parquet"
+    path.write_bytes(b"an older file")
+    path.chmod(0o644)
+    tracer = Tracer(path, decode_live=decode_live)
+    wrap_interface(_fake_interface({0: lambda ctx, stub: b"secret"}), tracer).operations[0].handler(_ctx(1), b"x")
+    if not decode_live:
+        assert stat.S_IMODE(tracer.spool_path.stat().st_mode) == 0o600
+    tracer.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert read_calls(path).to_pylist()[0]["response_stub"] == b"secret"

@@ -95,11 +95,18 @@ async def test_trace_records_the_calls_served(tmp_path):
         def version():
             with Qm2qmClient("127.0.0.1", app.rpc.port) as client:
                 return client.get_version()
-        await asyncio.to_thread(version)
+        for _ in range(3):
+            await asyncio.to_thread(version)
+        # each closed connection's session is forgotten (the listener's observer tells the tracer)
+        for _ in range(200):
+            if not app.tracer._sessions:
+                break
+            await asyncio.sleep(0.01)
+        assert app.tracer._sessions == {}
     finally:
         await app.close()
     calls = read_calls(trace).to_pylist()
-    assert [c["opnum"] for c in calls] == [8]
+    assert [(c["opnum"], c["session_seq"]) for c in calls] == [(8, 0), (8, 1), (8, 2)]
 
 
 async def test_notification_consumer_and_embedded_directory_run(tmp_path):
