@@ -367,3 +367,17 @@ async def test_an_smbpasswd_account_without_an_lm_hash_is_not_opened_by_an_lm_re
         assert answer[2] == F.PTYPE_FAULT and struct.unpack_from("<I", answer, 24)[0] == F.RPC_S_ACCESS_DENIED
     finally:
         await stop_env(env)
+
+
+async def test_a_refused_logon_is_a_warning_naming_the_account_at_most_once_a_second(make_env, caplog):
+    """An operator's failed-logon record (it was an INFO line without the account): the account the AUTHENTICATE
+    names, never the password; a password-guessing loop is counted, and logged once a second."""
+    env = await make_env()
+    caplog.set_level("WARNING", logger="qm2qm.rpc.auth")
+    for _ in range(3):
+        bad = await connect(env, level=5, password="Hunter2-wrong", interface=WHOAMI)
+        await asyncio.to_thread(bad.dce.call, 0, b"")
+        await asyncio.to_thread(bad.expect_fault_and_close)
+    lines = [r.getMessage() for r in caplog.records if r.name == "qm2qm.rpc.auth"]
+    assert env.server.security.refused_logons == 3 and len(lines) == 1
+    assert f"ntlm logon of {DOMAIN}\\{USER} refused" in lines[0] and "Hunter2-wrong" not in lines[0]

@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 import struct
+import time
 from typing import Iterator
 
 import spnego
@@ -34,6 +35,8 @@ _OPTIONS = {"negotiate": spnego.NegotiateOptions.use_negotiate, "ntlm": spnego.N
             "kerberos": spnego.NegotiateOptions.use_gssapi}
 NTLMSSP_SIGNATURE_SIZE = 16                     # MS-NLMP 2.2.2.9.1 NTLMSSP_MESSAGE_SIGNATURE
 _NTLMSSP_EXTENDED_SESSION_SECURITY = 0x00080000  # MS-NLMP 2.2.2.5 flag P
+
+log = logging.getLogger("qm2qm.rpc.auth")
 
 
 class AuthError(Exception):
@@ -60,6 +63,8 @@ class SecurityProvider:
         self.policy = policy
         self.max_contexts = max_contexts    # contexts alive at once over every connection (limits.py)
         self.live_contexts = 0
+        self.refused_logons = 0             # security legs the acceptor refused (wrong password, bad token)
+        self._next_refusal_log = 0.0        # monotonic time the next refusal may be logged
         ntlm_compat.install()
         # pyspnego logs every token in base64 at DEBUG; an NTLMv2 response can be attacked offline, so never
         spnego_log = logging.getLogger("spnego")
@@ -67,6 +72,18 @@ class SecurityProvider:
         self._types = {RPC_C_AUTHN_WINNT, RPC_C_AUTHN_GSS_NEGOTIATE} if policy.users is not None else set()
         if policy.keytab and kerberos_available():
             self._types |= {RPC_C_AUTHN_GSS_KERBEROS, RPC_C_AUTHN_GSS_NEGOTIATE}   # SPNEGO→Kerberos, no user file
+
+    def note_refused_logon(self, auth_type: int, token: bytes, why: str) -> None:
+        """Count a refused security leg; log it at WARNING (an operator's failed-logon record) with the account an
+        NTLM AUTHENTICATE names, at most once a second so a password-guessing peer cannot flood the log."""
+        self.refused_logons += 1
+        now = time.monotonic()
+        if now < self._next_refusal_log:
+            return
+        self._next_refusal_log = now + 1.0
+        who = _ntlm_account(token if token.startswith(b"NTLMSSP\x00") else _spnego_inner(token))
+        log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
+                    f" of {who}" if who else "", why, self.refused_logons)
 
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
@@ -214,7 +231,9 @@ class SecurityContext:
             # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ);
             # struct.error: its NTLM parser given a token shorter than a message header
             self.failed = True
-            raise AuthError(f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor") from None
+            why = f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor"
+            self.provider.note_refused_logon(self.auth_type, token, why)
+            raise AuthError(why) from None
         if self._mech.complete:
             self._check_capabilities()
             self.complete = True
@@ -332,6 +351,19 @@ def _spnego_init_mechs(token: bytes) -> list[str]:
     except Exception:
         return []
     return list(message.mech_types or []) if isinstance(message, NegTokenInit) else []
+
+
+def _ntlm_account(token: bytes) -> str | None:
+    """DOMAIN\\user of an NTLM AUTHENTICATE_MESSAGE (MS-NLMP 2.2.1.3), control characters escaped; None otherwise."""
+    if token[8:12] != b"\x03\x00\x00\x00":
+        return None
+    try:
+        from spnego._ntlm_raw.messages import Authenticate
+        message = Authenticate.unpack(token)
+        name = f"{message.domain_name or ''}\\{message.user_name or ''}"
+    except Exception:   # noqa: BLE001 - a token the acceptor refused may be malformed in any way
+        return None
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name[:256])
 
 
 def _spnego_inner(token: bytes) -> bytes:
