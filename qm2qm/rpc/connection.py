@@ -541,7 +541,11 @@ class Connection:
         if pending is None:
             return
         held = self._held                   # nothing goes out after the refusal that ends the connection
-        del held[next(i for i, item in enumerate(held) if item is pending) + 1:]
+        at = next((i for i, item in enumerate(held) if item is pending), len(held))
+        for later in held[at + 1:]:
+            if type(later) is not bytes:    # a bind behind it is never answered
+                self._pending_binds.pop(later.request.call_id, None)
+        del held[at + 1:]
         if request.is_alter_context:
             self._answer_bind(pending, P.build_fault(request.call_id, F.NCA_S_PROTO_ERROR, did_not_execute=True))
         else:

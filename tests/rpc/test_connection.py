@@ -284,6 +284,17 @@ def test_pipelined_alter_contexts_are_answered_in_order_with_the_faults_between_
     assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_FAULT, 4)] and conn.closed
 
 
+def test_a_refused_bind_ends_the_connection_and_a_bind_pipelined_behind_it_is_never_answered():
+    conn = new_connection()
+    data = P.build_bind(1, (ContextItem(0, IFACE, (NDR,)),)) + \
+        P.build_bind(2, (ContextItem(1, IFACE, (NDR,)),), alter_context=True)
+    first, second = conn.receive_data(data)
+    conn.reject_bind(first, F.BIND_NAK_REASON_NOT_SPECIFIED)
+    conn.reject_bind(second, F.BIND_NAK_REASON_NOT_SPECIFIED)      # the runtime handles the next event: no-op
+    conn.accept_bind(second, 5, "")
+    assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_BIND_NAK, 1)] and conn.closed
+
+
 # --- requests and responses -------------------------------------------------------------------------------
 
 def test_request_event_fields_with_object_uuid():
