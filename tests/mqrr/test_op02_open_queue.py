@@ -109,7 +109,8 @@ async def test_open_queue_failure_of_the_open_queue_event_is_thrown(env):
     assert descriptors(env) == []
 
 
-@pytest.mark.parametrize("name", ["DIRECT=HTTP://qm2qm/msmq/private$/orders", "DIRECT=HTTPS://qm2qm/msmq/private$/orders",
+@pytest.mark.parametrize("name", ["DIRECT=HTTP://qm2qm/msmq/private$/orders",
+                                  "DIRECT=HTTPS://qm2qm/msmq/private$/orders",
                                   "DIRECT=IPX:00000000:000000000000\\private$\\orders",
                                   "DIRECT=SPX:qm2qm\\private$\\orders"])
 async def test_open_queue_direct_protocol_outside_tcp_and_os_throws_invalid_parameter(env, name):

@@ -98,8 +98,9 @@ class SecurityProvider:
             wanted["NTLM_USER_FILE"] = self.policy.users.path
             # NTLMv2 only, as a Windows server at LmCompatibilityLevel 5 (MS-NLMP 3.3.1 LM and NTLMv1 responses,
             # 5 Security Considerations): pyspnego's acceptor default, 3, takes LM and NTLMv1 responses. An LM
-            # response ignores the password's case and all past its 14th character, and an smbpasswd line without an LM hash
-            # (32 X's) would be checked against an all-zero one, which anyone can answer without the password.
+            # response ignores the password's case and all past its 14th character, and an smbpasswd line without
+            # an LM hash (32 X's) would be checked against an all-zero one, which anyone can answer without the
+            # password.
             wanted["LM_COMPAT_LEVEL"] = NTLM_ACCEPTOR_COMPAT_LEVEL
         if self.policy.keytab:
             wanted["KRB5_KTNAME"] = self.policy.keytab
