@@ -22,6 +22,7 @@ Defect decisions are numbered as in shared_adm/DEFECTS.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import secrets
@@ -493,7 +494,13 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         name = parse(format_name)
         if name.kind in ("illegal", "dl", "multiple"):
             return None
-        return self._find_queue(name, create_subqueue=False)
+        found = self._find_queue(name, create_subqueue=False)
+        if found is not None and name.suffix == "journal" and found.queue_type is QueueType.SYSTEM \
+                and found is not self.system_journal_queue:
+            # [DESIGN] a queue's journal is governed by the queue's own descriptor (MSMQ's journal rights are
+            # rights on the queue); the journal Queue object has none of its own
+            return self._find_queue(dataclasses.replace(name, suffix="", subqueue=""), create_subqueue=False)
+        return found
 
     def _find_queue(self, name: FormatName, create_subqueue: bool = True) -> Queue | None:
         queue = None

@@ -3,7 +3,9 @@ MS-DTYP 2.4.6 self-relative SECURITY_DESCRIPTOR) and the access check remote-rea
 
 A queue whose Security attribute is empty has the default descriptor: its owner and Everyone (S-1-1-0) may peek
 and receive. ANONYMOUS LOGON (S-1-5-7) is not a member of Everyone (Windows XP and later), so an unauthenticated
-reader is refused unless the queue grants it, or the queue manager's ``allow_anonymous_read`` policy is on.
+reader is refused unless the queue grants it, or the queue manager's ``allow_anonymous_read`` policy is on. A system
+queue (the dead-letter queues, the computer journal) with an empty Security lets only its owner read; a queue's
+journal is opened under the queue's own descriptor (QueueManager.queue_for_access_check).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any, Sequence
 from impacket.ldap import ldaptypes
 
 from shared_adm import status as st
-from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
+from shared_adm.enums import QueueAccessType, QueueShareMode, QueueType, RemoteReadState
 
 # MS-MQMQ 2.2.24 MQQUEUEACCESSMASK (the same values as Windows' mq.h)
 MQSEC_DELETE_MESSAGE = 0x00000001
@@ -82,6 +84,11 @@ class QueueSecurity:
     def default(cls, owner: str = DEFAULT_OWNER_SID) -> "QueueSecurity":
         """Owner and Everyone may peek and receive; ANONYMOUS LOGON may not (it is not in Everyone)."""
         return cls(owner, [(owner, MQSEC_RECEIVE_MESSAGE), (EVERYONE_SID, MQSEC_RECEIVE_MESSAGE)])
+
+    @classmethod
+    def owner_only(cls, owner: str = DEFAULT_OWNER_SID) -> "QueueSecurity":
+        """Only the owner may peek and receive (a system queue's default)."""
+        return cls(owner, [(owner, MQSEC_RECEIVE_MESSAGE)])
 
     def allowed(self, sids: Sequence[str]) -> int:
         """The union of the rights granted to any of ``sids``."""
@@ -175,6 +182,11 @@ def queue_security(queue: Any) -> QueueSecurity:
     its queue's."""
     queue = getattr(queue, "parent_queue", None) or queue
     if not queue.security:
+        if queue.queue_type is QueueType.SYSTEM:
+            # the computer journal and dead-letter queues hold other queues' messages: like Windows, whose
+            # "Receive Dead letter" / "Receive Journal" computer rights Everyone lacks, only the owner reads them
+            # until an operator grants more (`qm2qm queue grant`)
+            return QueueSecurity.owner_only()
         return QueueSecurity.default()
     return QueueSecurity.from_bytes(queue.security)
 

@@ -117,6 +117,40 @@ def test_open_remote_queue_checks_the_callers_sids(principal, access, expected):
     assert len(queue.open_queue_descriptor_collection) == (expected == st.MQ_OK)
 
 
+@pytest.mark.parametrize("name", ["DIRECT=OS:qm2qm\\system$;deadletter", "DIRECT=OS:qm2qm\\system$;deadxact",
+                                  "DIRECT=OS:qm2qm\\system$;journal", "MACHINE={qm};DEADLETTER"])
+def test_the_dead_letter_and_computer_journal_queues_are_the_owners_until_granted(name):
+    """Found by a hostile probe: they had the default descriptor, so any authenticated caller read the dead letters
+    of queues it may not read (Windows: the computer's "Receive Dead letter" right, which Everyone lacks)."""
+    qm = QueueManager(computer_name="qm2qm")
+    qm.initialize()
+    name = name.format(qm=qm.identifier)
+    service = build_service(qm)
+    for access in (MQ_RECEIVE_ACCESS, MQ_PEEK_ACCESS):
+        assert open_remote_queue(service, _Ctx(ALICE), name, access, 0)[0] == st.MQ_ERROR_ACCESS_DENIED
+    owner = Principal(user="admin", sid=security.DEFAULT_OWNER_SID, authenticated=True)
+    assert open_remote_queue(service, _Ctx(owner), name, MQ_PEEK_ACCESS, 0)[0] == st.MQ_OK
+    target = qm.queue_for_access_check(name)
+    granted = security.queue_security(target)
+    granted.grant(security.EVERYONE_SID, security.MQSEC_PEEK_MESSAGE)
+    security.set_queue_security(qm, target, granted)
+    assert open_remote_queue(service, _Ctx(ALICE), name, MQ_PEEK_ACCESS, 0)[0] == st.MQ_OK
+
+
+@pytest.mark.parametrize("journal", [FORMAT + ";journal", "PRIVATE={qm}\\{number:x};journal"])
+def test_a_queues_journal_is_opened_under_the_queues_own_rights(journal):
+    """Found by a hostile probe: the journal Queue object had the default descriptor whatever its queue's."""
+    qm = QueueManager(computer_name="qm2qm")
+    qm.initialize()
+    _, queue = qm.create_queue(QUEUE)
+    journal = journal.format(qm=qm.identifier, number=queue.private_queue_number)
+    service = build_service(qm)
+    assert open_remote_queue(service, _Ctx(ALICE), journal, MQ_PEEK_ACCESS, 0)[0] == st.MQ_OK
+    security.set_queue_security(qm, queue, security.QueueSecurity(security.DEFAULT_OWNER_SID, []))
+    for access in (MQ_RECEIVE_ACCESS, MQ_PEEK_ACCESS):
+        assert open_remote_queue(service, _Ctx(ALICE), journal, access, 0)[0] == st.MQ_ERROR_ACCESS_DENIED
+
+
 @pytest.mark.parametrize("principal, expected", [(ANONYMOUS, st.MQ_ERROR_ACCESS_DENIED), (ALICE, st.MQ_OK)])
 def test_open_remote_queue_of_a_subqueue_refused_to_the_caller_makes_and_stores_nothing(principal, expected):
     # the first open naming a subqueue makes it and writes it to the store: a caller refused the queue must not
