@@ -359,6 +359,35 @@ async def _errors(request: web.Request, handler):
         return _json({"error": "internal_error", "message": "internal error; see the server log"}, status=500)
 
 
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+
+
+def _loopback_host(value: str) -> bool:
+    """A Host header (or an Origin's host) naming this machine's loopback, with or without a port."""
+    host = value.rsplit(":", 1)[0] if value.count(":") == 1 or value.startswith("[") and "]:" in value else value
+    return host.lower() in LOOPBACK_HOSTS
+
+
+@web.middleware
+async def _loopback_only(request: web.Request, handler):
+    """The API is loopback-only and unauthenticated, so a web page in a browser on this machine must not drive it:
+    a Host other than a loopback name is a DNS-rebinding page (its requests reach 127.0.0.1 under its own name),
+    and a state-changing request whose Origin is another site, or that the browser marks cross-site, is a
+    cross-site request (a form posting text/plain needs no preflight)."""
+    host = request.headers.get("Host", "")
+    if not _loopback_host(host):
+        raise AdminError(403, "forbidden_host", f"Host {host!r} is not a loopback name (127.0.0.1, localhost, "
+                                                "[::1]): the admin API answers requests made to this machine only")
+    if request.method not in ("GET", "HEAD", "OPTIONS"):
+        origin = request.headers.get("Origin")
+        if origin is not None and not (origin.startswith("http://") and _loopback_host(origin[len("http://"):])):
+            raise AdminError(403, "cross_origin", f"Origin {origin!r} is not this admin API: cross-site requests "
+                                                  "are refused")
+        if request.headers.get("Sec-Fetch-Site", "same-origin") not in ("same-origin", "none"):
+            raise AdminError(403, "cross_origin", "the browser marks this request cross-site: refused")
+    return await handler(request)
+
+
 async def _body(request: web.Request) -> dict:
     raw = await request.read()
     if not raw:
@@ -393,7 +422,7 @@ class AdminApi:
         self.qm = qm
         self.info = info
         self.backend = Backend(qm, service, directory, mqrr_service)
-        self.app = web.Application(middlewares=[_errors], client_max_size=MAX_REQUEST)
+        self.app = web.Application(middlewares=[_errors, _loopback_only], client_max_size=MAX_REQUEST)
         r = self.app.router
         r.add_get("/v1/info", self.get_info)
         r.add_get("/v1/queues", self.list_queues)

@@ -653,3 +653,28 @@ async def test_a_move_that_would_make_a_subqueue_past_the_limit_is_507(api):
     status, data = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{second}/move", {"to": "b"})
     assert (status, data["error"]) == (507, "too_many_subqueues")
     assert (await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{second}/move", {"to": "a"}))[0] == 200
+
+
+async def test_a_browser_page_cannot_drive_the_api_by_dns_rebinding_or_cross_site_requests(api):
+    """Found by a hostile probe: a page on evil.example (its name rebound to 127.0.0.1) read and changed the API, and
+    a cross-site text/plain form POST granted ANONYMOUS LOGON read. Host must be a loopback name; a state-changing
+    request must not come from another origin (Origin, Sec-Fetch-Site)."""
+    create = json.dumps({"pathname": Q})
+    for headers in ({"Host": "evil.example"}, {"Host": "evil.example:8105"}, {"Host": "127.0.0.1.evil.example"}):
+        resp = await api.get("/v1/queues", headers=headers)
+        assert resp.status == 403 and (await resp.json())["error"] == "forbidden_host"
+        resp = await api.post("/v1/queues", data=create, headers=headers)
+        assert resp.status == 403
+    for headers in ({"Origin": "http://evil.example", "Content-Type": "text/plain"}, {"Origin": "null"},
+                    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}):
+        resp = await api.post("/v1/queues", data=create, headers=headers)
+        assert resp.status == 403 and (await resp.json())["error"] == "cross_origin", headers
+    assert [q for q in (await (await api.get("/v1/queues")).json())["queues"] if q["pathname"].endswith("orders")] \
+        == []                                                               # nothing was created
+    port = api.server.port
+    for headers in ({}, {"Host": f"localhost:{port}"}, {"Host": f"[::1]:{port}"},
+                    {"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"}):
+        resp = await api.get("/v1/info", headers=headers)
+        assert resp.status == 200, headers
+    resp = await api.post("/v1/queues", data=create, headers={"Origin": f"http://127.0.0.1:{port}"})
+    assert resp.status == 201
