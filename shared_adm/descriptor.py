@@ -178,6 +178,9 @@ class OpenQueueDescriptor:
     waiting_by_tag: dict = field(default_factory=dict, repr=False)
     locked_positions: dict = field(default_factory=dict)   # lookup id -> position Locked by a two-phase read here
     open_order: int = 0     # ours: its rank in its queue's OpenQueueDescriptorCollection (Queue.waiting_descriptors)
+    # ours: the network host a remote-read open came from (qmcomm R_QMOpenRemoteQueue); the protocols that name the
+    # descriptor by its 32-bit Handle alone (qm2qm, R_QMCreateRemoteCursor) serve it to that host only. None: any.
+    opener_host: str | None = None
 
     @property
     def can_receive(self) -> bool:

@@ -21,6 +21,7 @@ class OpenQueueEntry:
     open_queue_descriptor_handle: int
     client_id: uuid.UUID
     closed: bool = False            # RemoteQMCloseQueue or rundown has run for it
+    peer_host: str = ""             # ours: the host that opened the session (OpenQueueDescriptor.opener_host)
 
 
 class OpenQueueEntryCollection:

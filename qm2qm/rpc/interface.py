@@ -76,6 +76,7 @@ class CallContext(Protocol):
     ndr64: bool                     # negotiated transfer syntax of the presentation context
     connection_id: int
     association_group_id: int
+    peer_host: str                  # the caller's network address ("" when the transport gives none)
     principal: Principal            # the caller (ANONYMOUS when the call is not authenticated)
     auth_level: int                 # RPC_C_AUTHN_LEVEL_* of the call's security context (NONE if none)
 

@@ -134,6 +134,7 @@ class CallState:
     principal = property(attrgetter("request.principal"))   # from the call's security context (ANONYMOUS if none)
     auth_level = property(attrgetter("request.auth_level"))
     connection_id = property(attrgetter("_connection.id"))
+    peer_host = property(attrgetter("_connection.peer_host"))
     association_group_id = property(attrgetter("_group.id"))
 
     def __init__(self, connection: "RpcConnection", group: AssociationGroup, request: CallRequest,

@@ -90,6 +90,7 @@ class _Ctx:
 
     def __init__(self, principal):
         self.principal = principal
+        self.peer_host = "127.0.0.1"
         self.handles = []
 
     def new_handle(self, handle_type, obj):

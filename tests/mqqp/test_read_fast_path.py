@@ -34,6 +34,7 @@ class FakeCall:
     def __init__(self, ndr64: bool, answer_now: bool) -> None:
         self.call_id, self.opnum, self.ndr64 = 1, 9, ndr64
         self.connection_id = self.association_group_id = 1
+        self.peer_host = "127.0.0.1"
         self.answer_now = answer_now
         self.handles: dict[bytes, object] = {}
 

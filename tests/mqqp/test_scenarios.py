@@ -215,6 +215,7 @@ class _Ctx:
 
     def __init__(self, ndr64: bool) -> None:
         self.ndr64, self.call_id, self.opnum, self.connection_id, self.association_group_id = ndr64, 1, 0, 1, 1
+        self.peer_host = "127.0.0.1"
         self.table = HandleTable()
 
     def lookup_handle(self, wire, handle_type):

@@ -110,6 +110,7 @@ class FakeCall:
         from qm2qm.rpc.interface import ANONYMOUS
         self.call_id, self.opnum, self.ndr64 = 1, 0, ndr64
         self.connection_id = self.association_group_id = 1
+        self.peer_host = "127.0.0.1"
         self.principal, self.auth_level, self.answer_now = ANONYMOUS, 1, False
         self.handles: dict[bytes, object] = {}
 

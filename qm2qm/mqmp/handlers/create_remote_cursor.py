@@ -9,12 +9,14 @@ from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
 
-def create_remote_cursor(service: QmcommService, h_queue: int) -> tuple[int, int]:
+def create_remote_cursor(service: QmcommService, h_queue: int, peer_host: str) -> tuple[int, int]:
     """The processing rules of 3.1.4.4; returns (HRESULT, phCursor)."""
     # Bullets 1–2: the OpenQueueDescriptor with Handle == hQueue in some Queue's collection; none → failure
-    # ([DESIGN] MQ_ERROR_INVALID_HANDLE, the status MS-MQDMPR uses for an unknown handle).
+    # ([DESIGN] MQ_ERROR_INVALID_HANDLE, the status MS-MQDMPR uses for an unknown handle), as for a descriptor
+    # another host opened (OpenQueueDescriptor.opener_host: no guessed handle value serves another machine).
     descriptor = service.qm.descriptor_by_handle(h_queue)
-    if descriptor is None or descriptor.queue_reference is None or descriptor.multiple:
+    if descriptor is None or descriptor.queue_reference is None or descriptor.multiple \
+            or descriptor.opener_host not in (None, peer_host):
         return st.MQ_ERROR_INVALID_HANDLE, 0
     # Bullets 3–5: Open Cursor (MS-MQDMPR 3.1.7.1.1); phCursor := rCursor.Handle.
     return open_cursor(service.qm, descriptor)
@@ -26,5 +28,5 @@ def serve(service: QmcommService, ctx: CallContext, stub: bytes) -> bytes:
     h_queue = codec_fast.decode_create_remote_cursor(stub, ctx.ndr64)     # the zeroed ptb1 Windows sends (<29>)
     if h_queue is None:
         h_queue = codec.decode_request(4, stub, ctx.ndr64)["hQueue"]
-    status, cursor = create_remote_cursor(service, h_queue)
+    status, cursor = create_remote_cursor(service, h_queue, ctx.peer_host)
     return codec_fast.encode_create_remote_cursor(cursor, status)

@@ -44,6 +44,7 @@ def open_remote_queue(service: QmcommService, ctx: CallContext, format_name: str
     if status != st.MQ_OK:
         return status, NULL_HANDLE, 0
     descriptor.remote_read_state = RemoteReadState.OPENED
+    descriptor.opener_host = ctx.peer_host          # the handle values it returns serve this host alone
     # Bullets 5–6: a RemoteQueueOpenContextHandle in iRemoteQueueOpenContextHandleTable; pphContext is its Handle.
     entry = RemoteQueueOpenContextHandle(descriptor)
     try:

@@ -10,12 +10,14 @@ from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
 
-def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int) -> int:
+def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int, peer_host: str) -> int:
     """The processing rules of 3.1.4.6; returns rStatus."""
     if p_queue == 0 or p_queue != h_queue:
         return st.MQ_ERROR_INVALID_PARAMETER
-    if not service.adm.remote_read_entries.has_descriptor(h_queue):
-        return st.MQ_ERROR_INVALID_HANDLE
+    descriptor = service.qm.descriptor_by_handle(h_queue)
+    if not service.adm.remote_read_entries.has_descriptor(h_queue) \
+            or descriptor is not None and descriptor.opener_host not in (None, peer_host):
+        return st.MQ_ERROR_INVALID_HANDLE           # another host's reads are not this caller's to cancel
     entry = service.adm.remote_read_entries.find(h_queue, request_id)
     if entry is None:
         return st.MQ_ERROR
@@ -31,5 +33,5 @@ def cancel_remote_read(service: Service, entry: RemoteReadEntry,
 def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     """Opnum 5 on the wire: decode, apply 3.1.4.6, encode."""
     r = codec.decode_request(5, stub, ctx.ndr64)
-    status = cancel_receive(service, r.hQueue, r.pQueue, r.dwRequestID)
+    status = cancel_receive(service, r.hQueue, r.pQueue, r.dwRequestID, ctx.peer_host)
     return codec.encode_response(5, codec.RemoteQMCancelReceiveResponse(status), ctx.ndr64)

@@ -28,7 +28,7 @@ def close_open_queue_entry(service: Service, entry: OpenQueueEntry) -> None:
     adm, handle = service.adm, entry.open_queue_descriptor_handle
     adm.open_queue_entries.remove(entry)
     release_descriptor(service, handle, MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT)
-    descriptor = find_open_queue_descriptor(service.qm, handle)
+    descriptor = find_open_queue_descriptor(service.qm, handle, entry.peer_host)
     if descriptor is not None:
         service.qm.close_queue(descriptor)
 

@@ -5,6 +5,7 @@ import uuid
 
 from qm2qm.mqqp import codec
 from qm2qm.mqqp.adm import OpenQueueEntry
+from qm2qm.mqqp.handlers._events import find_open_queue_descriptor
 from qm2qm.mqqp.handlers._read import NULL_HANDLE
 from qm2qm.mqqp.handlers._service import Service
 from qm2qm.rpc.handles import HandleLimitReached
@@ -20,13 +21,13 @@ def open_queue(service: Service, ctx: CallContext, lic_guid: uuid.UUID | None, m
         return st.MQ_ERROR_INVALID_PARAMETER, NULL_HANDLE
     if p_queue != dwp_context:
         return st.MQ_ERROR_INVALID_PARAMETER, NULL_HANDLE
-    entry = OpenQueueEntry(open_queue_descriptor_handle=dwp_context, client_id=lic_guid)
+    entry = OpenQueueEntry(open_queue_descriptor_handle=dwp_context, client_id=lic_guid, peer_host=ctx.peer_host)
     try:
         handle = ctx.new_handle(service.rrsession_handle_type, entry)
     except HandleLimitReached:              # [DESIGN] the association's most handles (rpc/handles.py)
         return st.MQ_ERROR_INSUFFICIENT_RESOURCES, NULL_HANDLE
     service.adm.open_queue_entries.add(entry)
-    descriptor = service.qm.descriptor_by_handle(dwp_context)
+    descriptor = find_open_queue_descriptor(service.qm, dwp_context, ctx.peer_host)
     if descriptor is not None and descriptor.remote_read_state is RemoteReadState.OPENED:
         descriptor.remote_read_state = RemoteReadState.READY_FOR_READ
     return st.MQ_OK, handle

@@ -10,11 +10,11 @@ from shared_adm import status as st
 from shared_adm.store.base import StoreError
 
 
-async def purge_queue(service: Service, h_queue: int) -> int:
+async def purge_queue(service: Service, h_queue: int, peer_host: str) -> int:
     """The processing rules of 3.1.4.7; returns MQ_OK once the purge is durable, else raises RpcFault."""
     if service.adm.open_queue_entries.find(h_queue) is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue entry for hQueue {h_queue:#x}")
-    descriptor = find_open_queue_descriptor(service.qm, h_queue)
+    descriptor = find_open_queue_descriptor(service.qm, h_queue, peer_host)
     if descriptor is None:
         raise RpcFault(st.MQ_ERROR_INVALID_HANDLE, f"no open queue descriptor {h_queue:#x}")
     if descriptor.queue_reference is None:
@@ -32,5 +32,5 @@ async def purge_queue(service: Service, h_queue: int) -> int:
 async def serve(service: Service, ctx: CallContext, stub: bytes) -> bytes:
     """Opnum 6 on the wire: decode, apply 3.1.4.7, encode."""
     request = codec.decode_request(6, stub, ctx.ndr64)
-    status = await purge_queue(service, request.hQueue)
+    status = await purge_queue(service, request.hQueue, ctx.peer_host)
     return codec.encode_response(6, codec.RemoteQMPurgeQueueResponse(status), ctx.ndr64)

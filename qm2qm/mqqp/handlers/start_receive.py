@@ -15,7 +15,7 @@ from qm2qm.rpc.interface import CallContext
 from shared_adm import status as st
 
 
-def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
+def _check(service: Service, ctx: CallContext, desc: Any) -> tuple[Delivery | None, Any, Any]:
     """The argument checks of 3.1.4.1 → (the refusal or None, OpenQueueDescriptor, Cursor or None)."""
     adm = service.adm
     if desc is None:
@@ -30,7 +30,7 @@ def _check(service: Service, desc: Any) -> tuple[Delivery | None, Any, Any]:
         return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
     if adm.open_queue_entries.find(desc.hRemoteQueue) is None:
         return Delivery(st.MQ_ERROR_INVALID_PARAMETER), None, None
-    descriptor = find_open_queue_descriptor(service.qm, desc.hRemoteQueue)
+    descriptor = find_open_queue_descriptor(service.qm, desc.hRemoteQueue, ctx.peer_host)
     if descriptor is None:
         return Delivery(st.MQ_ERROR_INVALID_HANDLE), None, None
     cursor = None
@@ -53,7 +53,7 @@ def _begin(service: Service, ctx: CallContext, desc: Any, descriptor: Any, curso
 
 async def start_receive(service: Service, ctx: CallContext, desc: Any) -> Delivery:
     """The processing rules of 3.1.4.1 (also those of RemoteQMStartReceive2, 3.1.4.10) for one REMOTEREADDESC."""
-    refused, descriptor, cursor = _check(service, desc)
+    refused, descriptor, cursor = _check(service, ctx, desc)
     if refused is not None:
         return refused
     return await run_read(service, *_begin(service, ctx, desc, descriptor, cursor, desc.ulTimeout))
@@ -65,7 +65,7 @@ def start_receive_now(service: Service, ctx: CallContext, desc: Any) -> Delivery
     (qm2qm.remote_read.reads.answerable_now)."""
     if desc is not None and not answerable_now(desc.ulTimeout, desc.hCursor != 0):
         return None
-    refused, descriptor, cursor = _check(service, desc)
+    refused, descriptor, cursor = _check(service, ctx, desc)
     if refused is not None:
         return refused
     # run_read_now(*_begin(...)) without its closures; only a receive's delivery holds a RemoteReadEntry

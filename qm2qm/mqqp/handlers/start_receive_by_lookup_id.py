@@ -41,7 +41,7 @@ def start_receive_by_lookup_id(service: Service, ctx: CallContext, lookup_id: in
         return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
     if adm.open_queue_entries.find(desc.hRemoteQueue) is None:
         return Delivery(st.MQ_ERROR_INVALID_PARAMETER)
-    descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue)
+    descriptor = find_open_queue_descriptor(qm, desc.hRemoteQueue, ctx.peer_host)
     if descriptor is None:
         return Delivery(st.MQ_ERROR_INVALID_HANDLE)
     seek = lookup_operation(seek, lookup_id)
