@@ -363,9 +363,9 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 
 
 def _loopback_host(value: str) -> bool:
-    """A Host header (or an Origin's host) naming this machine's loopback, with or without a port."""
-    host = value.rsplit(":", 1)[0] if value.count(":") == 1 or value.startswith("[") and "]:" in value else value
-    return host.lower() in LOOPBACK_HOSTS
+    """A Host header (or an Origin's host) naming this machine's loopback, with or without a port (digits)."""
+    host, sep, port = value.rpartition(":") if value.count(":") == 1 or "]:" in value else (value, "", "")
+    return host.lower() in LOOPBACK_HOSTS and (not sep or port.isascii() and port.isdigit())
 
 
 @web.middleware

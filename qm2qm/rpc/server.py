@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import ipaddress
 import itertools
 import logging
 import time
@@ -178,6 +179,17 @@ class CallState:
         return NULL_HANDLE
 
 
+def _host_of(address: str) -> str:
+    """A peer's address as one host is always named: an IPv4-mapped IPv6 address (a dual-stack listener's view of an
+    IPv4 peer) as the IPv4 address, so that a client's connections compare equal whichever socket family took them
+    (association groups, OpenQueueDescriptor.opener_host)."""
+    try:
+        mapped = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address
+    return str(mapped.ipv4_mapped) if mapped.version == 6 and mapped.ipv4_mapped is not None else address
+
+
 class RpcConnection(asyncio.Protocol):
     """One TCP connection: framing-progress tracking, event dispatch, calls in flight, teardown."""
 
@@ -213,7 +225,7 @@ class RpcConnection(asyncio.Protocol):
         self.id = next(server._ids)
         peername = transport.get_extra_info("peername")
         if peername:
-            self.peer_host = str(peername[0])
+            self.peer_host = _host_of(str(peername[0]))
             self.peer = f"{peername[0]}:{peername[1]}"
         if len(server.connections) >= server.max_connections:
             server.connections_refused += 1

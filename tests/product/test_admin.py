@@ -660,7 +660,8 @@ async def test_a_browser_page_cannot_drive_the_api_by_dns_rebinding_or_cross_sit
     a cross-site text/plain form POST granted ANONYMOUS LOGON read. Host must be a loopback name; a state-changing
     request must not come from another origin (Origin, Sec-Fetch-Site)."""
     create = json.dumps({"pathname": Q})
-    for headers in ({"Host": "evil.example"}, {"Host": "evil.example:8105"}, {"Host": "127.0.0.1.evil.example"}):
+    for headers in ({"Host": "evil.example"}, {"Host": "evil.example:8105"}, {"Host": "127.0.0.1.evil.example"},
+                    {"Host": "127.0.0.1:8105.evil.example"}, {"Host": "[::1]:x"}):
         resp = await api.get("/v1/queues", headers=headers)
         assert resp.status == 403 and (await resp.json())["error"] == "forbidden_host"
         resp = await api.post("/v1/queues", data=create, headers=headers)

@@ -329,3 +329,12 @@ async def test_a_peer_reading_slowly_keeps_its_connection_while_its_unread_answe
     answers = await _answers(client, 32)                 # 32 MiB under the 64 MiB bound: every answer comes
     assert sorted(answers) == [100 + i for i in range(32)] and not rc._lost
     await client.close()
+
+
+def test_a_peer_is_named_by_one_address_whichever_socket_family_took_it():
+    """An IPv4 client seen by a dual-stack listener (::ffff:a.b.c.d) is the same host as over an IPv4 socket: the
+    association group's host check and the descriptor's opener host compare it (rpc/server.py _host_of)."""
+    from qm2qm.rpc.server import _host_of
+    assert _host_of("::ffff:192.0.2.7") == "192.0.2.7" == _host_of("192.0.2.7")
+    assert _host_of("2001:db8::7") == "2001:db8::7" and _host_of("fe80::1%eth0") == "fe80::1%eth0"
+    assert _host_of("not an address") == "not an address"
