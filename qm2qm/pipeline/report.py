@@ -43,7 +43,8 @@ def _png(fig: Any) -> str:
 
 
 def _label(row: dict) -> str:
-    return f"{row.get('opnum')} {row.get('op_name') or ''}".strip()
+    label = f"{row.get('opnum')} {row.get('op_name') or ''}".strip()
+    return " " + label if label.startswith("_") else label     # matplotlib leaves "_..." labels out of legends
 
 
 def _calls_chart(by_opnum: list[dict]) -> str:
@@ -138,6 +139,13 @@ def build_report(out: str | Path, *, stats_dir: str | Path | None = None, diff_d
     """Write the HTML report from a stats output directory and/or a diff output directory."""
     import matplotlib
     matplotlib.use("Agg")
+    # a name from a capture or trace is text, not matplotlib mathtext: "$\\bad{x}$" raised ValueError mid-page, and
+    # well-formed "$...$" drew something else than the table shows
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _build_report(out, stats_dir=stats_dir, diff_dir=diff_dir, title=title)
+
+
+def _build_report(out: str | Path, *, stats_dir: str | Path | None, diff_dir: str | Path | None, title: str) -> Path:
     if diff_dir is not None:
         _check_output(Path(diff_dir), "diff", DIFF_OUTPUTS)
     if stats_dir is not None:
@@ -155,7 +163,7 @@ def build_report(out: str | Path, *, stats_dir: str | Path | None = None, diff_d
             raise ReportError(f"{summary_path}: unreadable diff summary: not a JSON object")
         verdict = "pass" if not mismatches else "fail"
         parts.append(f'<p class="verdict {verdict}">{len(mismatches)} mismatch(es) over '
-                     f'{summary.get("aligned_calls", "?")} aligned calls</p>')
+                     f'{html.escape(str(summary.get("aligned_calls", "?")))} aligned calls</p>')
         parts.append(f"<p>left: {html.escape(str(summary.get('left', '?')))}<br>"
                      f"right: {html.escape(str(summary.get('right', '?')))}</p>")
         if mismatches:

@@ -32,7 +32,7 @@ def register(api: Any) -> None:
     view = WebView(api)
     router.add_get("/metrics", view.metrics)
     router.add_get("/v1/stats", view.stats)
-    router.add_get("/v1/ui/queues/{name}/messages", view.message_previews)
+    router.add_get("/v1/ui/queues/{name:[^/]+}/messages", view.message_previews)
     api.app[APP_KEY] = SimpleNamespace(metrics=None, rpc=None, service=api.backend.service, qm=api.qm)
 
 

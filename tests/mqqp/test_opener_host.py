@@ -82,3 +82,42 @@ def test_the_opening_host_keeps_every_use_of_its_handle():
     assert open_queue(service, same_host_other_connection, uuid.uuid4(), 0, handle, handle, handle)[0] == st.MQ_OK
     assert create_remote_cursor(build_qmcomm(qm), handle, owner.peer_host)[0] == st.MQ_OK
     assert _read(service, same_host_other_connection, handle, MQ_ACTION_RECEIVE) == st.MQ_OK
+
+
+def test_a_queue_opened_over_ms_mqrr_is_bound_to_its_host_too():
+    """Found by the bypass probe: R_OpenQueue's descriptors had no opener host, so qm2qm (and R_QMCreateRemoteCursor,
+    the oracle) served their handle values to anyone."""
+    from qm2qm.mqrr.constants import MQ_DENY_NONE
+    from qm2qm.mqrr.handlers.open_queue import open_descriptor
+    from qm2qm.mqrr.interface import build_service as build_mqrr
+    from shared_adm.enums import QueueAccessType
+    qm = QueueManager(computer_name="qm2qm", scheduler=ManualScheduler())
+    qm.initialize()
+    qm.allow_anonymous_read = True
+    _, queue = qm.create_queue(".\\private$\\orders")
+    qm.enqueue_message(queue, Message(body=b"theirs", destination_queue_format_name=FORMAT))
+    owner, intruder = _ctx("192.0.2.10"), _ctx("198.51.100.66")
+    direct = (3, 0, FORMAT[len("DIRECT="):])                   # QUEUE_FORMAT_TYPE_DIRECT, no suffix
+    descriptor = open_descriptor(build_mqrr(qm, port=2105), owner, direct, QueueAccessType.RECEIVE_ACCESS,
+                                 MQ_DENY_NONE)
+    handle, service = descriptor.handle, build_service(qm)
+    assert create_remote_cursor(build_qmcomm(qm), handle, intruder.peer_host) == (st.MQ_ERROR_INVALID_HANDLE, 0)
+    assert open_queue(service, intruder, uuid.uuid4(), 0, handle, handle, handle)[0] == st.MQ_OK
+    assert _read(service, intruder, handle, MQ_ACTION_RECEIVE) == st.MQ_ERROR_INVALID_HANDLE
+    assert create_remote_cursor(build_qmcomm(qm), handle, owner.peer_host)[0] == st.MQ_OK
+
+
+def test_another_hosts_session_ending_leaves_the_owners_reads_alone():
+    """Found by the bypass probe: a session on the value from another host, once closed, released the owner's
+    reads (a received message went back to the queue while its reader still held it: delivered twice)."""
+    qm, queue, owner, handle = _opened()
+    service = build_service(qm)
+    assert open_queue(service, owner, uuid.uuid4(), 0, handle, handle, handle)[0] == st.MQ_OK
+    desc = REMOTEREADDESC(hRemoteQueue=handle, dwQueue=handle, ulAction=MQ_ACTION_RECEIVE, dwRequestID=7)
+    held = start_receive_now(service, owner, desc)
+    assert held.status == st.MQ_OK and held.handle != bytes(20)          # received, awaiting RemoteQMEndReceive
+    intruder = _ctx("198.51.100.66")
+    status, session = open_queue(service, intruder, uuid.uuid4(), 0, handle, handle, handle)
+    assert status == st.MQ_OK and close_queue(service, intruder, session)[0] == st.MQ_OK
+    assert service.adm.receive_handles.find(handle, 7) is not None       # still the owner's to ACK
+    assert _read(service, owner, handle, MQ_ACTION_PEEK_CURRENT, request_id=8) == st.MQ_ERROR_IO_TIMEOUT

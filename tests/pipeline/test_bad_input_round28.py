@@ -199,3 +199,41 @@ def test_ingest_of_a_directory_skips_its_own_output_directory_inside_it(tmp_path
     (tmp_path / "tables" / "summary.json").write_text("{}")
     assert expand_inputs([str(tmp_path)], skip=tmp_path / "tables") == [str(tmp_path / "a.pcap")]
     assert len(expand_inputs([str(tmp_path)])) == 3
+
+
+def test_a_report_draws_names_as_text_not_mathtext_and_escapes_the_summary(tmp_path):
+    """Found by a hostile probe: an op_name "$\\undefinedcommand{x}$" from a crafted trace raised matplotlib's
+    ValueError while drawing (no report written); "$...$" drew other text than the table showed; a crafted
+    diff_summary.json's aligned_calls went into the page unescaped."""
+    from qm2qm.pipeline.report import build_report
+    diff_dir = tmp_path / "diff"
+    (diff_dir / "mismatches").mkdir(parents=True)
+    row = {"file_rank": 0, "session_seq": 0, "call_index": 0, "opnum": None, "op_name": "$\\undefinedcommand{x}$",
+           "kind": "field", "field": "x", "left": "a", "right": "b"}
+    pq.write_table(pa.Table.from_pylist([row, {**row, "op_name": "_hidden"}]),
+                   diff_dir / "mismatches" / "part-0.parquet")
+    (diff_dir / "diff_summary.json").write_text(json.dumps({"aligned_calls": "<b>7</b>", "left": "L", "right": "R"}))
+    page = build_report(tmp_path / "r.html", diff_dir=diff_dir).read_text()
+    assert "$\\undefinedcommand{x}$" in page and "&lt;b&gt;7&lt;/b&gt; aligned calls" in page
+
+
+def test_diff_and_stats_print_a_traces_names_escaped(monkeypatch, tmp_path):
+    """Found by a hostile probe: a crafted trace's op_name ("\\n\\x1b[31m…") reached the terminal as is from
+    `qm2qm diff` and `qm2qm stats`, forging or breaking output lines."""
+    import contextlib
+
+    from qm2qm.pipeline import spark_jobs
+    hostile = "Peek\n\x1b[31mFORGED"
+    monkeypatch.setattr(cli, "_spark", lambda master: contextlib.nullcontext(None))
+    monkeypatch.setattr(cli, "_check_call_table", lambda path: None)
+    monkeypatch.setattr(spark_jobs, "diff", lambda spark, left, right, out: {
+        "mismatches": 1, "aligned_calls": 1, "first": [{"session_seq": 0, "call_index": 0, "op_name": hostile,
+                                                          "kind": "field", "field": "x", "left": "a", "right": "b"}]})
+    monkeypatch.setattr(spark_jobs, "stats", lambda spark, calls, out, bucket: {"by_opnum": [
+        {"opnum": 9, "op_name": hostile, "calls": 1, "faults": 0, "errors": 0, "latency_p50_ms": 0.1,
+         "latency_p99_ms": 0.2}]})
+    runner = CliRunner()
+    for command, args in ((cli.diff, ["L", "R", "--out", str(tmp_path / "d")]),
+                          (cli.stats, ["C", "--out", str(tmp_path / "s")])):
+        output = runner.invoke(command, args).output
+        assert "\x1b" not in output and "Peek\\n\\x1b[31mFORGED" in output, output

@@ -679,3 +679,16 @@ async def test_a_browser_page_cannot_drive_the_api_by_dns_rebinding_or_cross_sit
         assert resp.status == 200, headers
     resp = await api.post("/v1/queues", data=create, headers={"Origin": f"http://127.0.0.1:{port}"})
     assert resp.status == 201
+
+
+async def test_a_queue_whose_name_holds_braces_is_reachable_by_every_route(api):
+    """Found by a hostile probe: aiohttp's {name} stops at braces, so such a queue was created, listed, and then
+    404 "no such endpoint" for show, send, messages, delete — a queue nobody could remove."""
+    pathname = ".\\private$\\brace}q{x"
+    status, _ = await call(api, "POST", "/v1/queues", {"pathname": pathname})
+    assert status == 201
+    assert (await call(api, "GET", f"/v1/queues/{url(pathname)}"))[0] == 200
+    assert (await call(api, "POST", f"/v1/queues/{url(pathname)}/messages", {"body": "x"}))[0] == 201
+    assert (await call(api, "GET", f"/v1/queues/{url(pathname)}/messages"))[0] == 200
+    assert (await call(api, "GET", f"/v1/ui/queues/{url(pathname)}/messages"))[0] == 200
+    assert (await call(api, "DELETE", f"/v1/queues/{url(pathname)}"))[0] == 200

@@ -34,6 +34,7 @@ def open_descriptor(service: Service, ctx: CallContext, queue_format: Any, requi
         raise RpcFault(status, f"{ctx.principal.name} may not open {name!r}")
     if status != st.MQ_OK:
         raise RpcFault(status, f"Open Queue {name!r}: {status:#010x}")
+    descriptor.opener_host = ctx.peer_host      # its Handle value reaches no other host's qm2qm or qmcomm calls
     return descriptor
 
 

@@ -83,7 +83,7 @@ class SecurityProvider:
         self._next_refusal_log = now + 1.0
         who = _ntlm_account(token if token.startswith(b"NTLMSSP\x00") else _spnego_inner(token))
         log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
-                    f" of {who}" if who else "", why, self.refused_logons)
+                    f" of {who!r}" if who else "", why, self.refused_logons)     # quoted: the name is the peer's
 
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
