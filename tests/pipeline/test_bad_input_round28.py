@@ -226,9 +226,10 @@ def test_diff_and_stats_print_a_traces_names_escaped(monkeypatch, tmp_path):
     hostile = "Peek\n\x1b[31mFORGED"
     monkeypatch.setattr(cli, "_spark", lambda master: contextlib.nullcontext(None))
     monkeypatch.setattr(cli, "_check_call_table", lambda path: None)
+    first = {"session_seq": 0, "call_index": 0, "op_name": hostile, "kind": "field", "field": "x", "left": "a",
+             "right": "b"}
     monkeypatch.setattr(spark_jobs, "diff", lambda spark, left, right, out: {
-        "mismatches": 1, "aligned_calls": 1, "first": [{"session_seq": 0, "call_index": 0, "op_name": hostile,
-                                                          "kind": "field", "field": "x", "left": "a", "right": "b"}]})
+        "mismatches": 1, "aligned_calls": 1, "first": [first]})
     monkeypatch.setattr(spark_jobs, "stats", lambda spark, calls, out, bucket: {"by_opnum": [
         {"opnum": 9, "op_name": hostile, "calls": 1, "faults": 0, "errors": 0, "latency_p50_ms": 0.1,
          "latency_p99_ms": 0.2}]})
