@@ -310,6 +310,9 @@ class Connection:
 
         if not alter and self._state != _AWAIT_BIND:
             raise refuse("second bind on the connection", F.BIND_NAK_REASON_NOT_SPECIFIED)
+        if call_id in self._pending_binds:
+            # its answer would have no slot of its own (_held): the one pending would never be answered
+            raise refuse(f"call_id {call_id} of a bind still awaiting its answer", F.BIND_NAK_REASON_NOT_SPECIFIED)
         trailer = None
         body_end = frag_length
         if auth_length:

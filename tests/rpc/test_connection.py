@@ -284,6 +284,18 @@ def test_pipelined_alter_contexts_are_answered_in_order_with_the_faults_between_
     assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_FAULT, 4)] and conn.closed
 
 
+def test_an_alter_context_under_the_call_id_of_a_pending_bind_is_a_protocol_error_after_the_bind_ack():
+    """Found by fuzzing: a second pending bind under one call_id overwrote the first's entry, whose slot was then
+    never filled, so nothing on the connection was ever sent again (and what was queued behind grew unbounded)."""
+    conn = new_connection()
+    data = P.build_bind(1, (ContextItem(0, IFACE, (NDR,)),)) + \
+        P.build_bind(1, (ContextItem(1, IFACE, (NDR,)),), alter_context=True) + P.build_request(2, 0, 0, b"x")
+    events = conn.receive_data(data)
+    assert [type(e) for e in events] == [BindRequest, ConnectionTerminated]
+    conn.accept_bind(events[0], 5, "2105")
+    assert _types_and_calls(conn.data_to_send()) == [(F.PTYPE_BIND_ACK, 1), (F.PTYPE_FAULT, 1)] and conn.closed
+
+
 def test_a_refused_bind_ends_the_connection_and_a_bind_pipelined_behind_it_is_never_answered():
     conn = new_connection()
     data = P.build_bind(1, (ContextItem(0, IFACE, (NDR,)),)) + \
