@@ -215,6 +215,11 @@ class RpcConnection(asyncio.Protocol):
         self._writing_paused = False        # the transport's buffer is over its high-water mark
         self._deferred: list | None = None  # events of a read not dispatched yet: the answers are backlogged
         self._counted = False               # its unsent answers are in the server's unread_budget
+        # uvloop keeps every object written whole until its last byte is sent, while get_write_buffer_size() says
+        # what is left to send: the bytes of the writes made since the buffer was last empty (asyncio keeps only the
+        # rest, so it needs none)
+        self._retained = 0
+        self._keeps_whole_writes = False
         self._dropped_unsent = False        # closed for its unread answers (_drop_unsent)
 
     # -- asyncio.Protocol --
@@ -222,6 +227,7 @@ class RpcConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         server = self.server
         self.transport = transport          # type: ignore[assignment]
+        self._keeps_whole_writes = type(transport).__module__.startswith("uvloop")
         self.id = next(server._ids)
         peername = transport.get_extra_info("peername")
         if peername:
@@ -627,14 +633,24 @@ class RpcConnection(asyncio.Protocol):
     # -- rpc/batching.py Writer --
 
     def write_now(self, data: bytes) -> None:
-        self.transport.write(data)
+        transport = self.transport
+        if self._keeps_whole_writes:
+            retained = self._retained if transport.get_write_buffer_size() else 0
+            transport.write(data)
+            self._retained = retained + len(data) if transport.get_write_buffer_size() else 0
+        else:
+            transport.write(data)
         if self._writing_paused or self._counted:
             self._check_unread()
 
     def unsent(self) -> int:
-        """Bytes of answers the kernel has not taken: the transport's buffer and what is held for the turn's end."""
+        """Bytes of answers the kernel has not taken: the transport's buffer (on uvloop the whole objects it holds)
+        and what is held for the turn's end."""
         held = self.held
-        return self.transport.get_write_buffer_size() + (sum(map(len, held)) if held else 0)
+        buffered = self.transport.get_write_buffer_size()
+        if self._keeps_whole_writes:
+            buffered = max(buffered, self._retained) if buffered else 0
+        return buffered + (sum(map(len, held)) if held else 0)
 
     def _check_unread(self) -> None:
         """Count what a paused or backlogged connection leaves unsent in the server's UnreadAnswerBudget; close it

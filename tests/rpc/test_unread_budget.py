@@ -124,3 +124,36 @@ async def test_while_closed_connections_still_hold_past_the_allowance_a_large_an
     other.send(_pipelined(t.OP_REPEAT, 1, 2 * MIB))
     assert (await asyncio.wait_for(_answers(other, 1), 30))[100] == bytes(2 * MIB)
     await other.close()
+
+
+def test_on_uvloop_the_whole_answers_a_peer_leaves_unread_are_counted():
+    """Found by a resource probe: uvloop keeps each written answer whole until its last byte is sent, while
+    get_write_buffer_size() says only what is left to send (the kernel took the rest): 200 peers leaving 4 MiB answers
+    unread held 835 MiB while the allowance counted 60 MiB. The count now takes the objects uvloop holds."""
+    import uvloop
+
+    from qm2qm.rpc.server import RpcServer
+    from tests.rpc.conftest import Probe, RawClient
+
+    async def scenario():
+        budget = UnreadAnswerBudget(1024 * MIB)
+        server = RpcServer([Probe().interface], idle_timeout_s=None, unread_budget=budget)
+        await server.start()
+        clients = []
+        try:
+            for _ in range(4):
+                client = await RawClient.connect(server.port)
+                await client.bind()
+                client.send(_pipelined(t.OP_REPEAT, 1, 4 * MIB))      # one 4 MiB answer, never read
+                clients.append(client)
+            await until(lambda: len([c for c in server.connections.values() if c._counted]) == 4)
+            held = budget.held
+        finally:
+            for client in clients:
+                await client.close(reset=True)
+            await server.close()
+        assert held >= 4 * 4 * MIB                                    # not only the part the kernel left
+        assert budget.held == 0
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(scenario())
