@@ -182,6 +182,10 @@ class OpenQueueDescriptor:
     # descriptor by its 32-bit Handle alone (qm2qm, R_QMCreateRemoteCursor) serve it to that host only. None: any.
     opener_host: str | None = None
 
+    def serves(self, host: str) -> bool:
+        """Whether a protocol naming this descriptor by its Handle alone may use it for a caller on ``host``."""
+        return self.opener_host is None or self.opener_host == host
+
     @property
     def can_receive(self) -> bool:
         """AccessType allows receive and purge (3.1.1.17 ReceiveAccess / ReceiveAdminAccess)."""

@@ -16,7 +16,7 @@ def create_remote_cursor(service: QmcommService, h_queue: int, peer_host: str) -
     # another host opened (OpenQueueDescriptor.opener_host: no guessed handle value serves another machine).
     descriptor = service.qm.descriptor_by_handle(h_queue)
     if descriptor is None or descriptor.queue_reference is None or descriptor.multiple \
-            or descriptor.opener_host not in (None, peer_host):
+            or not descriptor.serves(peer_host):
         return st.MQ_ERROR_INVALID_HANDLE, 0
     # Bullets 3–5: Open Cursor (MS-MQDMPR 3.1.7.1.1); phCursor := rCursor.Handle.
     return open_cursor(service.qm, descriptor)

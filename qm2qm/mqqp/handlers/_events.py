@@ -14,7 +14,7 @@ def find_open_queue_descriptor(qm: Any, handle: int, peer_host: str) -> Any | No
     OpenQueueDescriptor.opener_host; docs/mqqp-choices.md)."""
     descriptor = qm.descriptor_by_handle(handle)
     if descriptor is None or descriptor.remote_read_state is _NOT_REMOTE \
-            or descriptor.opener_host not in (None, peer_host):
+            or not descriptor.serves(peer_host):
         return None
     return descriptor
 

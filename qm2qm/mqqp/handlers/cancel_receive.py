@@ -16,7 +16,7 @@ def cancel_receive(service: Service, h_queue: int, p_queue: int, request_id: int
         return st.MQ_ERROR_INVALID_PARAMETER
     descriptor = service.qm.descriptor_by_handle(h_queue)
     if not service.adm.remote_read_entries.has_descriptor(h_queue) \
-            or descriptor is not None and descriptor.opener_host not in (None, peer_host):
+            or descriptor is not None and not descriptor.serves(peer_host):
         return st.MQ_ERROR_INVALID_HANDLE           # another host's reads are not this caller's to cancel
     entry = service.adm.remote_read_entries.find(h_queue, request_id)
     if entry is None:

@@ -28,7 +28,7 @@ def close_open_queue_entry(service: Service, entry: OpenQueueEntry) -> None:
     adm, handle = service.adm, entry.open_queue_descriptor_handle
     adm.open_queue_entries.remove(entry)
     named = service.qm.descriptor_by_handle(handle)
-    if named is not None and named.opener_host not in (None, entry.peer_host):
+    if named is not None and not named.serves(entry.peer_host):
         return          # another host's descriptor: this session never read through it, so nothing of it to end
     release_descriptor(service, handle, MQ_INFORMATION_REMOTE_CANCELED_BY_CLIENT)
     descriptor = find_open_queue_descriptor(service.qm, handle, entry.peer_host)
