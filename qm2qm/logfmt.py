@@ -31,6 +31,35 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+def printable(text: str) -> str:
+    """``text`` with each character a terminal or a log line would not show as itself escaped as Python writes it
+    ("\\n", "\\x1b", "\\ud800"): names and labels come from peers and may hold control characters or, from a
+    UTF-16 peer or an older store, a lone surrogate, which no output encoding can carry."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+class Refusals:
+    """Counts the refusals of one kind and lets the first of each second be logged, so that a peer looping on
+    refusals is one log line a second, not one each."""
+
+    __slots__ = ("count", "_next_log")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._next_log = 0.0        # monotonic time the next refusal may be logged
+
+    def note(self) -> bool:
+        """Count one refusal; True when it should be logged."""
+        self.count += 1
+        now = time.monotonic()
+        if now < self._next_log:
+            return False
+        self._next_log = now + 1.0
+        return True
+
+
 def configure(level: str, fmt: str, stream=None) -> None:
     """Set the root logger's level and the one handler's format ("text" or "json") for `qm2qm serve`."""
     handler = logging.StreamHandler(stream or sys.stderr)

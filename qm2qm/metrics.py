@@ -219,7 +219,7 @@ class Qm2qmCollector:
             return
         yield GaugeMetricFamily("qm2qm_rpc_connections", "TCP connections open now", value=len(rpc.connections))
         yield CounterMetricFamily("qm2qm_rpc_connections_refused", "TCP connections closed as they were accepted "
-                                  "because --max-connections were open", value=rpc.connections_refused)
+                                  "because --max-connections were open", value=rpc.connection_refusals.count)
         groups = rpc.groups.snapshot()
         yield GaugeMetricFamily("qm2qm_rpc_association_groups", "Association groups alive now (MS-RPCE 3.3.1.1.1)",
                                 value=len(rpc.groups))

@@ -8,9 +8,11 @@ from typing import Any, Callable
 import click
 
 from qm2qm.config import DEFAULT_ADMIN_PORT
+from qm2qm.logfmt import printable
 
 DEFAULT_ADMIN_URL = f"http://127.0.0.1:{DEFAULT_ADMIN_PORT}"
 INFINITE = 0xFFFFFFFF
+
 
 def _fail(message: str, code: int = 1) -> None:
     """One line on stderr, no traceback, then exit."""
@@ -25,18 +27,9 @@ def _emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:
         human(data)
 
 
-def _printable(text: str) -> str:
-    """``text`` with each character a terminal would not show as itself escaped as Python writes it ("\\n",
-    "\\x1b", "\\ud800"): a label may hold control characters or, from a UTF-16 peer or an older store, a lone
-    surrogate, which no output encoding can carry."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def _table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
     """Print rows as an aligned text table; ``columns`` are (key, heading) pairs."""
-    cells = [[h for _, h in columns]] + [["" if r.get(k) is None else _printable(str(r.get(k))) for k, _ in columns]
+    cells = [[h for _, h in columns]] + [["" if r.get(k) is None else printable(str(r.get(k))) for k, _ in columns]
                                          for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     for row in cells:
@@ -46,7 +39,7 @@ def _table(rows: list[dict], columns: list[tuple[str, str]]) -> None:
 def _kv(data: dict) -> None:
     width = max((len(k) for k in data), default=0)
     for key, value in data.items():
-        click.echo(_printable(f"{key.ljust(width)}  {value}"))
+        click.echo(printable(f"{key.ljust(width)}  {value}"))
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

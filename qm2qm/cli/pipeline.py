@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from qm2qm.cli._common import _printable
+from qm2qm.logfmt import printable
 
 MASTER_HELP = ("Spark master (local[*], local-cluster[2,1,1024], spark://host:7077 ...); "
                "default: spark-submit's, else local[*].")
@@ -159,7 +159,7 @@ def stats(calls, out_dir, bucket_seconds, master) -> None:
             _fail(str(exc))
     click.echo(f"{'OPNUM':<6}{'NAME':<32}{'CALLS':>8}{'FAULTS':>8}{'ERRORS':>8}{'P50ms':>9}{'P99ms':>9}")
     for r in result["by_opnum"]:
-        click.echo(f"{r['opnum']!s:<6}{_printable(r['op_name'] or '?'):<32}{r['calls']:>8}{r['faults'] or 0:>8}"
+        click.echo(f"{r['opnum']!s:<6}{printable(r['op_name'] or '?'):<32}{r['calls']:>8}{r['faults'] or 0:>8}"
                    f"{r['errors'] or 0:>8}"
                    f"{(r['latency_p50_ms'] or 0):>9.3f}{(r['latency_p99_ms'] or 0):>9.3f}")
 
@@ -186,9 +186,9 @@ def diff(left, right, out_dir, report_path, master) -> None:
         build_report(report_path, diff_dir=out_dir)
     click.echo(f"{summary['mismatches']} mismatch(es) over {summary['aligned_calls']} aligned calls -> {out_dir}")
     for m in summary["first"][:20]:
-        # a trace's op_name is the trace writer's text: escaped, as the other commands print names (_printable)
-        click.echo(_printable(f"  session {m['session_seq']} call {m['call_index']} {m['op_name']}: {m['kind']} "
-                              f"{m['field']}: {m['left']} != {m['right']}"))
+        # a trace's op_name is the trace writer's text: escaped, as the other commands print names (printable)
+        click.echo(printable(f"  session {m['session_seq']} call {m['call_index']} {m['op_name']}: {m['kind']} "
+                             f"{m['field']}: {m['left']} != {m['right']}"))
     sys.exit(1 if summary["mismatches"] else 0)
 
 

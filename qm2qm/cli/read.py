@@ -16,7 +16,8 @@ from typing import Any, Callable
 import click
 
 from qm2qm.cli._common import (INFINITE, _admin,
-                               _call_admin, _emit, _fail, _printable, admin_options, main)
+                               _call_admin, _emit, _fail, admin_options, main)
+from qm2qm.logfmt import printable
 
 
 class TimeoutMs(click.ParamType):
@@ -160,9 +161,9 @@ def _print_read(d: dict) -> None:
     m = d["message"]
     seq = f" sequential_id={d['sequential_id']}" if "sequential_id" in d else ""
     click.echo(f"message request_id={d['request_id']}{seq} size={d['size']} arrived={d['arrive_time']}")
-    click.echo(f"  label:    {_printable(m['label'])}".rstrip())
+    click.echo(f"  label:    {printable(m['label'])}".rstrip())
     click.echo(f"  priority: {m['priority']}  app_specific: {m['app_specific']}  delivery: {m['delivery']}")
-    body = _printable(m['body_text']) if m['body_text'] is not None else '(binary) ' + m['body_base64']
+    body = printable(m['body_text']) if m['body_text'] is not None else '(binary) ' + m['body_base64']
     click.echo(f"  body:     {body}")
 
 

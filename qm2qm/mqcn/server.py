@@ -19,6 +19,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
+from qm2qm.logfmt import printable
 from qm2qm.mqcn import codec as c
 from qm2qm.mqcn.signature import SENDER_ID_QUEUE_MANAGER, SignatureVerifier
 from shared_adm import status as st
@@ -251,11 +252,11 @@ class ChangeNotificationServer:
         except Drop as exc:
             result.dropped = str(exc)
             self.dropped += 1
-            log.warning("MQCN: notification %s dropped: %s", _message_id(message), exc)
+            log.warning("MQCN: notification %s dropped: %s", _message_id(message), printable(str(exc)))
         for reason in result.skipped:
-            log.warning("MQCN: notification %s: update skipped: %s", _message_id(message), reason)
+            log.warning("MQCN: notification %s: update skipped: %s", _message_id(message), printable(reason))
         for action in result.actions:
-            log.info("MQCN: %s", action)
+            log.info("MQCN: %s", printable(action))     # names come from the directory
         self.processed += 1
         return result
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
+from qm2qm.logfmt import Refusals
 from qm2qm.rpc.epm_tower import (MAX_TOWER_LENGTH, PROTOCOL_NCACN, PROTOCOL_TCP, SyntaxId, TowerError,
                                  parse_floors, parse_syntax_floor, tcp_tower)
 from qm2qm.rpc.interface import NDR20, NDR64, CallContext, ContextHandleType, Interface, Operation, RpcFault
@@ -208,8 +208,7 @@ class EndpointMapper:
         self.server = server                # optional: gives the local address for wildcard entries
         self.max_open_cursors = max_open_cursors
         self.open_cursors: dict[int, int] = {}      # association group id -> live entry handles
-        self.refused_cursors = 0                    # entry handles refused for max_open_cursors
-        self._next_refusal_log = 0.0                # monotonic time the next refusal may be logged
+        self.cursor_refusals = Refusals()           # entry handles refused for max_open_cursors
 
     def interface(self) -> Interface:
         ops = {OP_EPT_INSERT: ("ept_insert", self.removed_method),
@@ -242,13 +241,10 @@ class EndpointMapper:
         if wire == NULL_CONTEXT_HANDLE and len(cursor.remaining) > maximum:
             group = ctx.association_group_id
             if self.open_cursors.get(group, 0) >= self.max_open_cursors:
-                self.refused_cursors += 1
-                now = time.monotonic()
-                if now >= self._next_refusal_log:       # a peer looping on refusals gets one line a second
-                    self._next_refusal_log = now + 1.0
+                if self.cursor_refusals.note():
                     logger.warning("association group 0x%x holds %d open ept_lookup handles: refusing another "
                                    "(%d refused since the server started)", group, self.max_open_cursors,
-                                   self.refused_cursors)
+                                   self.cursor_refusals.count)
                 return None
             wire = ctx.new_handle(EPT_LOOKUP_HANDLE, cursor)     # counted once it exists: a refused one is not
             self.open_cursors[group] = self.open_cursors.get(group, 0) + 1

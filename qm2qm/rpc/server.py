@@ -21,6 +21,7 @@ from operator import attrgetter
 from time import perf_counter
 from typing import Any, Iterable
 
+from qm2qm.logfmt import Refusals
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.auth.security import RPC_C_AUTHN_GSS_NEGOTIATE, RPC_C_AUTHN_WINNT, SecurityProvider
 from qm2qm.rpc.connection import Connection
@@ -234,12 +235,9 @@ class RpcConnection(asyncio.Protocol):
             self.peer_host = _host_of(str(peername[0]))
             self.peer = f"{peername[0]}:{peername[1]}"
         if len(server.connections) >= server.max_connections:
-            server.connections_refused += 1
-            now = time.monotonic()
-            if now >= server.next_refusal_log:      # a flood of refusals is one line a second, not one each
-                server.next_refusal_log = now + 1.0
+            if server.connection_refusals.note():
                 self.log(logging.WARNING, "connection refused: %d connections open (max_connections); %d refused "
-                         "since the server started", len(server.connections), server.connections_refused)
+                         "since the server started", len(server.connections), server.connection_refusals.count)
             transport.abort()
             return
         loop = asyncio.get_running_loop()
@@ -844,8 +842,7 @@ class RpcServer:
         self.security = security if security is not None else SecurityProvider(self.auth)
         self.requested_port = port
         self.max_connections = max_connections
-        self.connections_refused = 0                        # for max_connections
-        self.next_refusal_log = 0.0                         # monotonic time the next refusal may be logged
+        self.connection_refusals = Refusals()               # for max_connections
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
         self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")

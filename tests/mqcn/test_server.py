@@ -61,6 +61,15 @@ def test_v1_create_queue_takes_every_property_value(qm, server):
     assert status == st.MQ_OK and desc.queue_reference is q
 
 
+def test_a_created_queue_name_reaches_the_log_escaped(qm, server, caplog):
+    # a path name may hold control characters (only "\\" and newlines are refused): the log line shows them escaped
+    with caplog.at_level(logging.INFO, logger="qm2qm.mqcn.server"):
+        r = server.process(v1(create_update(path="qm2qm\\red\x1b[31m")))
+    assert r.actions and qm.queue_by_pathname("qm2qm\\red\x1b[31m") is not None
+    lines = [rec.getMessage() for rec in caplog.records if "created" in rec.getMessage()]
+    assert lines and "red\\x1b[31m" in lines[0] and "\x1b" not in lines[0]
+
+
 def test_v1_create_is_persisted_under_the_given_identifier(qm, server):
     server.process(v1(create_update()))
     stored = {s.identifier: s.attributes for s in qm.store.load().queues}

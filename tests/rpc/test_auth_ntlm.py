@@ -379,5 +379,5 @@ async def test_a_refused_logon_is_a_warning_naming_the_account_at_most_once_a_se
         await asyncio.to_thread(bad.dce.call, 0, b"")
         await asyncio.to_thread(bad.expect_fault_and_close)
     lines = [r.getMessage() for r in caplog.records if r.name == "qm2qm.rpc.auth"]
-    assert env.server.security.refused_logons == 3 and len(lines) == 1
+    assert env.server.security.logon_refusals.count == 3 and len(lines) == 1
     assert f"ntlm logon of {DOMAIN + chr(92) + USER!r} refused" in lines[0] and "Hunter2-wrong" not in lines[0]

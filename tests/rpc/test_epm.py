@@ -425,7 +425,7 @@ def test_open_entry_handles_are_bounded_per_association_group(caplog):
     assert [r["status"] for r in (first, second, third)] == [0, 0, E.EPT_S_CANT_PERFORM_OP]
     with caplog.at_level(logging.WARNING, logger=E.logger.name):
         assert all(open_one()["status"] == E.EPT_S_CANT_PERFORM_OP for _ in range(50))
-    assert em.refused_cursors == 51 and len(caplog.records) <= 1           # a flood is one line a second
+    assert em.cursor_refusals.count == 51 and len(caplog.records) <= 1           # a flood is one line a second
     assert third["num_towers"] == 0 and third["entry_handle"].isNull()
     assert em.open_cursors == {1: 2}
     em.ept_lookup_handle_free(ctx, first["entry_handle"].getData())          # freeing makes room

@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import struct
-import time
 from typing import Iterator
 
 import spnego
@@ -18,6 +17,7 @@ from spnego import ContextReq
 from spnego.exceptions import SpnegoError
 from spnego.iov import BufferType
 
+from qm2qm.logfmt import Refusals, printable
 from qm2qm.rpc.auth import kerberos_compat, ntlm_compat
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.interface import (ANONYMOUS, RPC_C_AUTHN_LEVEL_CALL, RPC_C_AUTHN_LEVEL_PKT,
@@ -63,8 +63,7 @@ class SecurityProvider:
         self.policy = policy
         self.max_contexts = max_contexts    # contexts alive at once over every connection (limits.py)
         self.live_contexts = 0
-        self.refused_logons = 0             # security legs the acceptor refused (wrong password, bad token)
-        self._next_refusal_log = 0.0        # monotonic time the next refusal may be logged
+        self.logon_refusals = Refusals()    # security legs the acceptor refused (wrong password, bad token)
         ntlm_compat.install()
         # pyspnego logs every token in base64 at DEBUG; an NTLMv2 response can be attacked offline, so never
         spnego_log = logging.getLogger("spnego")
@@ -76,14 +75,11 @@ class SecurityProvider:
     def note_refused_logon(self, auth_type: int, token: bytes, why: str) -> None:
         """Count a refused security leg; log it at WARNING (an operator's failed-logon record) with the account an
         NTLM AUTHENTICATE names, at most once a second so a password-guessing peer cannot flood the log."""
-        self.refused_logons += 1
-        now = time.monotonic()
-        if now < self._next_refusal_log:
+        if not self.logon_refusals.note():
             return
-        self._next_refusal_log = now + 1.0
         who = _ntlm_account(token if token.startswith(b"NTLMSSP\x00") else _spnego_inner(token))
         log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
-                    f" of {who!r}" if who else "", why, self.refused_logons)     # quoted: the name is the peer's
+                    f" of {who!r}" if who else "", why, self.logon_refusals.count)     # quoted: the name is the peer's
 
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
@@ -364,7 +360,7 @@ def _ntlm_account(token: bytes) -> str | None:
         name = f"{message.domain_name or ''}\\{message.user_name or ''}"
     except Exception:   # noqa: BLE001 - a token the acceptor refused may be malformed in any way
         return None
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in name[:256])
+    return printable(name[:256])
 
 
 def _spnego_inner(token: bytes) -> bytes:
