@@ -17,6 +17,7 @@ from aiohttp import web
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm import status as st
 from shared_adm.status import status_name
+from qm2qm.logfmt import printable
 from qm2qm.web import register as register_web_view
 from shared_adm.queue_manager import CursorLimitReached, SubqueueLimitReached
 from shared_adm.store.base import StoreError
@@ -341,7 +342,7 @@ async def _errors(request: web.Request, handler):
     except StoreError as exc:
         # The change is applied in memory but not durable (disk full, read-only store): say so, 507 as for quotas.
         # The store keeps the change and retries it on the next commit (shared_adm/store/sqlite.py).
-        log.warning("admin request %s %s: the store cannot commit: %s", request.method, request.path, exc)
+        log.warning("admin request %s %s: the store cannot commit: %s", request.method, printable(request.path), exc)
         storing = request.method == "POST" and request.path.endswith("/messages")
         status = st.MQ_ERROR_MESSAGE_STORAGE_FAILED if storing else st.MQ_ERROR_INSUFFICIENT_RESOURCES
         return _json({"error": status_name(status), "hresult": f"0x{status:08X}",

@@ -412,7 +412,7 @@ def refresh_public_queues(qm, directory: "Directory") -> int:
                     persist_queue(qm, queue)
                 count += 1
             except ValueError as exc:
-                log.warning("public queue %s not refreshed: %s", queue.pathname, exc)
+                log.warning("public queue %r not refreshed: %s", queue.pathname, exc)   # %r: a name from the directory
     return count
 
 
