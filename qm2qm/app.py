@@ -74,6 +74,7 @@ class App:
         self.auth = None                # AuthPolicy (--users, --auth, ...; docs/authentication.md)
         self.reassembly_budget = None   # ReassemblyBudget every listener shares (--max-reassembly-mib)
         self.unread_budget = None       # UnreadAnswerBudget every listener shares (--max-unread-mib)
+        self.connection_slots = None    # ConnectionSlots every listener shares (--max-connections)
         self.security = None            # SecurityProvider every listener shares (MAX_LIVE_SECURITY_CONTEXTS)
 
     @property
@@ -110,10 +111,11 @@ class App:
         from qm2qm.mqqp.interface import build_service, service_interface
         from qm2qm.mqqp.server_config import MqqpConfig
         from qm2qm.rpc.auth.security import SecurityProvider
-        from qm2qm.rpc.budget import ReassemblyBudget, UnreadAnswerBudget
+        from qm2qm.rpc.budget import ConnectionSlots, ReassemblyBudget, UnreadAnswerBudget
         from qm2qm.rpc.server import RpcServer
 
         self.auth = self._auth_policy()
+        self.connection_slots = ConnectionSlots(self.config.max_connections)     # over every listener
         self.reassembly_budget = ReassemblyBudget(self.config.max_reassembly_mib * 1024 * 1024)
         self.unread_budget = UnreadAnswerBudget(self.config.max_unread_mib * 1024 * 1024)
         self.security = SecurityProvider(self.auth)
@@ -147,6 +149,10 @@ class App:
         await self._start_directory()
         await self._start_discovery()
         await self._bind_admin()
+
+    def listeners(self) -> list:
+        """The RPC listeners running now: qm2qm (with MS-MQRR), qmcomm, the endpoint mapper's own."""
+        return [server for server in (self.rpc, self.qmcomm, self.epm) if server is not None]
 
     def _start_mqrr(self) -> None:
         """MS-MQRR RemoteRead on the qm2qm listener (before the endpoint mapper registers what it serves); its
@@ -189,7 +195,8 @@ class App:
         try:
             self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port,
                                                 auth=self.auth, reassembly_budget=self.reassembly_budget,
-                                                unread_budget=self.unread_budget, security=self.security)
+                                                unread_budget=self.unread_budget, security=self.security,
+                                                connection_slots=self.connection_slots, observer=self.metrics)
         except EpmListenerError as exc:
             if not self.config.epm_port_is_default:
                 raise StartupError(str(exc)) from None
@@ -241,7 +248,8 @@ class App:
                     section: str, first_connection_id: int = 1):
         while True:
             server = server_cls(interfaces, host=self.config.host, port=port,
-                                max_connections=self.config.max_connections, auth=self.auth,
+                                max_connections=self.config.max_connections,
+                                connection_slots=self.connection_slots, auth=self.auth,
                                 max_context_handles=self.config.max_context_handles,
                                 idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id,
                                 reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget,

@@ -158,7 +158,7 @@ class Qm2qmCollector:
         app = self.app
         metrics: RpcMetrics | None = app.metrics
         yield from self._calls(metrics)
-        yield from self._runtime(app.rpc, metrics)
+        yield from self._runtime(app.listeners(), metrics)
         yield from self._allowance(getattr(app, "reassembly_budget", None), "reassembly",
                                    "Bytes held by unfinished fragmented requests over every listener (C706 12.6.3.7)",
                                    "--max-reassembly-mib", "Request fragments faulted nca_s_server_too_busy because "
@@ -209,27 +209,30 @@ class Qm2qmCollector:
         yield CounterMetricFamily(f"qm2qm_rpc_{name}_{spent}", spent_help, value=getattr(budget, spent))
 
     @staticmethod
-    def _runtime(rpc: Any, metrics: RpcMetrics | None) -> Iterator[Any]:
+    def _runtime(listeners: list, metrics: RpcMetrics | None) -> Iterator[Any]:
+        """Connections, association groups and context handles over every listener, as the counters count them."""
         if metrics is not None:
             yield CounterMetricFamily("qm2qm_rpc_connections_opened", "TCP connections accepted",
                                       value=metrics.connections_opened)
             yield CounterMetricFamily("qm2qm_rpc_connections_closed", "TCP connections closed",
                                       value=metrics.connections_closed)
-        if rpc is None:
+        if not listeners:
             return
-        yield GaugeMetricFamily("qm2qm_rpc_connections", "TCP connections open now", value=len(rpc.connections))
+        yield GaugeMetricFamily("qm2qm_rpc_connections", "TCP connections open now",
+                                value=sum(len(rpc.connections) for rpc in listeners))
+        refused = {id(rpc.connection_slots): rpc.connection_slots.refusals.count for rpc in listeners}
         yield CounterMetricFamily("qm2qm_rpc_connections_refused", "TCP connections closed as they were accepted "
-                                  "because --max-connections were open", value=rpc.connection_refusals.count)
-        groups = rpc.groups.snapshot()
+                                  "because --max-connections were open", value=sum(refused.values()))
         yield GaugeMetricFamily("qm2qm_rpc_association_groups", "Association groups alive now (MS-RPCE 3.3.1.1.1)",
-                                value=len(rpc.groups))
+                                value=sum(len(rpc.groups) for rpc in listeners))
         by_type: dict[str, int] = {}
-        for interface in rpc.registry.values():
-            for handle_type in interface.handle_types:
-                by_type.setdefault(handle_type.name, 0)
-        for group in groups:
-            for entry in group.handles.entries():
-                by_type[entry.handle_type.name] = by_type.get(entry.handle_type.name, 0) + 1
+        for rpc in listeners:
+            for interface in rpc.registry.values():
+                for handle_type in interface.handle_types:
+                    by_type.setdefault(handle_type.name, 0)
+            for group in rpc.groups.snapshot():
+                for entry in group.handles.entries():
+                    by_type[entry.handle_type.name] = by_type.get(entry.handle_type.name, 0) + 1
         handles = GaugeMetricFamily("qm2qm_rpc_context_handles", "Live context handles by type (MS-RPCE 3.3.1.4.1)",
                                     labels=["type"])
         for name, count in sorted(by_type.items()):

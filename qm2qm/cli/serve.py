@@ -23,7 +23,7 @@ from shared_adm.store.base import StoreError
 @click.option("--admin-port", type=int, help=f"Admin API port on 127.0.0.1 [{DEFAULT_ADMIN_PORT}]; 0 = ephemeral.")
 @click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level [warning].")
 @click.option("--computer-name", help="Computer part of local path names and DIRECT=OS: names [host name].")
-@click.option("--max-connections", type=int, help="Most RPC connections open at once [1024].")
+@click.option("--max-connections", type=int, help="Most RPC connections open at once, over the qm2qm, qmcomm and endpoint mapper listeners [1024].")
 @click.option("--max-context-handles", type=int,
               help="Most context handles (open queues, sessions, receives awaiting their ACK) one client's association "
                    "may hold; past it opens answer MQ_ERROR_INSUFFICIENT_RESOURCES [4096].")

@@ -68,6 +68,8 @@ def read_queue_format(stub: bytes, at: int, ndr64: bool) -> tuple[tuple, int] | 
         if size < arm + 20:
             return None
         value, end = (stub[arm:arm + 16], _U32.unpack_from(stub, arm + 16)[0]), arm + 20
+        if ndr64:           # the structure's trailing pad to its alignment, 8 (MS-RPCE 2.2.5.3.4.1)
+            end += 4
     elif qft in _NAME_ARMS:
         value, end = _direct_name(stub, arm, ndr64)
         if value is None:

@@ -99,12 +99,22 @@ class QUEUE_FORMAT_UNION(NDRUNION):
 # typedef struct __QUEUE_FORMAT { unsigned char m_qft; unsigned char m_SuffixAndFlags; unsigned short m_reserved;
 #     [switch_is(m_qft)] union { ... }; } QUEUE_FORMAT;
 class QUEUE_FORMAT(NDRSTRUCT):
+    """In NDR64 the structure ends with the trailing pad to its alignment, 8 (MS-RPCE 2.2.5.3.4.1), which impacket
+    does not write or skip: the PRIVATE arm (an OBJECTID, 20 bytes at offset 16) ends at 36, so 4 pad bytes."""
     structure = (
         ("m_qft", UCHAR),
         ("m_SuffixAndFlags", UCHAR),
         ("m_reserved", USHORT),
         ("u", QUEUE_FORMAT_UNION),
     )
+
+    def getData(self, soFar=0):
+        data = super().getData(soFar)
+        return data + bytes(-(soFar + len(data)) % 8) if self._isNDR64 else data
+
+    def fromString(self, data, offset=0):
+        size = super().fromString(data, offset)
+        return size + (-(offset + size) % 8) if self._isNDR64 else size
 
 
 class PQUEUE_FORMAT(NDRPOINTER):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from qm2qm.logfmt import Refusals
+
 # 32 whole 8 MiB requests at once; a qm2qm request is a few hundred bytes, so only hostile or bulk peers meet it.
 DEFAULT_MAX_REASSEMBLY_BYTES = 256 * 1024 * 1024
 
@@ -35,6 +37,30 @@ class ReassemblyBudget:
     def give(self, size: int) -> None:
         """Give back bytes a finished, refused or abandoned call held."""
         self.held -= size
+
+
+class ConnectionSlots:
+    """Connections open at once over every listener that shares it (serve --max-connections): one more is refused."""
+
+    __slots__ = ("capacity", "open", "refusals")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"max connections must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.open = 0
+        self.refusals = Refusals()          # connections refused since start (the /metrics counter, the log line)
+
+    def take(self) -> bool:
+        """One more connection if there is room; False if not (the caller notes the refusal)."""
+        if self.open >= self.capacity:
+            return False
+        self.open += 1
+        return True
+
+    def give(self) -> None:
+        """A connection that took a slot closed."""
+        self.open -= 1
 
 
 # 256 peers each leaving a 4 MiB answer unread; the per-connection bound (server.MAX_UNREAD_ANSWERS, 64 MiB) times

@@ -21,7 +21,6 @@ from operator import attrgetter
 from time import perf_counter
 from typing import Any, Iterable
 
-from qm2qm.logfmt import Refusals
 from qm2qm.rpc.auth.policy import AuthPolicy
 from qm2qm.rpc.auth.security import RPC_C_AUTHN_GSS_NEGOTIATE, RPC_C_AUTHN_WINNT, SecurityProvider
 from qm2qm.rpc.connection import Connection
@@ -32,7 +31,7 @@ from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, NCA_S_FAULT_UNSPEC, NCA_S_OP_RN
 from qm2qm.rpc.interface import ContextHandleType, Interface, RpcFault
 from qm2qm.rpc.mgmt import RpcStatistics, ensure_mgmt_interface
 from qm2qm.rpc.batching import WriteBatcher
-from qm2qm.rpc.budget import ReassemblyBudget, UnreadAnswerBudget
+from qm2qm.rpc.budget import ConnectionSlots, ReassemblyBudget, UnreadAnswerBudget
 from qm2qm.rpc.memory import give_back_free_memory
 from qm2qm.rpc.observer import RpcObserver
 
@@ -234,10 +233,11 @@ class RpcConnection(asyncio.Protocol):
         if peername:
             self.peer_host = _host_of(str(peername[0]))
             self.peer = f"{peername[0]}:{peername[1]}"
-        if len(server.connections) >= server.max_connections:
-            if server.connection_refusals.note():
-                self.log(logging.WARNING, "connection refused: %d connections open (max_connections); %d refused "
-                         "since the server started", len(server.connections), server.connection_refusals.count)
+        slots = server.connection_slots
+        if not slots.take():
+            if slots.refusals.note():
+                self.log(logging.WARNING, "connection refused: %d connections open over every listener "
+                         "(max_connections); %d refused since the server started", slots.open, slots.refusals.count)
             transport.abort()
             return
         loop = asyncio.get_running_loop()
@@ -371,7 +371,8 @@ class RpcConnection(asyncio.Protocol):
             self.server.give_back_memory_soon()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
-        self.server.connections.pop(self.id, None)
+        if self.server.connections.pop(self.id, None) is not None:
+            self.server.connection_slots.give()
         self.log(logging.INFO, "connection closed%s", f": {exc}" if exc else "")
         if self.server.observer is not None:
             self.server.observer.connection_closed(self)
@@ -828,7 +829,8 @@ class RpcServer:
                  check_group_host: bool = True, cancel_wait_s: float = 5.0, mgmt: bool = True,
                  observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
                  first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None,
-                 unread_budget: UnreadAnswerBudget | None = None, security: SecurityProvider | None = None) -> None:
+                 unread_budget: UnreadAnswerBudget | None = None, security: SecurityProvider | None = None,
+                 connection_slots: ConnectionSlots | None = None) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
         ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
@@ -841,8 +843,8 @@ class RpcServer:
         self.auth = auth if auth is not None else AuthPolicy()
         self.security = security if security is not None else SecurityProvider(self.auth)
         self.requested_port = port
-        self.max_connections = max_connections
-        self.connection_refusals = Refusals()               # for max_connections
+        # shared with the other listeners of the process (None: max_connections for this server alone)
+        self.connection_slots = connection_slots if connection_slots is not None else ConnectionSlots(max_connections)
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
         self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")

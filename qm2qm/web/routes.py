@@ -33,7 +33,8 @@ def register(api: Any) -> None:
     router.add_get("/metrics", view.metrics)
     router.add_get("/v1/stats", view.stats)
     router.add_get("/v1/ui/queues/{name:[^/]+}/messages", view.message_previews)
-    api.app[APP_KEY] = SimpleNamespace(metrics=None, rpc=None, service=api.backend.service, qm=api.qm)
+    api.app[APP_KEY] = SimpleNamespace(metrics=None, rpc=None, listeners=list, service=api.backend.service,
+                                       qm=api.qm)
 
 
 def attach_app(api: Any, app: Any) -> None:
@@ -91,9 +92,9 @@ class WebView:
                 calls.append({"interface": op.interface, "opnum": op.opnum, "operation": op.operation,
                               "calls": op.latency.total, "faults": sum(op.faults.values()),
                               "seconds": op.latency.sum})
-        rpc = app.rpc
+        listeners = app.listeners()
         handles: dict[str, int] = {}
-        groups = rpc.groups.snapshot() if rpc is not None else []
+        groups = [group for rpc in listeners for group in rpc.groups.snapshot()]
         for group in groups:
             for entry in group.handles.entries():
                 handles[entry.handle_type.name] = handles.get(entry.handle_type.name, 0) + 1
@@ -103,7 +104,7 @@ class WebView:
             "time": time.monotonic(),
             "metrics": app.metrics is not None,
             "calls": calls,
-            "connections": len(rpc.connections) if rpc is not None else 0,
+            "connections": sum(len(rpc.connections) for rpc in listeners),
             "association_groups": len(groups),
             "context_handles": handles,
             "queues": queues,

@@ -192,6 +192,50 @@ def test_the_format_names_of_a_windows_reader_read_the_same_both_ways(ndr64):
         assert _fast(stub, ndr64) == _general(stub, ndr64) == (answer, 2, 0)
 
 
+def _private_queue_format_by_the_spec(ndr64: bool, lineage: uuid.UUID, number: int) -> bytes:
+    """QUEUE_FORMAT's PRIVATE arm laid out by hand from MS-RPCE: m_qft, m_SuffixAndFlags, m_reserved; the union
+    aligned to its widest arm (a pointer: 8 in NDR64) with its UCHAR tag, the OBJECTID at that alignment; in NDR64
+    the structure's trailing pad to 8 (2.2.5.3.4.1, 2.2.5.3.4.4): 40 bytes, against 28 in NDR."""
+    at = 8 if ndr64 else 4
+    out = struct.pack("<BBH", c.QUEUE_FORMAT_TYPE_PRIVATE, 0, 0) + bytes(at - 4)
+    out += bytes([c.QUEUE_FORMAT_TYPE_PRIVATE]) + bytes(at - 1) + lineage.bytes_le + struct.pack("<I", number)
+    return out + bytes(-len(out) % 8 if ndr64 else 0)
+
+
+@pytest.mark.parametrize("ndr64", [False, True], ids=["ndr", "ndr64"])
+def test_a_private_queue_format_has_its_ndr64_trailing_pad_both_ways(ndr64):
+    lineage = uuid.uuid4()
+    name = f"PRIVATE={{{lineage}}}\\0000000a"
+    tail = struct.pack("<III", 1, 2, 0) + bytes(16) + struct.pack("<I", 0)
+    pointer = struct.pack("<Q" if ndr64 else "<I", 0x20000)
+    by_the_spec = pointer + _private_queue_format_by_the_spec(ndr64, lineage, 10) + tail
+    assert len(by_the_spec) == (8 + 40 if ndr64 else 4 + 28) + len(tail)
+    request = idl.R_QMOpenRemoteQueue(isNDR64=ndr64)
+    codec.fill_queue_format(request["pQueueFormat"], name)
+    request["dwCallingProcessID"], request["dwDesiredAccess"], request["dwShareMode"] = 1, 2, 0
+    request["pLicGuid"], request["dwMQS"] = bytes(16), 0
+    ours = request.getData()                    # ours marshals it so: the same length, the tail at the same place
+    assert len(ours) == len(by_the_spec) and ours.endswith(tail)
+    assert _fast(by_the_spec, ndr64) == _general(by_the_spec, ndr64) == (name, 2, 0)
+
+
+@pytest.mark.parametrize("ndr64", [False, True], ids=["ndr", "ndr64"])
+def test_mqrr_open_queue_reads_a_private_queue_format_with_its_trailing_pad(ndr64):
+    from qm2qm.mqrr import idl as mqrr_idl
+    from qm2qm.mqrr.codec_fast import decode_open_queue
+    from qm2qm.mqrr.queue_format import format_name
+    lineage = uuid.uuid4()
+    stub = (_private_queue_format_by_the_spec(ndr64, lineage, 10) + struct.pack("<II", 1, 0) + bytes(16)
+            + struct.pack("<iBBHi", 0, 6, 1, 0, 0))
+    fast = decode_open_queue(stub, ndr64)
+    assert fast is not None and (fast["dwAccess"], fast["dwShareMode"]) == (1, 0)
+    assert format_name(fast["pQueueFormat"]) == f"PRIVATE={lineage}\\0000000a"
+    request = mqrr_idl.R_OpenQueue(isNDR64=ndr64)           # the general path reads it alike
+    request.fromString(stub)
+    assert (request["dwAccess"], request["dwShareMode"], request["Major"], request["Minor"]) == (1, 0, 6, 1)
+    assert format_name(request["pQueueFormat"]) == format_name(fast["pQueueFormat"])
+
+
 @given(syntax, handle, u32, st.integers(-0x80000000, 0xFFFFFFFF))
 def test_open_remote_queue_response_equals_impacket(ndr64, context, queue_handle, status):
     response = idl.R_QMOpenRemoteQueueResponse(isNDR64=ndr64)

@@ -189,3 +189,38 @@ async def test_a_store_that_cannot_commit_at_shutdown_is_one_error_line_and_a_st
     # ERROR and above only: start-up may warn that a default port is busy (another server on this machine)
     (record,) = [r for r in caplog.records if r.name == "qm2qm.app" and r.levelno >= logging.ERROR]
     assert "store closed without its last changes" in record.getMessage() and not record.exc_info
+
+
+async def test_max_connections_counts_the_connections_of_every_listener(tmp_path):
+    """--max-connections is the most RPC connections open at once (each a file descriptor): the qm2qm, qmcomm and
+    endpoint mapper listeners share it, and the refusals are counted once for all of them."""
+    app = App(config(tmp_path, max_connections=2, qmcomm_port=0, epm_port=free_port()))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)
+    opened = []
+    try:
+        for port in (app.rpc.port, app.qmcomm.port):
+            opened.append(await asyncio.open_connection("127.0.0.1", port))
+        await asyncio.wait_for(_until(lambda: app.connection_slots.open == 2), HANG_GUARD_S)
+        for port in (app.epm.port, app.qmcomm.port, app.rpc.port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                assert await asyncio.wait_for(reader.read(1), HANG_GUARD_S) == b""      # reset as accepted
+            except ConnectionResetError:
+                pass
+            writer.close()
+        assert app.connection_slots.refusals.count == 3
+        assert sum(len(server.connections) for server in app.listeners()) == 2
+        reader, writer = opened.pop()
+        writer.close()
+        await asyncio.wait_for(_until(lambda: app.connection_slots.open == 1), HANG_GUARD_S)
+        opened.append(await asyncio.open_connection("127.0.0.1", app.epm.port))    # room again, on any listener
+        await asyncio.wait_for(_until(lambda: app.connection_slots.open == 2), HANG_GUARD_S)
+    finally:
+        for _, writer in opened:
+            writer.close()
+        await app.close()
+
+
+async def _until(predicate) -> None:
+    while not predicate():
+        await asyncio.sleep(0.01)

@@ -29,7 +29,7 @@ async def test_connections_beyond_max_are_closed_at_once_and_logged(make_server,
         for _ in range(20):                         # a flood: counted, logged once a second
             refused = await RawClient.connect(server.port)
             assert await refused.recv() is None
-    assert server.connection_refusals.count == 21
+    assert server.connection_slots.refusals.count == 21
     assert len([r for r in caplog.records if "max_connections" in r.getMessage()]) <= 2
     rc = server_side(server, a)
     await a.close()

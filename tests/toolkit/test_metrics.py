@@ -320,3 +320,22 @@ def test_unread_answer_gauges_report_the_allowance_over_every_listener(tmp_path)
         assert samples[("qm2qm_rpc_unread_answer_closed_total", frozenset())] == 0
     finally:
         server.stop()
+
+
+def test_the_runtime_gauges_count_every_listener(qm2qm_server, qm2qm_qmcomm_client, qm2qm_queues):
+    """A qmcomm connection and its PCTX_OPENREMOTE handle are counted as the qm2qm listener's are: the connection
+    counters already saw it, so the gauge must too (opened - closed = open)."""
+    q = qm2qm_queues.make("gauged", messages=["one"])
+    opened = qm2qm_qmcomm_client.open_remote_queue("DIRECT=TCP:127.0.0.1\\" + q[2:])
+    assert opened.status == st.MQ_OK
+    samples = scrape(qm2qm_server)
+    total = {name: samples[(name, frozenset())] for name in ("qm2qm_rpc_connections", "qm2qm_rpc_association_groups",
+                                                            "qm2qm_rpc_connections_opened_total",
+                                                            "qm2qm_rpc_connections_closed_total")}
+    assert total["qm2qm_rpc_connections"] == (total["qm2qm_rpc_connections_opened_total"]
+                                              - total["qm2qm_rpc_connections_closed_total"]) >= 1
+    assert total["qm2qm_rpc_association_groups"] >= 1
+    assert samples[("qm2qm_rpc_context_handles", frozenset({"type": "PCTX_OPENREMOTE_HANDLE_TYPE"}.items()))] == 1
+    qm2qm_qmcomm_client.close_remote_queue_context(opened.context)
+    until(lambda: scrape(qm2qm_server)[("qm2qm_rpc_context_handles",
+                                        frozenset({"type": "PCTX_OPENREMOTE_HANDLE_TYPE"}.items()))] == 0)
