@@ -8,6 +8,7 @@ field or names no arm)."""
 from __future__ import annotations
 
 import contextlib
+import struct
 import uuid
 from typing import Any
 
@@ -21,6 +22,7 @@ from qm2qm.rpc.ndr_arrays import items_skipped
 from qm2qm.rpc.quiet_ndr import parse_quietly
 
 NULL_CONTEXT_HANDLE = bytes(20)
+_U32 = struct.Struct("<I")
 _MAX_NAME_LEN = 1024        # CACTransferBufferV1.Receive: [range(0,1024)] on the four name lengths
 # R_QMCreateRemoteCursor's ptb1 "MUST be ignored" (3.1.4.4): its arrays are checked and stepped over, not kept
 _ARRAYS_IGNORED = frozenset({c.OPNUM_R_QMCreateRemoteCursor})
@@ -35,6 +37,8 @@ def decode_request(opnum: int, stub: bytes, ndr64: bool) -> Any:
     """The request stub of ``opnum`` → its idl.py NDRCALL (fields read with ``call[name]``)."""
     call = idl.OPNUMS[opnum][0](isNDR64=ndr64)
     where = f"{c.OPNUM_NAMES[opnum]} request"
+    if opnum == c.OPNUM_R_QMCreateRemoteCursor and len(stub) >= 4:
+        _check_transfer_type(_U32.unpack_from(stub)[0], where)     # [range] as it is read, before its union
     try:
         with items_skipped() if opnum in _ARRAYS_IGNORED else contextlib.nullcontext():
             used = parse_quietly(call, stub)
@@ -77,10 +81,14 @@ def _check_queue_format(qf: Any, where: str) -> None:
         raise bad(f"{where}: QUEUE_FORMAT union discriminant {qf['u']['tag']} differs from m_qft {qf['m_qft']}")
 
 
-def _check_transfer_buffer(tb: Any, where: str) -> None:
-    kind = tb["uTransferType"]
+def _check_transfer_type(kind: int, where: str) -> None:
     if not 0 <= kind <= c.CACTB_CREATECURSOR:
         raise RpcFault(RPC_X_INVALID_BOUND, f"{where}: uTransferType {kind} outside [range(0,2)]")
+
+
+def _check_transfer_buffer(tb: Any, where: str) -> None:
+    kind = tb["uTransferType"]
+    _check_transfer_type(kind, where)
     if tb["u"]["tag"] != kind:
         raise bad(f"{where}: CACTransferBufferV1 union discriminant {tb['u']['tag']} differs from uTransferType")
     if kind == c.CACTB_RECEIVE:

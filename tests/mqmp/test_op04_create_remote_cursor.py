@@ -1,4 +1,6 @@
 """R_QMCreateRemoteCursor (MS-MQMP 3.1.4.4), one test per processing rule; ptb1 parsed and ignored (<29>)."""
+import struct
+
 import pytest
 from impacket.dcerpc.v5.ndr import NULL
 
@@ -69,6 +71,29 @@ async def test_ptb1_range_violation_is_rpc_x_invalid_bound(env):
     opened = await env.run(client.open_remote_queue, FORMAT_NAME)
     req = _receive_buffer_request(opened.h_queue, length=1025)
     assert await env.run(stub_fault, client.dce, 4, req) == RPC_X_INVALID_BOUND
+
+
+@pytest.mark.parametrize("ndr64", [False, True], ids=["ndr", "ndr64"])
+@pytest.mark.parametrize("kind", [3, 0xFFFFFFFF])
+def test_a_transfer_type_outside_its_range_is_rpc_x_invalid_bound_whatever_follows(ndr64, kind):
+    # [range(0,2)] uTransferType is checked as it is read, before the union it selects: an arm of that number does
+    # not exist, so a stub that read the union first would answer bad stub data instead
+    zeroed = bytearray(decode_request_bytes(ndr64))
+    tag = 8 if ndr64 else 4                 # the union's DWORD tag, at the union's alignment (a pointer arm's)
+    struct.pack_into("<I", zeroed, 0, kind)
+    struct.pack_into("<I", zeroed, tag, kind)   # switch_is(uTransferType): the tag agrees with it
+    stub = bytes(zeroed)
+    with pytest.raises(RpcFault) as refused:
+        decode_request(4, stub, ndr64)
+    assert refused.value.status == RPC_X_INVALID_BOUND
+
+
+def decode_request_bytes(ndr64: bool) -> bytes:
+    """A well-formed R_QMCreateRemoteCursor stub with the zeroed CreateCursor transfer buffer."""
+    req = idl.R_QMCreateRemoteCursor(isNDR64=ndr64)
+    req["ptb1"]["uTransferType"] = req["ptb1"]["u"]["tag"] = 2
+    req["hQueue"] = 7
+    return req.getData()
 
 
 async def test_truncated_ptb1_is_bad_stub_data(env):
