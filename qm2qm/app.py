@@ -196,7 +196,8 @@ class App:
             self.epm = await start_epm_listener(self.endpoints, host=self.config.host, port=self.config.epm_port,
                                                 auth=self.auth, reassembly_budget=self.reassembly_budget,
                                                 unread_budget=self.unread_budget, security=self.security,
-                                                connection_slots=self.connection_slots, observer=self.metrics)
+                                                connection_slots=self.connection_slots, observer=self.metrics,
+                                                keepalive_s=self.config.keepalive)
         except EpmListenerError as exc:
             if not self.config.epm_port_is_default:
                 raise StartupError(str(exc)) from None
@@ -252,6 +253,7 @@ class App:
                                 connection_slots=self.connection_slots, auth=self.auth,
                                 max_context_handles=self.config.max_context_handles,
                                 idle_timeout_s=self.config.idle_timeout, first_connection_id=first_connection_id,
+                                keepalive_s=self.config.keepalive,
                                 reassembly_budget=self.reassembly_budget, unread_budget=self.unread_budget,
                                 security=self.security)
             server.observer = self.metrics
@@ -332,7 +334,7 @@ class App:
                        "max_open_queues": self.config.max_open_queues, "max_cursors": self.config.max_cursors,
                        "max_subqueues": self.config.max_subqueues,
                        "max_reassembly_mib": self.config.max_reassembly_mib,
-                       "max_unread_mib": self.config.max_unread_mib},
+                       "max_unread_mib": self.config.max_unread_mib, "keepalive": self.config.keepalive},
         }
 
     async def close(self) -> None:

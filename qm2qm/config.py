@@ -45,6 +45,9 @@ _MOST_OPEN = 100_000_000
 # after this many seconds without a complete PDU (C706 and MS-RPCE leave it to the implementation). Bound
 # connections resting between calls are kept: Windows peers hold their association open while they hold handles.
 DEFAULT_IDLE_TIMEOUT_S = 60.0
+# Same as qm2qm.rpc.server.DEFAULT_KEEPALIVE_S: Windows' default (MS-RPCE 3.3.3.2.1 <117>); 0 turns them off.
+DEFAULT_KEEPALIVE_S = 720
+_MOST_KEEPALIVE_S = 32767       # Linux's TCP_KEEPIDLE bound
 # Loopback by default: a queue manager that answers unauthenticated remote reads (MS-MQQP 5) must not be
 # exposed by accident. Windows peers need --host 0.0.0.0 (or the host's address).
 DEFAULT_HOST = "127.0.0.1"
@@ -91,6 +94,7 @@ class ServerConfig:
     max_reassembly_mib: int = DEFAULT_MAX_REASSEMBLY_MIB
     max_unread_mib: int = DEFAULT_MAX_UNREAD_MIB
     idle_timeout: float = DEFAULT_IDLE_TIMEOUT_S
+    keepalive: int = DEFAULT_KEEPALIVE_S
     epm_port: int = DEFAULT_EPM_PORT
     trace: str | None = None
     mqsd_port: int = 0
@@ -233,6 +237,8 @@ def _check_value(key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.1 <= value <= 86400:
             raise ConfigError(f"idle_timeout: expected seconds 0.1..86400, got {value!r}")
         return float(value)
+    if key == "keepalive":
+        return _check_int_range(key, value, 0, _MOST_KEEPALIVE_S, " (0: no keep-alives)")
     if key in ("epm_port", "mqsd_port"):
         return _check_port(key, value, allow_zero=True)
     if key == "trace":

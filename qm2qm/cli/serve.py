@@ -44,6 +44,9 @@ from shared_adm.store.base import StoreError
                    "past it the connection leaving the most is closed and its handles run down.")
 @click.option("--idle-timeout", type=float,
               help="Seconds an unbound or half-sent connection may stay silent before it is closed [60].")
+@click.option("--keepalive", type=int,
+              help="Seconds of silence before TCP keep-alives probe a connection, once a second; 10 unanswered "
+                   "close it and run its handles down (MS-RPCE 3.3.3.2.1) [720, as Windows; 0 = off].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
 @click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
@@ -76,7 +79,7 @@ from shared_adm.store.base import StoreError
               help="Longest a change nobody waits for stays uncommitted [10].")
 def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level, computer_name,
           max_connections, max_context_handles, max_open_queues, max_cursors, max_subqueues, max_reassembly_mib,
-          max_unread_mib, idle_timeout, epm_port, trace,
+          max_unread_mib, idle_timeout, keepalive, epm_port, trace,
           mqsd_port, mqrr, allow_anonymous_read, log_format, metrics,
           users_file, auth_mode, min_auth_level, allow_anonymous_ntlm, keytab, event_loop, store_synchronous,
           store_group_wait_ms, store_commit_interval_ms) -> None:
@@ -89,6 +92,7 @@ def serve(config_file, data_dir, host, port, qmcomm_port, admin_port, log_level,
                                            "qmcomm_port": qmcomm_port, "admin_port": admin_port,
                                            "log_level": log_level, "computer_name": computer_name,
                                            "max_connections": max_connections, "idle_timeout": idle_timeout,
+                                           "keepalive": keepalive,
                                            "max_context_handles": max_context_handles,
                                            "max_open_queues": max_open_queues, "max_cursors": max_cursors,
                                            "max_subqueues": max_subqueues,

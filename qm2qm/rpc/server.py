@@ -14,6 +14,7 @@ import inspect
 import ipaddress
 import itertools
 import logging
+import socket
 import time
 import uuid
 from functools import partial
@@ -59,6 +60,13 @@ MAX_UNREAD_ANSWERS = 64 * 1024 * 1024
 # most this much a connection.
 CHECKED_ANSWER_SIZE = 64 * 1024
 DEFAULT_IDLE_TIMEOUT_S = 60.0
+# MS-RPCE 3.3.3.2.1 <117>: a Windows server turns TCP keep-alives on after 720 s without a packet (the default
+# time-out parameter, 5), then probes once a second; without them a peer that vanishes without a FIN or RST (a
+# crash, a cut cable) is never noticed and its context handles never run down. 10 unanswered probes end the
+# connection (Windows' TcpMaxDataRetransmissions default).
+DEFAULT_KEEPALIVE_S = 720
+KEEPALIVE_PROBE_INTERVAL_S = 1
+KEEPALIVE_PROBES = 10
 
 _CANCEL = "cancel"          # co_cancel: answer with the cancel fault
 _ORPHAN = "orphan"          # orphaned: send nothing
@@ -179,6 +187,21 @@ class CallState:
         return NULL_HANDLE
 
 
+def _keep_alive(sock: Any, idle_s: int) -> None:
+    """TCP keep-alives on an accepted connection: the first probe after ``idle_s`` seconds of silence, then one a
+    second (MS-RPCE 3.3.3.2.1 <117>); a platform without the per-socket settings keeps its own timing."""
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, idle_s)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_PROBE_INTERVAL_S)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+    except OSError:         # a socket already closed by the peer: connection_lost follows
+        pass
+
+
 def _host_of(address: str) -> str:
     """A peer's address as one host is always named: an IPv4-mapped IPv6 address (a dual-stack listener's view of an
     IPv4 peer) as the IPv4 address, so that a client's connections compare equal whichever socket family took them
@@ -240,6 +263,8 @@ class RpcConnection(asyncio.Protocol):
                          "(max_connections); %d refused since the server started", slots.open, slots.refusals.count)
             transport.abort()
             return
+        if server.keepalive_s:
+            _keep_alive(transport.get_extra_info("socket"), server.keepalive_s)
         loop = asyncio.get_running_loop()
         self.finished = loop.create_future()
         self._clock = (server._loop or loop).time
@@ -830,7 +855,7 @@ class RpcServer:
                  observer: RpcObserver | None = None, auth: AuthPolicy | None = None,
                  first_connection_id: int = 1, reassembly_budget: ReassemblyBudget | None = None,
                  unread_budget: UnreadAnswerBudget | None = None, security: SecurityProvider | None = None,
-                 connection_slots: ConnectionSlots | None = None) -> None:
+                 connection_slots: ConnectionSlots | None = None, keepalive_s: int = DEFAULT_KEEPALIVE_S) -> None:
         """``auth``: the authentication policy (None: ``optional`` without a user file, so every authenticated
         bind is refused with bind_nak 8 and every call is unauthenticated). Connection ids count from
         ``first_connection_id`` (two listeners of one process keep their ids, and so trace sessions, apart).
@@ -846,6 +871,7 @@ class RpcServer:
         # shared with the other listeners of the process (None: max_connections for this server alone)
         self.connection_slots = connection_slots if connection_slots is not None else ConnectionSlots(max_connections)
         self.idle_timeout_s = idle_timeout_s              # unbound or half-sent connections
+        self.keepalive_s = keepalive_s                    # silence before TCP keep-alives (0: none)
         self.bound_idle_timeout_s = bound_idle_timeout_s  # bound connections quiet at a PDU boundary (opt-in)
         self.logger = logger or logging.getLogger("qm2qm.rpc")
         self.limits = limits

@@ -124,6 +124,15 @@ def test_max_unread_mib_defaults_to_the_runtime_s_and_admits_a_slow_peer_s_large
             load_config(None, {"max_unread_mib": bad})
 
 
+def test_keepalive_defaults_to_the_rpc_servers_and_windows_and_is_checked():
+    from qm2qm.rpc.server import DEFAULT_KEEPALIVE_S
+    assert load_config(None, {}).keepalive == DEFAULT_KEEPALIVE_S == 720      # MS-RPCE 3.3.3.2.1 <117>
+    assert load_config(None, {"keepalive": 0}).keepalive == 0
+    for bad in (-1, True, "60", 1.5, 32768):
+        with pytest.raises(ConfigError, match=r"keepalive: expected an integer 0..32767 \(0: no keep-alives\), got "):
+            load_config(None, {"keepalive": bad})
+
+
 def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
     from qm2qm.rpc.server import DEFAULT_IDLE_TIMEOUT_S
     assert load_config(None, {}).idle_timeout == DEFAULT_IDLE_TIMEOUT_S == 60.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import time
 import uuid
 
 import pytest
@@ -224,3 +225,44 @@ async def test_max_connections_counts_the_connections_of_every_listener(tmp_path
 async def _until(predicate) -> None:
     while not predicate():
         await asyncio.sleep(0.01)
+
+
+TCP_REPAIR = 19     # linux/tcp.h: a socket in repair mode closes without sending a FIN or RST
+
+
+def test_a_client_that_vanishes_without_fin_or_rst_is_run_down_by_keepalive(tmp_path):
+    """MS-RPCE 3.3.3.2.1: a client whose host dies sends nothing; the keep-alive probe after --keepalive seconds
+    finds it gone (its host answers the probe with a reset, or nothing answers ten), the connection closes and its
+    handles run down: the message its receive Locked is Available again. TCP_REPAIR (CAP_NET_ADMIN) drops the
+    client's socket without a packet, as a crash would."""
+    from qm2qm.client import Qm2qmClient
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    from qm2qm.pytest_plugin import start_in_process
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
+    except PermissionError:
+        pytest.skip("needs CAP_NET_ADMIN (root, as in CI) for TCP_REPAIR: a socket closed without a packet")
+    finally:
+        probe.close()
+    handle, server = start_in_process(tmp_path / "data", keepalive=1)
+    try:
+        admin = handle.admin()
+        admin.create_queue(".\\private$\\silent")
+        admin.send(".\\private$\\silent", body="held by a client that dies", delivery="recoverable")
+        h_queue = admin.open_queue(".\\private$\\silent")["hRemoteQueue"]
+        client = Qm2qmClient(handle.host, handle.port).connect()
+        assert client.open_queue(h_queue)[0] == 0
+        assert client.start_receive2(h_queue, action=MQ_ACTION_RECEIVE).ok
+        assert [m["state"] for m in admin.list_messages(".\\private$\\silent")] == ["Locked"]
+        time.sleep(1.0)     # every byte the server sent acknowledged: no retransmission would find the peer gone
+        sock = client._dce.get_rpc_transport().get_socket()
+        sock.setsockopt(socket.IPPROTO_TCP, TCP_REPAIR, 1)
+        sock.close()                                    # gone without a packet
+        end = time.monotonic() + HANG_GUARD_S           # a hang guard: the probe comes after 1 s
+        while [m["state"] for m in admin.list_messages(".\\private$\\silent")] != ["Available"]:
+            assert time.monotonic() < end, "the vanished client's receive was never run down"
+            time.sleep(0.1)
+        assert server.app.connection_slots.open == 0
+    finally:
+        server.stop()

@@ -15,6 +15,23 @@ NCA_S_FAULT_CANCEL = 0x1C00000D
 IDLE_S = 0.3
 
 
+async def test_accepted_connections_get_tcp_keepalives_as_windows_sets_them(make_server):
+    """MS-RPCE 3.3.3.2.1 <117>: keep-alives after the configured silence, then one probe a second, so a peer that
+    vanishes without FIN or RST is noticed and its handles run down."""
+    import socket
+    for keepalive, expected in ((30, (1, 30, 1, 10)), (0, (0,))):
+        server = await make_server(keepalive_s=keepalive)
+        client = await RawClient.connect(server.port)
+        assert (await client.bind()).ptype == BIND_ACK
+        sock = server_side(server, client).transport.get_extra_info("socket")
+        got = [sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) != 0]
+        if keepalive:
+            got += [sock.getsockopt(socket.IPPROTO_TCP, option)
+                    for option in (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)]
+        assert tuple(got) == expected
+        await client.close()
+
+
 async def test_connections_beyond_max_are_closed_at_once_and_logged(make_server, caplog):
     server = await make_server(max_connections=2)
     a, b = await RawClient.connect(server.port), await RawClient.connect(server.port)
