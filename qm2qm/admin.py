@@ -893,7 +893,12 @@ class Backend:
         }
 
     def close_descriptor(self, desc) -> None:
-        """Close Queue (MS-MQDMPR 3.1.7.1.6)."""
+        """Close Queue (MS-MQDMPR 3.1.7.1.6), after the remote reads through it end as a client's close ends them:
+        waiting reads cancelled with MQ_ERROR_OPERATION_CANCELLED, Locked messages returned, their entries gone."""
+        from qm2qm.remote_read.locks import release_descriptor
+        for service in (self.service, self.mqrr_service):
+            if service is not None:
+                release_descriptor(service, desc.handle, st.MQ_ERROR_OPERATION_CANCELLED)
         self.qm.close_queue(desc)
 
     def open_cursor(self, desc) -> int:

@@ -150,3 +150,21 @@ def test_ndr64_client(qm2qm_server, setup):
 def test_unreachable_server_is_an_rpc_call_error():
     with pytest.raises(RpcCallError, match=r"cannot reach 127.0.0.1:9"):
         Qm2qmClient("127.0.0.1", 9, connect_timeout=5).connect()
+
+
+@pytest.mark.qm2qm(mqrr=True)
+@pytest.mark.parametrize("protocol", ["qm2qm", "mqrr"])
+def test_an_admin_close_of_a_handle_ends_the_reads_through_it(qm2qm_server, qm2qm_queues, qm2qm_reader, protocol):
+    """DELETE /v1/handles/{h} ends a receive awaiting its End as a client's close does: the message Available, and
+    no read left listed on a handle that is gone (docs/admin-api.md)."""
+    from qm2qm.mqqp.constants import MQ_ACTION_RECEIVE
+    q = qm2qm_queues.make(messages=["held"])
+    admin = qm2qm_queues.admin
+    before = {h["hRemoteQueue"] for h in admin.list_handles()}
+    reader = qm2qm_reader(q, protocol=protocol)
+    assert reader._start(MQ_ACTION_RECEIVE, 0).ok                    # Locked, its End not sent
+    (handle,) = {h["hRemoteQueue"] for h in admin.list_handles()} - before
+    assert len(admin.list_reads()["reads"]) == 1
+    admin.close_handle(handle)
+    assert admin.list_reads()["reads"] == []
+    assert [m["state"] for m in admin.list_messages(q)] == ["Available"]
