@@ -106,7 +106,7 @@ async def test_a_traced_server_records_qmcomm_and_qm2qm_calls_in_separate_sessio
 
 async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_reports_them(tmp_path):
     app = App(config(tmp_path, max_context_handles=3, max_open_queues=4, max_cursors=5, max_subqueues=6,
-                     max_reassembly_mib=9, max_unread_mib=17, epm_port=free_port()))
+                     max_reassembly_mib=9, max_unread_mib=17, keepalive=30, epm_port=free_port()))
     await app.start()
     try:
         assert app.rpc.groups.max_context_handles == app.qmcomm.groups.max_context_handles == 3
@@ -119,8 +119,12 @@ async def test_serve_limits_reach_the_listeners_and_the_queue_manager_and_info_r
             is app.unread_budget and app.unread_budget.capacity == 17 * 1024 * 1024
         # and one bound on live security contexts
         assert app.rpc.security is app.qmcomm.security is app.epm.security is app.security
+        # and one count of open connections; each listener sets the keep-alives
+        assert app.rpc.connection_slots is app.qmcomm.connection_slots is app.epm.connection_slots \
+            is app.connection_slots and app.connection_slots.capacity == 1024
+        assert app.rpc.keepalive_s == app.qmcomm.keepalive_s == app.epm.keepalive_s == 30
         assert app.info()["limits"] == {"max_connections": 1024, "max_context_handles": 3, "max_open_queues": 4,
                                         "max_cursors": 5, "max_subqueues": 6, "max_reassembly_mib": 9,
-                                        "max_unread_mib": 17}
+                                        "max_unread_mib": 17, "keepalive": 30}
     finally:
         await app.close()
