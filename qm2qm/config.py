@@ -154,11 +154,12 @@ def _check_port(key: str, value: Any, *, allow_zero: bool) -> int:
 def _check_host(key: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(f"{key}: expected an IP address string, got {value!r}")
+    if value.lower() == "localhost":
+        return "127.0.0.1"      # one address: the listeners' ports and the endpoint mapper's IPv4 towers agree
     try:
         ipaddress.ip_address(value)
     except ValueError:
-        if value != "localhost":
-            raise ConfigError(f"{key}: {value!r} is not an IP address") from None
+        raise ConfigError(f"{key}: {value!r} is not an IP address (nor localhost)") from None
     return value
 
 

@@ -140,3 +140,10 @@ def test_idle_timeout_defaults_to_the_rpc_servers_and_is_checked():
     for bad in (0, -1, True, "5", 100000):
         with pytest.raises(ConfigError, match=r"idle_timeout: expected seconds 0.1..86400"):
             load_config(None, {"idle_timeout": bad})
+
+
+def test_localhost_is_the_ipv4_loopback_address():
+    # the endpoint mapper's towers carry an IPv4 address, and a name could resolve to two listeners' addresses
+    assert load_config(None, {"host": "localhost"}).host == load_config(None, {"host": "LocalHost"}).host == "127.0.0.1"
+    with pytest.raises(ConfigError, match=r"host: 'winhost' is not an IP address \(nor localhost\)"):
+        load_config(None, {"host": "winhost"})

@@ -266,3 +266,13 @@ def test_a_client_that_vanishes_without_fin_or_rst_is_run_down_by_keepalive(tmp_
         assert server.app.connection_slots.open == 0
     finally:
         server.stop()
+
+
+async def test_serve_on_localhost_starts_and_maps_its_ipv4_address(tmp_path):
+    app = App(config(tmp_path, host="localhost", epm_port=free_port()))
+    await asyncio.wait_for(app.start(), HANG_GUARD_S)      # the endpoint mapper refused a host name at start
+    try:
+        binding = await asyncio.to_thread(ept_map_qm2qm, app.epm.port)
+        assert binding == f"ncacn_ip_tcp:127.0.0.1[{app.rpc.port}]"
+    finally:
+        await app.close()
