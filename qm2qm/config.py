@@ -335,4 +335,19 @@ def load_config(config_file: str | Path | None = None, overrides: Mapping[str, A
     tuned = sorted(k for k in values if k.startswith("store_"))
     if tuned and values.get("data_dir") == ":memory:":
         raise ConfigError(f"{tuned[0]}: tunes the SQLite store, but data_dir ':memory:' is the volatile store")
-    return replace(ServerConfig(), **values, explicit=frozenset(values))
+    config = replace(ServerConfig(), **values, explicit=frozenset(values))
+    _check_distinct_ports(config)
+    return config
+
+
+def _check_distinct_ports(config: ServerConfig) -> None:
+    """Two TCP listeners of one server on one port: a ConfigError naming both (else the second one's start-up error
+    would blame another program for the port)."""
+    listeners = {"port": config.port, "qmcomm_port": config.qmcomm_port, "epm_port": config.epm_port}
+    if config.host in ("127.0.0.1", "0.0.0.0", "::"):         # where the admin API listens too
+        listeners["admin_port"] = config.admin_port
+    seen: dict[int, str] = {}
+    for key, port in listeners.items():
+        if port in seen and port:
+            raise ConfigError(f"{seen[port]} and {key} are both {port}: each listener needs its own port")
+        seen.setdefault(port, key)

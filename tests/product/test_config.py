@@ -147,3 +147,19 @@ def test_localhost_is_the_ipv4_loopback_address():
     assert load_config(None, {"host": "localhost"}).host == load_config(None, {"host": "LocalHost"}).host == "127.0.0.1"
     with pytest.raises(ConfigError, match=r"host: 'winhost' is not an IP address \(nor localhost\)"):
         load_config(None, {"host": "winhost"})
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"port": 3000, "qmcomm_port": 3000}, "port and qmcomm_port are both 3000"),
+    ({"qmcomm_port": 3001, "epm_port": 3001}, "qmcomm_port and epm_port are both 3001"),
+    ({"port": 3002, "admin_port": 3002}, "port and admin_port are both 3002"),
+    ({"qmcomm_port": 2105}, "port and qmcomm_port are both 2105"),          # against a default
+])
+def test_two_listeners_on_one_port_are_a_config_error_naming_both(values, message):
+    with pytest.raises(ConfigError, match=message + ": each listener needs its own port"):
+        load_config(None, values)
+
+
+def test_ports_zero_and_another_host_for_the_admin_port_are_not_conflicts():
+    assert load_config(None, {"port": 0, "qmcomm_port": 0, "admin_port": 0, "epm_port": 0}).port == 0
+    assert load_config(None, {"host": "127.0.0.2", "port": 3003, "admin_port": 3003}).admin_port == 3003
