@@ -246,14 +246,14 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     for s in sessions.values():
         s.left = len(s.rows)
     last = max((r["response_time_us"] or r["request_time_us"] or 0) for r in calls) + 1
+    ended = {id(r): _answer_time(r, result) for r in calls}
     events = [((r["request_time_us"] or 0), 0, r["session_seq"] or 0, r["call_index"] or 0, id(r), r) for r in calls]
     # a recorded co_cancel (the call ended cancelled or with the cancel fault) is replayed when the call ended
-    events += [((r["response_time_us"] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
+    events += [((ended[id(r)] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
                for r in calls
                if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
     events.sort(key=lambda e: e[:5])
-    answered = sorted((r for r in calls if r.get("response_time_us") is not None),
-                      key=lambda r: r["response_time_us"])
+    answered = sorted((r for r in calls if ended[id(r)] is not None), key=lambda r: ended[id(r)])
     done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
     writer = CallWriter(out_path, source="replay")
     live_rows: list[dict] = []
@@ -262,7 +262,7 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     try:
         pointer = 0
         for when, kind, _seq, _index, _id, row in events:
-            while pointer < len(answered) and answered[pointer]["response_time_us"] < when:
+            while pointer < len(answered) and ended[id(answered[pointer])] < when:
                 await done[id(answered[pointer])].wait()
                 pointer += 1
             if kind == 1:
@@ -287,6 +287,17 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
         writer.write(schema_rows)
         writer.close()
     return result
+
+
+def _answer_time(row: dict, result: ReplayResult) -> int | None:
+    """When the recorded call was answered, never before it was sent: a response stamped before its request (a
+    clock step, merged captures) counts as answered when sent, so the replay never waits for a call not yet sent."""
+    answered, sent = row.get("response_time_us"), row.get("request_time_us") or 0
+    if answered is None or answered >= sent:
+        return answered
+    result.problems.append(f"session {row['session_id']} call {row['call_index']}: response recorded "
+                           f"{sent - answered} µs before its request; taken as answered when sent")
+    return sent
 
 
 async def _live_qmcomm_port(host: str, port: int) -> int:
