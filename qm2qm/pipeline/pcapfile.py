@@ -33,6 +33,10 @@ SUPPORTED_LINKTYPES = {LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, 12, 14, L
                        LINKTYPE_IPV6, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP}
 
 
+# the call table's times are int64 epoch microseconds (schema.CALL_SCHEMA)
+MAX_TIME_US = 2 ** 63 - 1
+
+
 class CaptureError(Exception):
     """A capture file that cannot be read on; carries the byte offset where reading stopped."""
 
@@ -246,8 +250,11 @@ def _packet_block(btype: int, body: bytes, order: str, interfaces: list, offset:
     if start + caplen > len(body):
         raise CaptureError("damaged", offset, f"packet block captured length {caplen} exceeds the block")
     linktype, resolution = interfaces[iface]
-    ticks = (high << 32) | low
-    return Frame(ticks * 1_000_000 // resolution, linktype, body[start:start + caplen], offset)
+    time_us = ((high << 32) | low) * 1_000_000 // resolution
+    if time_us > MAX_TIME_US:
+        raise CaptureError("damaged", offset, f"packet block timestamp {(high << 32) | low} (units of 1/{resolution} s)"
+                                              f" does not fit the call table's int64 microseconds")
+    return Frame(time_us, linktype, body[start:start + caplen], offset)
 
 
 @dataclass(slots=True)
