@@ -5,9 +5,11 @@ from __future__ import annotations
 import struct
 
 import dpkt
+import pytest
 
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.ingest import ingest_file
+from qm2qm.pipeline.split import plan
 
 
 def block(btype: int, body: bytes) -> bytes:
@@ -36,3 +38,30 @@ def test_a_timestamp_past_int64_microseconds_is_a_damaged_block(tmp_path, record
     assert problem["offset"] == at and "timestamp" in problem["message"] and f"offset {at}" in problem["message"]
     assert result.calls
     schema.table(result.calls, schema.CALL_SCHEMA)
+
+
+FRAME = bytes(60)
+EPB = epb(FRAME, 0)
+IDB_OPTION = struct.pack("<HHI", 1, 0, 65535) + struct.pack("<HH", 9, 1)      # if_tsresol of 1 byte, none left
+SHORT = {
+    "interface description block shorter than 8 bytes": SHB + block(1, b"") + EPB,
+    "option 9 of 1 bytes runs past the block": SHB + struct.pack("<II", 1, 12 + len(IDB_OPTION)) + IDB_OPTION
+    + struct.pack("<I", 12 + len(IDB_OPTION)) + EPB,
+    "simple packet block shorter than 4 bytes": SHB + IDB + block(3, b""),
+}
+
+
+@pytest.mark.parametrize("says", SHORT)
+def test_a_block_too_short_for_its_fields_is_damaged_at_its_offset(tmp_path, says):
+    path = tmp_path / "short.pcapng"
+    path.write_bytes(SHORT[says])
+    (problem,) = ingest_file(path).problems
+    assert (problem["kind"], problem["offset"]) == ("damaged", len(SHB) + (len(IDB) if "simple" in says else 0))
+    assert says in problem["message"] and str(path) in problem["message"]
+
+
+def test_a_split_capture_with_a_short_block_is_a_problem_of_the_first_pass(tmp_path):
+    path = tmp_path / "big.pcapng"
+    path.write_bytes(SHB + IDB + EPB * 50 + block(3, b""))
+    head, _parts = plan(path, 2)
+    assert [(p["kind"], p["offset"]) for p in head.problems] == [("damaged", len(SHB) + len(IDB) + 50 * len(EPB))]
