@@ -21,8 +21,9 @@ from qm2qm.mqqp.constants import QM2QM_UUID, QM2QM_VERSION
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
 from qm2qm.pipeline.rpc_client import RpcClient, RpcClientError
+from qm2qm.pipeline.rpcstream import SEALED
 from qm2qm.pipeline.trace import CallWriter
-from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL
+from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, RPC_S_ACCESS_DENIED
 from qm2qm.rpc.interface import NDR20, NDR64, RpcFault
 
 log = logging.getLogger("qm2qm.replay")
@@ -30,6 +31,9 @@ NULL_HANDLE = bytes(20)
 QUEUE_FIELDS = ("hQueue", "pQueue", "dwpContext")
 # A live call that does not answer within this many seconds is recorded as no_response (a hang guard).
 DEFAULT_CALL_TIMEOUT_S = 30.0
+# the faults of a server that refuses an unauthenticated call: the RPC runtime's, and MS-MQQP 5's
+# MQ_ERROR_ACCESS_DENIED (MS-MQMQ 2.4)
+ACCESS_DENIED = (RPC_S_ACCESS_DENIED, 0xC00E0025)
 
 
 class ReplayError(Exception):
@@ -233,6 +237,7 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     result.calls = len(calls)
     if not calls:
         raise ReplayError("the recording holds no qm2qm calls to replay")
+    calls = _drop_sealed(calls, result)
     ports = {QM2QM_UUID_STR: port}
     if any(r["interface_uuid"] == QMCOMM_UUID_STR for r in calls):
         ports[QMCOMM_UUID_STR] = qmcomm_port or await _live_qmcomm_port(host, port)
@@ -287,6 +292,26 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
         writer.write(schema_rows)
         writer.close()
     return result
+
+
+def _drop_sealed(calls: list[dict], result: ReplayResult) -> list[dict]:
+    """The calls replay can send: sealed ones (privacy level, MS-RPCE 2.2.1.1.8) are ciphertext without the
+    session key, so they are counted failed, one warning a session; a recording of only those is refused."""
+    sealed: dict[str, int] = {}
+    for row in calls:
+        if row.get("decode_error") == SEALED:
+            sealed[row["session_id"]] = sealed.get(row["session_id"], 0) + 1
+    if not sealed:
+        return calls
+    if sum(sealed.values()) == len(calls):
+        raise ReplayError(f"the recording's {len(calls)} qm2qm call(s) are sealed (auth level 6, "
+                          f"RPC_C_AUTHN_LEVEL_PKT_PRIVACY): replay cannot decrypt them; replay a capture made at "
+                          f"auth level 5 or below, or a server trace (qm2qm serve --trace)")
+    for session, n in sealed.items():
+        result.problems.append(f"session {session}: {n} sealed call(s) (auth level 6, RPC_C_AUTHN_LEVEL_PKT_PRIVACY) "
+                               f"not replayed")
+    result.failed += sum(sealed.values())
+    return [r for r in calls if r.get("decode_error") != SEALED]
 
 
 def _answer_time(row: dict, result: ReplayResult) -> int | None:
@@ -366,6 +391,12 @@ async def _one(row: dict, session: _Session, host: str, ports: dict, translator:
         else:
             live["fault_status"] = answer
         result.sent += 1
+        if kind == "fault" and answer in ACCESS_DENIED and row.get("fault_status") != answer:
+            # replay binds unauthenticated: a server requiring authentication refuses what the recording had signed
+            result.failed += 1
+            result.problems.append(f"session {row['session_id']} call {row['call_index']} ({row.get('op_name')}): "
+                                   f"access denied live, not in the recording: replay sends calls unauthenticated "
+                                   f"(the target may require authentication)")
     except asyncio.TimeoutError:
         result.problems.append(f"session {row['session_id']} call {row['call_index']} ({row.get('op_name')}): "
                                f"no answer within {call_timeout:g} s")
