@@ -259,6 +259,12 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
                if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
     events.sort(key=lambda e: e[:5])
     answered = sorted((r for r in calls if ended[id(r)] is not None), key=lambda r: ended[id(r)])
+    # answers stamped at the very instant of a request (a coarse capture clock) that precede it in its session's
+    # call order: (session, instant) -> those calls by call_index, and how many of each have been waited for
+    ties: dict[tuple, list[dict]] = {}
+    for r in sorted(answered, key=lambda r: r["call_index"] or 0):
+        ties.setdefault((r.get("source_file"), r["session_id"], ended[id(r)]), []).append(r)
+    tied: dict[tuple, int] = {}
     done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
     writer = CallWriter(out_path, source="replay")
     live_rows: list[dict] = []
@@ -270,6 +276,13 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
             while pointer < len(answered) and ended[id(answered[pointer])] < when:
                 await done[id(answered[pointer])].wait()
                 pointer += 1
+            key = (row.get("source_file"), row["session_id"], when)
+            if key in ties:
+                group, at = ties[key], tied.get(key, 0)
+                while at < len(group) and (group[at]["call_index"] or 0) < (row["call_index"] or 0):
+                    await done[id(group[at])].wait()
+                    at += 1
+                tied[key] = at
             if kind == 1:
                 target = live_calls.get(id(row))
                 if target is not None and not done[id(row)].is_set():

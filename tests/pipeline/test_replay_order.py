@@ -52,3 +52,22 @@ def test_a_response_stamped_before_its_request_does_not_hold_the_replay(tmp_path
     result = _replay(rows, tmp_path, h)
     assert (result.sent, result.failed) == (2, 0)
     assert any("response recorded 1000 µs before its request" in p for p in result.problems)
+
+
+def test_calls_sharing_one_timestamp_keep_their_sessions_order(tmp_path):
+    def open_then_close(port, h):
+        with Qm2qmClient("127.0.0.1", port) as c:
+            status, context = c.open_queue(h)
+            assert status == 0
+            for _ in range(3):
+                c.get_version()
+            c.close_queue(context)
+    rows, h = _record(tmp_path, open_then_close)
+    instant = rows[0]["request_time_us"]
+    for row in rows:
+        row["request_time_us"] = row["response_time_us"] = instant
+    result = _replay(rows, tmp_path, h)
+    assert (result.sent, result.failed, result.problems) == (5, 0, [])
+    live = ingest_file(tmp_path / "replay.parquet").calls
+    assert [(r["op_name"], r["status_kind"], r["hresult"] or 0) for r in live] == [
+        ("RemoteQMOpenQueue", "ok", 0)] + [("RemoteQmGetVersion", "ok", 0)] * 3 + [("RemoteQMCloseQueue", "ok", 0)]
