@@ -53,6 +53,7 @@ class PcapSink:
         frame = bytes(eth)
         with self.lock:
             self.writer.writepkt(frame, ts=time.time())
+            self.fh.flush()              # a recorder killed or hung up keeps every frame written so far
             self.frames += 1
 
     def data(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, payload: bytes) -> int:
@@ -80,6 +81,7 @@ class RecordingProxy:
         self.listener = socket.create_server(("127.0.0.1", listen_port))
         self.port = self.listener.getsockname()[1]
         self.threads: list[threading.Thread] = []
+        self.sockets: set[socket.socket] = set()      # of the relayed connections still open
         self._closing = False
         self._accept = threading.Thread(target=self._serve, name="recording-proxy", daemon=True)
         self._accept.start()
@@ -92,7 +94,7 @@ class RecordingProxy:
                 return
             thread = threading.Thread(target=self._relay, args=(client,), daemon=True)
             thread.start()
-            self.threads.append(thread)
+            self.threads = [t for t in self.threads if t.is_alive()] + [thread]
 
     def _relay(self, client: socket.socket) -> None:
         try:
@@ -100,9 +102,12 @@ class RecordingProxy:
         except OSError:
             client.close()
             return
+        self.sockets |= {client, upstream}
         try:
-            self._forward(client, upstream)
+            if not self._closing:
+                self._forward(client, upstream)
         finally:
+            self.sockets -= {client, upstream}
             client.close()
             upstream.close()
 
@@ -151,8 +156,14 @@ class RecordingProxy:
         back.join()
 
     def close(self) -> None:
-        """Stop accepting and wait for the relayed connections to end (their clients must have closed)."""
+        """Stop accepting, end the relayed connections still open (both ends see EOF; their FINs are recorded)
+        and wait for their threads."""
         self._closing = True
         self.listener.close()
+        for s in list(self.sockets):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for thread in self.threads:
             thread.join(timeout=30)

@@ -57,3 +57,28 @@ def test_an_ipv6_target_is_recorded_as_ipv6_frames(tmp_path):
         segments = [tcp_segment(f) for f in read_frames(fh)]
     payloads = [(s.src, s.dport if s.dst == "::1" else s.sport, s.payload) for s in segments if s.payload]
     assert payloads == [("::ffff:127.0.0.1", port, b"ping"), ("::1", port, b"ping")]
+
+
+def test_frames_are_on_disk_as_written_and_close_ends_idle_connections(tmp_path):
+    server = LiveServer()
+    try:
+        sink = PcapSink(tmp_path / "live.pcap")
+        proxy = RecordingProxy(("127.0.0.1", server.port), sink)
+        with Qm2qmClient("127.0.0.1", proxy.port, connect_timeout=10, call_timeout=10) as c:   # hang guards
+            c.get_version()
+        # what a killed recorder leaves: every frame so far, readable
+        with open(tmp_path / "live.pcap", "rb") as fh:
+            assert [s.payload[2] for s in map(tcp_segment, read_frames(fh)) if s.payload] == [11, 12, 0, 2]
+        frames = sink.frames
+        idle = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)       # a hang guard
+        for _ in range(HANG_GUARD_S * 100):                                           # until its handshake is recorded
+            if sink.frames >= frames + 3:
+                break
+            threading.Event().wait(0.01)
+        proxy.close()
+        assert idle.recv(1) == b""
+        assert not proxy.sockets and not any(t.is_alive() for t in proxy.threads)
+        idle.close()
+        sink.close()
+    finally:
+        server.close()
