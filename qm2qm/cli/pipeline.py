@@ -95,6 +95,8 @@ def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, 
     host, port = _host_port(target)
     mapping = _queue_map(queue_map_file, queue_pairs)
     out_path = out_path or str(Path(recording).with_suffix("")) + ".replay.parquet"
+    if Path(out_path).resolve() == Path(recording).resolve():
+        _fail(f"--out {out_path} is the recording itself; give another file")
     try:
         rows, problems = load_recording(recording)
     except ReplayError as exc:

@@ -1,0 +1,22 @@
+"""`qm2qm replay` refuses an --out it cannot or must not write in one line, exit 2 (docs/pipeline.md "Problems
+table": bad input gets a clear answer, never a traceback)."""
+from __future__ import annotations
+
+import shutil
+
+from click.testing import CliRunner
+
+from qm2qm.cli import pipeline as cli
+
+
+def test_replay_out_onto_the_recording_is_refused_and_the_recording_kept(recorded, tmp_path):
+    src, _ = recorded
+    path = tmp_path / "w.pcap"
+    shutil.copy(src, path)
+    before = path.read_bytes()
+    res = CliRunner().invoke(cli.replay, [str(path), "--target", "127.0.0.1:1", "--no-progress",
+                                          "--out", str(tmp_path / "." / "w.pcap")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert res.output == f"qm2qm: error: --out {tmp_path / '.' / 'w.pcap'} is the recording itself; give another file\n"
+    assert path.read_bytes() == before
+
