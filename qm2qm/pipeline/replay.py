@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +239,26 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     if not calls:
         raise ReplayError("the recording holds no qm2qm calls to replay")
     calls = _drop_sealed(calls, result)
+    try:
+        writer = CallWriter(out_path, source="replay")
+    except OSError as exc:     # pyarrow's strerror is a whole sentence: the errno's text, and the path it names
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out_path) else ""
+        raise ReplayError(f"cannot write {out_path}: {why}{where}") from None
+    try:
+        return await _replay(calls, host, port, writer, result, admin, queue_map, call_timeout, on_progress,
+                             qmcomm_port)
+    except ReplayError:
+        writer.close()
+        Path(out_path).unlink(missing_ok=True)         # refused before any call: leave no empty replay behind
+        raise
+    finally:
+        writer.close()
+
+
+async def _replay(calls: list[dict], host: str, port: int, writer: CallWriter, result: ReplayResult, admin: Any,
+                  queue_map: dict[int, str] | None, call_timeout: float, on_progress: Any,
+                  qmcomm_port: int | None) -> ReplayResult:
     ports = {QM2QM_UUID_STR: port}
     if any(r["interface_uuid"] == QMCOMM_UUID_STR for r in calls):
         ports[QMCOMM_UUID_STR] = qmcomm_port or await _live_qmcomm_port(host, port)
@@ -266,7 +287,6 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
         ties.setdefault((r.get("source_file"), r["session_id"], ended[id(r)]), []).append(r)
     tied: dict[tuple, int] = {}
     done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
-    writer = CallWriter(out_path, source="replay")
     live_rows: list[dict] = []
     tasks: list[asyncio.Task] = []
     live_calls: dict[int, tuple[RpcClient, int]] = {}
@@ -303,7 +323,6 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
                 await s.client.close()
         schema_rows = sorted(live_rows, key=lambda r: (r["session_seq"], r["call_index"]))
         writer.write(schema_rows)
-        writer.close()
     return result
 
 

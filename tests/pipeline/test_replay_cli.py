@@ -20,3 +20,14 @@ def test_replay_out_onto_the_recording_is_refused_and_the_recording_kept(recorde
     assert res.output == f"qm2qm: error: --out {tmp_path / '.' / 'w.pcap'} is the recording itself; give another file\n"
     assert path.read_bytes() == before
 
+
+def test_replay_out_that_cannot_be_written_is_one_line_exit_2(recorded, tmp_path):
+    src, _ = recorded
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "r.parquet"                       # under a file, not a directory
+    res = CliRunner().invoke(cli.replay, [str(src), "--target", "127.0.0.1:1", "--no-progress", "--out", str(out)])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert res.output == f"qm2qm: error: cannot write {out}: File exists ({tmp_path / 'file'})\n"
+    res = CliRunner().invoke(cli.replay, [str(src), "--target", "127.0.0.1:1", "--no-progress",
+                                          "--out", "/proc/r.parquet"])
+    assert (res.exit_code, res.output) == (2, "qm2qm: error: cannot write /proc/r.parquet: No such file or directory\n")
