@@ -103,6 +103,7 @@ class _Connection:
                                              f"offset {gap}; later PDUs of that direction are lost")
             if framer.leftover() and framer.error is None:
                 notes.append(f"{who}: {framer.leftover()} bytes of an incomplete PDU at the end")
+                self.report("incomplete_call", None, f"{self.session_id}: bytes from {who}: {framer.incomplete()}")
         if not rpc:
             if any(f.non_rpc for _, f in self.dirs.values()):
                 self.report("non_rpc", None, f"{self.session_id}: TCP stream is not DCE/RPC; skipped")
