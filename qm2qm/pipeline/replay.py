@@ -237,6 +237,11 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     result.skipped = len(rows) - len(calls)
     result.calls = len(calls)
     if not calls:
+        unbound = sum(1 for r in rows if "was never bound" in (r.get("decode_error") or ""))
+        if unbound:
+            raise ReplayError(f"the recording holds no qm2qm calls to replay: its {unbound} call(s) are on "
+                              f"presentation contexts never bound in the capture (it started after the bind); "
+                              f"capture from the start of the connections")
         raise ReplayError("the recording holds no qm2qm calls to replay")
     calls = _drop_sealed(calls, result)
     try:
