@@ -95,6 +95,8 @@ def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, 
     host, port = _host_port(target)
     mapping = _queue_map(queue_map_file, queue_pairs)
     out_path = out_path or str(Path(recording).with_suffix("")) + ".replay.parquet"
+    if Path(out_path).resolve() == Path(recording).resolve():
+        _fail(f"--out {out_path} is the recording itself; give another file")
     try:
         rows, problems = load_recording(recording)
     except ReplayError as exc:
@@ -215,7 +217,8 @@ def report(stats_dir, diff_dir, out_path) -> None:
               help="Local port (0 = ephemeral).")
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False), help=".pcap or .pcapng to write.")
 def record(target, listen_port, out_path) -> None:
-    """Forward 127.0.0.1:LISTEN to TARGET and record both directions as a capture until Ctrl-C."""
+    """Forward 127.0.0.1:LISTEN to TARGET and record both directions as a capture until Ctrl-C (or SIGTERM,
+    SIGHUP)."""
     import signal
     import threading
 
@@ -234,7 +237,7 @@ def record(target, listen_port, out_path) -> None:
     click.echo(f"recording 127.0.0.1:{proxy.port} -> {host}:{port} into {out_path}")
     sys.stdout.flush()
     stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     proxy.close()

@@ -45,13 +45,19 @@ class _Connection:
     def __init__(self, session_id: str, result: IngestResult) -> None:
         self.session_id = session_id
         self.result = result
-        self.conversation = Conversation(session_id, result.report)
+        self.conversation = Conversation(session_id, self.report)
         self.dirs: dict[tuple[str, int], tuple[Direction, Framer]] = {}
         self.bytes: dict[tuple[str, int], int] = {}
         self.saw_data = False
         self.closed = False
         self.first_offset = 0
         self._out: list[Pdu] = []
+
+    def report(self, kind: str, offset: int | None, message: str) -> None:
+        """A problem of this connection: it names the file and, unless the problem's own offset is known, the
+        offset of the connection's first frame (docs/pipeline.md "Problems table")."""
+        offset = self.first_offset if offset is None else offset
+        self.result.report(kind, offset, f"{self.result.path}: offset {offset}: {message}")
 
     def direction(self, src: tuple[str, int], dst: tuple[str, int]) -> tuple[Direction, Framer]:
         """The reassembler and PDU framer of the bytes ``src`` sends."""
@@ -88,18 +94,19 @@ class _Connection:
             if framer.error is not None:
                 damaged = True
                 notes.append(f"{who}: {framer.error} at stream offset {framer.error_offset}")
-                self.result.report("damaged_stream", None, f"{self.session_id}: bytes from {who}: {framer.error} "
-                                                           f"at stream offset {framer.error_offset}")
+                self.report("damaged_stream", None, f"{self.session_id}: bytes from {who}: {framer.error} "
+                                                    f"at stream offset {framer.error_offset}")
             if gap is not None:
                 damaged = True
                 notes.append(f"{who}: bytes missing after stream offset {gap}")
-                self.result.report("tcp_gap", None, f"{self.session_id}: bytes from {who} missing after stream "
-                                                    f"offset {gap}; later PDUs of that direction are lost")
+                self.report("tcp_gap", None, f"{self.session_id}: bytes from {who} missing after stream "
+                                             f"offset {gap}; later PDUs of that direction are lost")
             if framer.leftover() and framer.error is None:
                 notes.append(f"{who}: {framer.leftover()} bytes of an incomplete PDU at the end")
+                self.report("incomplete_call", None, f"{self.session_id}: bytes from {who}: {framer.incomplete()}")
         if not rpc:
             if any(f.non_rpc for _, f in self.dirs.values()):
-                self.result.report("non_rpc", None, f"{self.session_id}: TCP stream is not DCE/RPC; skipped")
+                self.report("non_rpc", None, f"{self.session_id}: TCP stream is not DCE/RPC; skipped")
             return [], {}
         calls = conv.finish()
         client_src = conv.client

@@ -33,6 +33,10 @@ SUPPORTED_LINKTYPES = {LINKTYPE_NULL, LINKTYPE_ETHERNET, LINKTYPE_RAW, 12, 14, L
                        LINKTYPE_IPV6, LINKTYPE_LINUX_SLL2, LINKTYPE_LOOP}
 
 
+# the call table's times are int64 epoch microseconds (schema.CALL_SCHEMA)
+MAX_TIME_US = 2 ** 63 - 1
+
+
 class CaptureError(Exception):
     """A capture file that cannot be read on; carries the byte offset where reading stopped."""
 
@@ -202,12 +206,14 @@ def _read_pcapng(fh: BinaryIO, head: bytes) -> Iterator[Frame]:
             raise CaptureError("damaged", offset, "pcapng block trailer length differs from its header")
         btype = struct.unpack(order + "I", block_type)[0]
         if btype == _IDB:
-            interfaces.append(_interface(body, order))
+            interfaces.append(_interface(body, order, offset))
         elif btype in (_EPB, _PB):
             frame = _packet_block(btype, body, order, interfaces, offset)
             if frame is not None:
                 yield frame
         elif btype == _SPB and interfaces:
+            if len(body) < 4:
+                raise CaptureError("damaged", offset, "simple packet block shorter than 4 bytes")
             origlen = struct.unpack_from(order + "I", body)[0]
             linktype = interfaces[0][0]
             yield Frame(0, linktype, body[4:4 + origlen], offset)
@@ -215,7 +221,10 @@ def _read_pcapng(fh: BinaryIO, head: bytes) -> Iterator[Frame]:
         block_type = None
 
 
-def _interface(body: bytes, order: str) -> tuple[int, int]:
+def _interface(body: bytes, order: str, offset: int) -> tuple[int, int]:
+    """(link type, timestamp units per second) of an Interface Description Block (pcapng 4.2)."""
+    if len(body) < 8:
+        raise CaptureError("damaged", offset, "interface description block shorter than 8 bytes")
     linktype = struct.unpack_from(order + "H", body)[0]
     resolution = 1_000_000
     pos = 8
@@ -223,6 +232,9 @@ def _interface(body: bytes, order: str) -> tuple[int, int]:
         code, size = struct.unpack_from(order + "HH", body, pos)
         if code == 0:
             break
+        if pos + 4 + size > len(body):
+            raise CaptureError("damaged", offset, f"interface description block option {code} of {size} bytes "
+                                                  f"runs past the block")
         if code == 9 and size >= 1:      # if_tsresol
             value = body[pos + 4]
             resolution = 2 ** (value & 0x7F) if value & 0x80 else 10 ** value
@@ -246,8 +258,11 @@ def _packet_block(btype: int, body: bytes, order: str, interfaces: list, offset:
     if start + caplen > len(body):
         raise CaptureError("damaged", offset, f"packet block captured length {caplen} exceeds the block")
     linktype, resolution = interfaces[iface]
-    ticks = (high << 32) | low
-    return Frame(ticks * 1_000_000 // resolution, linktype, body[start:start + caplen], offset)
+    time_us = ((high << 32) | low) * 1_000_000 // resolution
+    if time_us > MAX_TIME_US:
+        raise CaptureError("damaged", offset, f"packet block timestamp {(high << 32) | low} (units of 1/{resolution} s)"
+                                              f" does not fit the call table's int64 microseconds")
+    return Frame(time_us, linktype, body[start:start + caplen], offset)
 
 
 @dataclass(slots=True)

@@ -15,6 +15,14 @@ _MAC_CLIENT = b"\x02\x00\x00\x00\x00\x01"
 _MAC_SERVER = b"\x02\x00\x00\x00\x00\x02"
 
 
+def _ipv6(address: str) -> bytes:
+    """An address as IPv6 bytes (an IPv4 one as IPv4-mapped, RFC 4291 2.5.5.2: the loopback client of an IPv6
+    target)."""
+    if ":" not in address:
+        address = "::ffff:" + address
+    return socket.inet_pton(socket.AF_INET6, address)
+
+
 class PcapSink:
     """Writes TCP segments of many connections as Ethernet frames into one pcap or pcapng file (thread-safe)."""
 
@@ -32,13 +40,20 @@ class PcapSink:
         """Write one TCP segment (checksums and lengths computed by dpkt)."""
         tcp = dpkt.tcp.TCP(sport=src[1], dport=dst[1], seq=seq & 0xFFFFFFFF, ack=ack & 0xFFFFFFFF, flags=flags,
                            win=65535, data=payload)
-        ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=dpkt.ip.IP_PROTO_TCP,
-                        ttl=64, data=tcp)
-        ip.len = 20 + len(bytes(tcp))
-        eth = dpkt.ethernet.Ethernet(src=_MAC_CLIENT, dst=_MAC_SERVER, type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+        if ":" in src[0] or ":" in dst[0]:
+            ip = dpkt.ip6.IP6(src=_ipv6(src[0]), dst=_ipv6(dst[0]), nxt=dpkt.ip.IP_PROTO_TCP, hlim=64, data=tcp)
+            ip.plen = len(bytes(tcp))
+            eth_type = dpkt.ethernet.ETH_TYPE_IP6
+        else:
+            ip = dpkt.ip.IP(src=socket.inet_aton(src[0]), dst=socket.inet_aton(dst[0]), p=dpkt.ip.IP_PROTO_TCP,
+                            ttl=64, data=tcp)
+            ip.len = 20 + len(bytes(tcp))
+            eth_type = dpkt.ethernet.ETH_TYPE_IP
+        eth = dpkt.ethernet.Ethernet(src=_MAC_CLIENT, dst=_MAC_SERVER, type=eth_type, data=ip)
         frame = bytes(eth)
         with self.lock:
             self.writer.writepkt(frame, ts=time.time())
+            self.fh.flush()              # a recorder killed or hung up keeps every frame written so far
             self.frames += 1
 
     def data(self, src: tuple[str, int], dst: tuple[str, int], seq: int, ack: int, payload: bytes) -> int:
@@ -66,6 +81,7 @@ class RecordingProxy:
         self.listener = socket.create_server(("127.0.0.1", listen_port))
         self.port = self.listener.getsockname()[1]
         self.threads: list[threading.Thread] = []
+        self.sockets: set[socket.socket] = set()      # of the relayed connections still open
         self._closing = False
         self._accept = threading.Thread(target=self._serve, name="recording-proxy", daemon=True)
         self._accept.start()
@@ -78,7 +94,7 @@ class RecordingProxy:
                 return
             thread = threading.Thread(target=self._relay, args=(client,), daemon=True)
             thread.start()
-            self.threads.append(thread)
+            self.threads = [t for t in self.threads if t.is_alive()] + [thread]
 
     def _relay(self, client: socket.socket) -> None:
         try:
@@ -86,10 +102,20 @@ class RecordingProxy:
         except OSError:
             client.close()
             return
+        self.sockets |= {client, upstream}
+        try:
+            if not self._closing:
+                self._forward(client, upstream)
+        finally:
+            self.sockets -= {client, upstream}
+            client.close()
+            upstream.close()
+
+    def _forward(self, client: socket.socket, upstream: socket.socket) -> None:
         for s in (client, upstream):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         c_addr = client.getpeername()[:2]
-        s_addr = (self.target[0], self.target[1])
+        s_addr = upstream.getpeername()[:2]          # the address a host name resolved to
         sink = self.sink
         seqs = {c_addr: 1000, s_addr: 500000}
         syn, ack = dpkt.tcp.TH_SYN, dpkt.tcp.TH_ACK
@@ -128,12 +154,16 @@ class RecordingProxy:
         back.start()
         pump(client, upstream, c_addr, s_addr)
         back.join()
-        client.close()
-        upstream.close()
 
     def close(self) -> None:
-        """Stop accepting and wait for the relayed connections to end (their clients must have closed)."""
+        """Stop accepting, end the relayed connections still open (both ends see EOF; their FINs are recorded)
+        and wait for their threads."""
         self._closing = True
         self.listener.close()
+        for s in list(self.sockets):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         for thread in self.threads:
             thread.join(timeout=30)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,8 +22,9 @@ from qm2qm.mqqp.constants import QM2QM_UUID, QM2QM_VERSION
 from qm2qm.pipeline import schema
 from qm2qm.pipeline.decode import QM2QM_UUID_STR, QMCOMM_UUID_STR, decode_call
 from qm2qm.pipeline.rpc_client import RpcClient, RpcClientError
+from qm2qm.pipeline.rpcstream import SEALED
 from qm2qm.pipeline.trace import CallWriter
-from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL
+from qm2qm.rpc.faults import NCA_S_FAULT_CANCEL, RPC_S_ACCESS_DENIED
 from qm2qm.rpc.interface import NDR20, NDR64, RpcFault
 
 log = logging.getLogger("qm2qm.replay")
@@ -30,6 +32,9 @@ NULL_HANDLE = bytes(20)
 QUEUE_FIELDS = ("hQueue", "pQueue", "dwpContext")
 # A live call that does not answer within this many seconds is recorded as no_response (a hang guard).
 DEFAULT_CALL_TIMEOUT_S = 30.0
+# the faults of a server that refuses an unauthenticated call: the RPC runtime's, and MS-MQQP 5's
+# MQ_ERROR_ACCESS_DENIED (MS-MQMQ 2.4)
+ACCESS_DENIED = (RPC_S_ACCESS_DENIED, 0xC00E0025)
 
 
 class ReplayError(Exception):
@@ -232,7 +237,33 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     result.skipped = len(rows) - len(calls)
     result.calls = len(calls)
     if not calls:
+        unbound = sum(1 for r in rows if "was never bound" in (r.get("decode_error") or ""))
+        if unbound:
+            raise ReplayError(f"the recording holds no qm2qm calls to replay: its {unbound} call(s) are on "
+                              f"presentation contexts never bound in the capture (it started after the bind); "
+                              f"capture from the start of the connections")
         raise ReplayError("the recording holds no qm2qm calls to replay")
+    calls = _drop_sealed(calls, result)
+    try:
+        writer = CallWriter(out_path, source="replay")
+    except OSError as exc:     # pyarrow's strerror is a whole sentence: the errno's text, and the path it names
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(out_path) else ""
+        raise ReplayError(f"cannot write {out_path}: {why}{where}") from None
+    try:
+        return await _replay(calls, host, port, writer, result, admin, queue_map, call_timeout, on_progress,
+                             qmcomm_port)
+    except ReplayError:
+        writer.close()
+        Path(out_path).unlink(missing_ok=True)         # refused before any call: leave no empty replay behind
+        raise
+    finally:
+        writer.close()
+
+
+async def _replay(calls: list[dict], host: str, port: int, writer: CallWriter, result: ReplayResult, admin: Any,
+                  queue_map: dict[int, str] | None, call_timeout: float, on_progress: Any,
+                  qmcomm_port: int | None) -> ReplayResult:
     ports = {QM2QM_UUID_STR: port}
     if any(r["interface_uuid"] == QMCOMM_UUID_STR for r in calls):
         ports[QMCOMM_UUID_STR] = qmcomm_port or await _live_qmcomm_port(host, port)
@@ -246,25 +277,37 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
     for s in sessions.values():
         s.left = len(s.rows)
     last = max((r["response_time_us"] or r["request_time_us"] or 0) for r in calls) + 1
+    ended = {id(r): _answer_time(r, result) for r in calls}
     events = [((r["request_time_us"] or 0), 0, r["session_seq"] or 0, r["call_index"] or 0, id(r), r) for r in calls]
     # a recorded co_cancel (the call ended cancelled or with the cancel fault) is replayed when the call ended
-    events += [((r["response_time_us"] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
+    events += [((ended[id(r)] or last), 1, r["session_seq"] or 0, r["call_index"] or 0, id(r), r)
                for r in calls
                if r.get("status_kind") == schema.CANCELLED or r.get("fault_status") == NCA_S_FAULT_CANCEL]
     events.sort(key=lambda e: e[:5])
-    answered = sorted((r for r in calls if r.get("response_time_us") is not None),
-                      key=lambda r: r["response_time_us"])
+    answered = sorted((r for r in calls if ended[id(r)] is not None), key=lambda r: ended[id(r)])
+    # answers stamped at the very instant of a request (a coarse capture clock) that precede it in its session's
+    # call order: (session, instant) -> those calls by call_index, and how many of each have been waited for
+    ties: dict[tuple, list[dict]] = {}
+    for r in sorted(answered, key=lambda r: r["call_index"] or 0):
+        ties.setdefault((r.get("source_file"), r["session_id"], ended[id(r)]), []).append(r)
+    tied: dict[tuple, int] = {}
     done: dict[int, asyncio.Event] = {id(r): asyncio.Event() for r in calls}
-    writer = CallWriter(out_path, source="replay")
     live_rows: list[dict] = []
     tasks: list[asyncio.Task] = []
     live_calls: dict[int, tuple[RpcClient, int]] = {}
     try:
         pointer = 0
         for when, kind, _seq, _index, _id, row in events:
-            while pointer < len(answered) and answered[pointer]["response_time_us"] < when:
+            while pointer < len(answered) and ended[id(answered[pointer])] < when:
                 await done[id(answered[pointer])].wait()
                 pointer += 1
+            key = (row.get("source_file"), row["session_id"], when)
+            if key in ties:
+                group, at = ties[key], tied.get(key, 0)
+                while at < len(group) and (group[at]["call_index"] or 0) < (row["call_index"] or 0):
+                    await done[id(group[at])].wait()
+                    at += 1
+                tied[key] = at
             if kind == 1:
                 target = live_calls.get(id(row))
                 if target is not None and not done[id(row)].is_set():
@@ -285,8 +328,38 @@ async def replay(rows: list[dict], host: str, port: int, out_path: str | Path, *
                 await s.client.close()
         schema_rows = sorted(live_rows, key=lambda r: (r["session_seq"], r["call_index"]))
         writer.write(schema_rows)
-        writer.close()
     return result
+
+
+def _drop_sealed(calls: list[dict], result: ReplayResult) -> list[dict]:
+    """The calls replay can send: sealed ones (privacy level, MS-RPCE 2.2.1.1.8) are ciphertext without the
+    session key, so they are counted failed, one warning a session; a recording of only those is refused."""
+    sealed: dict[str, int] = {}
+    for row in calls:
+        if row.get("decode_error") == SEALED:
+            sealed[row["session_id"]] = sealed.get(row["session_id"], 0) + 1
+    if not sealed:
+        return calls
+    if sum(sealed.values()) == len(calls):
+        raise ReplayError(f"the recording's {len(calls)} qm2qm call(s) are sealed (auth level 6, "
+                          f"RPC_C_AUTHN_LEVEL_PKT_PRIVACY): replay cannot decrypt them; replay a capture made at "
+                          f"auth level 5 or below, or a server trace (qm2qm serve --trace)")
+    for session, n in sealed.items():
+        result.problems.append(f"session {session}: {n} sealed call(s) (auth level 6, RPC_C_AUTHN_LEVEL_PKT_PRIVACY) "
+                               f"not replayed")
+    result.failed += sum(sealed.values())
+    return [r for r in calls if r.get("decode_error") != SEALED]
+
+
+def _answer_time(row: dict, result: ReplayResult) -> int | None:
+    """When the recorded call was answered, never before it was sent: a response stamped before its request (a
+    clock step, merged captures) counts as answered when sent, so the replay never waits for a call not yet sent."""
+    answered, sent = row.get("response_time_us"), row.get("request_time_us") or 0
+    if answered is None or answered >= sent:
+        return answered
+    result.problems.append(f"session {row['session_id']} call {row['call_index']}: response recorded "
+                           f"{sent - answered} µs before its request; taken as answered when sent")
+    return sent
 
 
 async def _live_qmcomm_port(host: str, port: int) -> int:
@@ -355,6 +428,12 @@ async def _one(row: dict, session: _Session, host: str, ports: dict, translator:
         else:
             live["fault_status"] = answer
         result.sent += 1
+        if kind == "fault" and answer in ACCESS_DENIED and row.get("fault_status") != answer:
+            # replay binds unauthenticated: a server requiring authentication refuses what the recording had signed
+            result.failed += 1
+            result.problems.append(f"session {row['session_id']} call {row['call_index']} ({row.get('op_name')}): "
+                                   f"access denied live, not in the recording: replay sends calls unauthenticated "
+                                   f"(the target may require authentication)")
     except asyncio.TimeoutError:
         result.problems.append(f"session {row['session_id']} call {row['call_index']} ({row.get('op_name')}): "
                                f"no answer within {call_timeout:g} s")

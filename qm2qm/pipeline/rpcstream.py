@@ -97,6 +97,14 @@ class Framer:
         """Bytes of an incomplete PDU at end of stream."""
         return len(self.buf)
 
+    def incomplete(self) -> str:
+        """What the leftover is: a PDU whose frag_length runs past the end of the stream (C706 12.6.3.1)."""
+        if len(self.buf) < HEADER_SIZE:
+            return f"{len(self.buf)} bytes of a PDU header at stream offset {self.offset} end the stream"
+        frag_len = HEADER.unpack_from(self.buf)[6]
+        return (f"the PDU at stream offset {self.offset} has frag_length {frag_len}, only {len(self.buf)} bytes "
+                f"follow: it and the stream after it are lost")
+
 
 @functools.lru_cache(maxsize=4096)
 def _context_columns(ctx: tuple[tuple, tuple]) -> dict[str, str | None]:

@@ -2,6 +2,7 @@
 out-of-order segments held until the gap fills; a gap that never fills is reported, not guessed over."""
 from __future__ import annotations
 
+import heapq
 from typing import Callable
 
 SEQ_MOD = 1 << 32
@@ -13,12 +14,13 @@ FIN, SYN, RST = 0x01, 0x02, 0x04
 class Direction:
     """One direction of a TCP connection: calls ``deliver(data, time_us)`` with contiguous stream bytes."""
 
-    __slots__ = ("deliver", "next_seq", "held", "held_bytes", "delivered", "gap", "closed")
+    __slots__ = ("deliver", "next_seq", "held", "starts", "held_bytes", "delivered", "gap", "closed")
 
     def __init__(self, deliver: Callable[[bytes, int], None]) -> None:
         self.deliver = deliver
         self.next_seq: int | None = None
-        self.held: dict[int, bytes] = {}
+        self.held: dict[int, bytes] = {}          # out-of-order segments by stream offset
+        self.starts: list[int] = []               # their stream offsets, a heap
         self.held_bytes = 0
         self.delivered = 0            # stream offset of the next byte
         self.gap: int | None = None   # stream offset where bytes went missing
@@ -53,27 +55,25 @@ class Direction:
             seq = self.next_seq
             ahead = 0
         if ahead:
-            if seq not in self.held or len(self.held[seq]) < len(payload):
-                self.held_bytes += len(payload) - len(self.held.get(seq, b""))
-                self.held[seq] = payload
+            at = self.delivered + ahead                 # held by stream offset, so the heap orders them
+            held = self.held.get(at)
+            if held is None:
+                heapq.heappush(self.starts, at)
+            if held is None or len(held) < len(payload):
+                self.held_bytes += len(payload) - len(held or b"")
+                self.held[at] = payload
             if self.held_bytes > MAX_HELD:
                 self.gap = self.delivered
             return
         self._emit(payload, time_us)
-        while self.held:
-            progressed = False
-            for hseq in list(self.held):
-                ahead = (hseq - self.next_seq) % SEQ_MOD
-                data = self.held[hseq]
-                if ahead >= SEQ_MOD // 2 or ahead == 0:
-                    del self.held[hseq]
-                    self.held_bytes -= len(data)
-                    skip = 0 if ahead == 0 else SEQ_MOD - ahead
-                    if skip < len(data):
-                        self._emit(data[skip:], time_us)
-                        progressed = True
-            if not progressed:
-                break
+        # each held segment is taken once, in stream order, when the stream reaches it (no rescans)
+        while self.starts and self.starts[0] <= self.delivered:
+            at = heapq.heappop(self.starts)
+            data = self.held.pop(at)
+            self.held_bytes -= len(data)
+            skip = self.delivered - at
+            if skip < len(data):
+                self._emit(data[skip:], time_us)
 
     def _emit(self, data: bytes, time_us: int) -> None:
         self.next_seq = (self.next_seq + len(data)) % SEQ_MOD

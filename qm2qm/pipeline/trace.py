@@ -366,7 +366,10 @@ def wrap_interface(interface: Interface, tracer: Tracer) -> Interface:
 def _check_version(path: Path, version: Any, fmt: Any, where: str) -> None:
     if fmt != schema.FORMAT_NAME:
         raise TraceError(f"{path}: {where}: not a qm2qm call table (format {fmt!r})")
-    if not isinstance(version, int) or version > schema.FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise TraceError(f"{path}: {where}: trace format version {version!r} is not a whole number (this qm2qm "
+                         f"writes {schema.FORMAT_VERSION})")
+    if version > schema.FORMAT_VERSION:
         raise TraceError(f"{path}: {where}: trace format version {version!r} is newer than this qm2qm reads "
                          f"(up to {schema.FORMAT_VERSION}); upgrade qm2qm")
 
@@ -388,7 +391,7 @@ def _read_parquet(path: Path) -> pa.Table:
     try:
         version = int(meta.get(b"version", b"-1"))
     except ValueError:
-        version = None
+        version = meta[b"version"].decode("utf-8", "replace")
     _check_version(path, version, (meta.get(b"format") or b"").decode("utf-8", "replace"), "offset 0")
     missing = [c for c in schema.CALL_COLUMNS if c not in tbl.column_names]
     if missing:

@@ -25,9 +25,10 @@ HANG_GUARD_S = 60
 
 
 class LiveServer:
-    """App(:memory:) on a private event loop thread; ``wrap(interface) -> interface`` can alter what it serves."""
+    """App(:memory:) on a private event loop thread; ``wrap(interface) -> interface`` can alter what it serves,
+    ``config`` adds ServerConfig fields (users, auth ...)."""
 
-    def __init__(self, wrap: Callable[[Any, Any], Any] | None = None) -> None:
+    def __init__(self, wrap: Callable[[Any, Any], Any] | None = None, **config: Any) -> None:
         self.wrap = wrap
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -43,7 +44,7 @@ class LiveServer:
         # every port ephemeral and no endpoint mapper: whether 2103 or 135 is free depends on what else runs on
         # the machine, and two servers of one test then answered different qmcomm ports (RemoteQMGetQMQMServerPort)
         self.app = _App(ServerConfig(data_dir=":memory:", port=0, qmcomm_port=0, admin_port=0, epm_port=0,
-                                     computer_name=COMPUTER))
+                                     computer_name=COMPUTER, **config))
         self._run(self.app.start())
         self.port = self.app.rpc.port
         self.admin = AdminClient(self.app.admin_url)

@@ -72,3 +72,13 @@ def test_auth_trailer_overlapping_the_header_is_a_bad_pdu_in_either_direction(tm
     assert len(messages) == 2
     assert all("does not fit in frag_length" in m for m in messages)
     assert "PDU type 0 call_id 2" in messages[0] and "PDU type 2 call_id 3" in messages[1]
+
+
+def test_a_frag_length_past_the_end_of_the_stream_is_an_incomplete_call_naming_it(tmp_path):
+    huge = bytearray(build_request(2, 0, 8, b""))
+    struct.pack_into("<H", huge, 8, 65535)
+    result = _capture(tmp_path, [(True, build_bind(1, [ContextItem(0, QM2QM, (NDR,))])), (False, _bind_ack()),
+                                 (True, bytes(huge)), (True, build_request(3, 0, 8, b""))])
+    (problem,) = [p for p in result.problems if p["kind"] == "incomplete_call"]
+    assert "has frag_length 65535, only 48 bytes follow: it and the stream after it are lost" in problem["message"]
+    assert str(tmp_path / "c.pcap") in problem["message"]
