@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -13,6 +14,9 @@ from qm2qm.logfmt import printable
 
 MASTER_HELP = ("Spark master (local[*], local-cluster[2,1,1024], spark://host:7077 ...); "
                "default: spark-submit's, else local[*].")
+
+
+MAX_BUCKET_S = 366 * 86400      # a time bucket of a year; Spark's bucket arithmetic is in int64 microseconds
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -30,6 +34,9 @@ def _spark(master: str | None, conf: dict[str, str] | None = None):
         spark = spark_session(master, conf=conf)
     except (ImportError, PipelineSetupError):
         _fail("the Spark jobs need PySpark: pip install 'qm2qm[pipeline]'")
+    except Exception as exc:        # noqa: BLE001 - a bad --master ends Spark's JVM (PySparkRuntimeError, Py4J)
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _fail(f"cannot start Spark with master {master or 'local[*]'!r}: {why}")
     try:
         yield spark
     finally:
@@ -46,12 +53,29 @@ def _check_call_table(path: str) -> None:
         _fail(str(exc))
 
 
+def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A time-out: a finite number of seconds above 0 (at most a day)."""
+    if not (math.isfinite(value) and 0 < value <= 86400):
+        raise click.BadParameter(f"expected seconds more than 0 and at most 86400, got {value!r}")
+    return value
+
+
 def _host_port(value: str) -> tuple[str, int]:
     from qm2qm.ready import split_host_port
     address = split_host_port(value)
     if address is None or not 0 < address[1] < 65536:
         _fail(f"--target must be HOST:PORT, got {value!r} (an IPv6 host in brackets: [::1]:2105)")
     return address
+
+
+def _is_this_host(host: str) -> bool:
+    """Whether HOST reaches the address the recorder listens on, 127.0.0.1 (itself, or a wildcard)."""
+    import socket
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)}
+    except OSError:
+        return False
+    return bool(addresses & {"127.0.0.1", "::ffff:127.0.0.1", "0.0.0.0", "::"})
 
 
 def _queue_map(queue_map_file: str | None, pairs: tuple[str, ...]) -> dict[int, str]:
@@ -85,8 +109,8 @@ def _queue_map(queue_map_file: str | None, pairs: tuple[str, ...]) -> dict[int, 
 @click.option("--queue", "queue_pairs", multiple=True, metavar="HANDLE=PATHNAME", help="One mapping (repeatable).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False),
               help="Trace to write (.parquet or .jsonl) [RECORDING.replay.parquet].")
-@click.option("--timeout", "call_timeout", type=float, default=30.0, show_default=True,
-              help="Seconds to wait for one live answer before recording no_response.")
+@click.option("--timeout", "call_timeout", type=float, default=30.0, show_default=True, callback=_seconds,
+              help="Seconds to wait for one live answer before recording no_response (more than 0).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar [on a terminal].")
 def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, call_timeout, progress) -> None:
     """Re-issue the client side of RECORDING (pcap, pcapng or trace) against a live server."""
@@ -146,8 +170,8 @@ def ingest(inputs, out_dir, master) -> None:
 @click.command()
 @click.argument("calls")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
-@click.option("--bucket", "bucket_seconds", type=click.IntRange(1), default=60, show_default=True,
-              help="Seconds per time bucket.")
+@click.option("--bucket", "bucket_seconds", type=click.IntRange(1, MAX_BUCKET_S), default=60, show_default=True,
+              help="Seconds per time bucket (at most a year).")
 @click.option("--master", default=None, help=MASTER_HELP)
 def stats(calls, out_dir, bucket_seconds, master) -> None:
     """Per-opnum calls, status codes, latency percentiles and bytes of a call table (ingest output or trace)."""
@@ -185,7 +209,10 @@ def diff(left, right, out_dir, report_path, master) -> None:
             _fail(str(exc))
     if report_path:
         from qm2qm.pipeline.report import build_report
-        build_report(report_path, diff_dir=out_dir)
+        try:
+            build_report(report_path, diff_dir=out_dir)
+        except OSError as exc:
+            _fail(f"cannot write {report_path}: {exc.strerror or exc}")
     click.echo(f"{summary['mismatches']} mismatch(es) over {summary['aligned_calls']} aligned calls -> {out_dir}")
     for m in summary["first"][:20]:
         # a trace's op_name is the trace writer's text: escaped, as the other commands print names (printable)
@@ -208,6 +235,8 @@ def report(stats_dir, diff_dir, out_path) -> None:
         page = build_report(out_path, stats_dir=stats_dir, diff_dir=diff_dir)
     except ReportError as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot write {out_path}: {exc.strerror or exc}")
     click.echo(str(page))
 
 
@@ -234,6 +263,10 @@ def record(target, listen_port, out_path) -> None:
     except OSError as exc:
         sink.close()
         _fail(f"cannot listen on 127.0.0.1:{listen_port}: {exc.strerror or exc}")
+    if port == proxy.port and _is_this_host(host):
+        proxy.close()
+        sink.close()
+        _fail(f"--target {target} is this recorder's own listening address: it would forward to itself")
     click.echo(f"recording 127.0.0.1:{proxy.port} -> {host}:{port} into {out_path}")
     sys.stdout.flush()
     stop = threading.Event()
