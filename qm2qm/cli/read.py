@@ -60,8 +60,16 @@ def _keep_credential(ctx, param, value):
     return value
 
 
+DEFAULT_CALL_TIMEOUT = 60.0
+
+
 def rpc_options(fn):
     """Options of the commands that call the qm2qm interface over RPC."""
+    fn = click.option("--call-timeout", "call_timeout", type=click.FloatRange(min=0, min_open=True),
+                      default=DEFAULT_CALL_TIMEOUT, show_default=True, expose_value=False,
+                      callback=_keep_credential,
+                      help="Seconds to wait for the server's answer to the bind and each call before giving up; "
+                           "a read waits its --timeout on top of this (infinite: without limit).")(fn)
     fn = click.option("--user", "user", expose_value=False, callback=_keep_credential, envvar="QM2QM_USER",
                       help="Authenticate with NTLM as DOMAIN\\user (env QM2QM_USER); the password comes from "
                            "QM2QM_PASSWORD (or an NT hash from QM2QM_NTHASH) or a prompt.")(fn)
@@ -109,11 +117,31 @@ def _credentials() -> dict:
             "auth_level": 6 if level is None else level}
 
 
+def _call_timeout() -> float:
+    """--call-timeout: how long the bind and each call may go unanswered (seconds)."""
+    value = click.get_current_context().meta.get("qm2qm.call_timeout")
+    return DEFAULT_CALL_TIMEOUT if value is None else value
+
+
+def _waiting(rs, timeout_ms: int, fn: Callable[[], Any]) -> Any:
+    """fn() (a read) with the connection waiting the read's ulTimeout on top of --call-timeout (for ever for
+    INFINITE): a read blocks by design, a bind or an open does not."""
+    path = _mqrr(rs)
+    dce = path.client.dce if path is not None else rs.client._dce
+    sock = dce.get_rpc_transport().get_socket()
+    sock.settimeout(None if timeout_ms == INFINITE else _call_timeout() + timeout_ms / 1000)
+    try:
+        return fn()
+    finally:
+        if sock.fileno() != -1:
+            sock.settimeout(_call_timeout())
+
+
 def _client(rpc_addr, admin_url, ndr64):
     from qm2qm.client import Qm2qmClient, RpcCallError
     host, port = _rpc_address(rpc_addr, admin_url)
     try:
-        return Qm2qmClient(host, port, ndr64=ndr64, **_credentials()).connect()
+        return Qm2qmClient(host, port, ndr64=ndr64, call_timeout=_call_timeout(), **_credentials()).connect()
     except RpcCallError as exc:
         _fail(str(exc))
 
@@ -198,7 +226,8 @@ class SequenceSession:
                 qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
         self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
                                    epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
-                                   ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port, **_credentials())
+                                   ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port,
+                                   call_timeout=_call_timeout(), **_credentials())
         try:
             self.reader.open()
         except RpcCallError as exc:
@@ -322,8 +351,8 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
                 action = MQ_ACTION_RECEIVE
             else:
                 action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
-            result = _remote_call(lambda: start(rs.handle, action=action, timeout_ms=timeout, cursor=h_cursor,
-                                                dw_queue=rs.dw_queue))
+            result = _remote_call(lambda: _waiting(rs, timeout, lambda: start(
+                rs.handle, action=action, timeout_ms=timeout, cursor=h_cursor, dw_queue=rs.dw_queue)))
             entry = _message_json(result)
             if result.ok and receive:
                 hr, _ = _remote_call(lambda: rs.client.end_receive(result.context, ack))
@@ -352,7 +381,7 @@ def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
                 action = MQ_ACTION_RECEIVE
             else:
                 action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
-            result = _remote_call(lambda: path.start(action, timeout))
+            result = _remote_call(lambda: _waiting(rs, timeout, lambda: path.start(action, timeout)))
             entry = {**_message_json(result), "protocol": "mqrr"}
             if result.ok and receive:
                 entry["end_receive"] = _hr(_remote_call(lambda: path.end(result.request_id, ack)))

@@ -1,0 +1,95 @@
+"""The client commands against peers and input they did not expect: a silent RPC peer, a server on another host
+address, a non-admin HTTP server, bad hashes and ports, and the options whose effect was missing."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from qm2qm.cli import main
+from tests.product.conftest import REPO, server_env
+
+Q = ".\\private$\\round29"
+NO_ADMIN = "http://127.0.0.1:9"
+# A hang guard, not a timing assertion: a command still running by then is the defect.
+GUARD_S = 60
+
+
+@pytest.fixture
+def silent_peer():
+    """A loopback TCP listener that accepts connections and never answers; its port."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    held = []
+
+    def accept():
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+    for conn in held:
+        conn.close()
+
+
+def qm2qm(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """`python -m qm2qm ...` of this checkout, guarded against a hang."""
+    return subprocess.run([sys.executable, "-m", "qm2qm", *args], capture_output=True, text=True,
+                          env=server_env(), cwd=str(REPO), timeout=GUARD_S, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- a silent RPC peer
+
+@pytest.mark.parametrize("args", [
+    ["version"], ["port"],
+    ["peek", Q, "--qmcomm-port", "{port}"], ["receive", Q, "--timeout", "infinite", "--qmcomm-port", "{port}"],
+    ["lookup", Q, "1", "--qmcomm-port", "{port}"], ["purge", Q, "--qmcomm-port", "{port}"],
+])
+def test_rpc_commands_give_up_on_a_peer_that_never_answers_after_call_timeout(silent_peer, args):
+    args = [a.format(port=silent_peer) for a in args]
+    proc = qm2qm(*args, "--rpc", f"127.0.0.1:{silent_peer}", "--call-timeout", "1", "--admin", NO_ADMIN)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert proc.stderr.startswith("qm2qm: error: cannot bind") and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"127.0.0.1:{silent_peer}" in proc.stderr and "timed out" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+def test_call_timeout_must_be_a_positive_number(value):
+    result = CliRunner().invoke(main, ["version", "--call-timeout", value, "--admin", NO_ADMIN])
+    assert result.exit_code == 2 and "Invalid value for '--call-timeout'" in result.output, result.output
+
+
+def test_a_read_waits_its_own_timeout_beyond_call_timeout(cli):
+    cli.run("queue", "create", Q + "wait")
+    out = cli.json("receive", Q + "wait", "--timeout", "2500", "--call-timeout", "1", expect=1)
+    assert out["status"].startswith("MQ_ERROR_IO_TIMEOUT"), out
+
+
+def test_an_infinite_receive_is_not_cut_off_by_call_timeout(server, cli):
+    cli.run("queue", "create", Q + "inf")
+    reader = subprocess.Popen([sys.executable, "-m", "qm2qm", "receive", Q + "inf", "--timeout", "infinite",
+                               "--call-timeout", "1", "--json", "--admin", server.admin],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server_env(),
+                              cwd=str(REPO))
+    try:
+        time.sleep(3)       # longer than --call-timeout: the receive must still be waiting
+        assert reader.poll() is None, reader.communicate()
+        cli.run("send", Q + "inf", "--body", "late")
+        out, err = reader.communicate(timeout=GUARD_S)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0, err
+    assert json.loads(out)["message"]["body_text"] == "late"
