@@ -213,13 +213,17 @@ class SequenceSession:
                  mqrr_port: int | None = None) -> None:
         from qm2qm.client import RemoteReader, RpcCallError
         from shared_adm.status import status_name
+        listener = None
         if protocol != "qm2qm" and not epm_port and not mqrr_port:
             # the qm2qm listener answers ept_map itself (MS-RPCE 2.2.1.2): look RemoteRead up there
-            epm_port = _rpc_address(rpc_addr, admin_url)[1]
+            listener = _rpc_address(rpc_addr, admin_url)
+            epm_port = listener[1]
             if protocol == "auto" and qmcomm_port is None:
                 qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
         if epm_port:
-            host, qm2qm_port = (_rpc_address(rpc_addr, admin_url) if rpc_addr else ("127.0.0.1", None))
+            # without --rpc, the host `qm2qm info` reports; qm2qm's port then comes from the endpoint mapper
+            host, qm2qm_port = listener or _rpc_address(rpc_addr, admin_url)
+            qm2qm_port = qm2qm_port if rpc_addr else None
         else:
             host, qm2qm_port = _rpc_address(rpc_addr, admin_url)
             if qmcomm_port is None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from qm2qm.cli import main
-from tests.product.conftest import REPO, server_env
+from tests.product.conftest import REPO, Cli, server_env, start_server
 
 Q = ".\\private$\\round29"
 NO_ADMIN = "http://127.0.0.1:9"
@@ -93,3 +93,24 @@ def test_an_infinite_receive_is_not_cut_off_by_call_timeout(server, cli):
             reader.wait()
     assert reader.returncode == 0, err
     assert json.loads(out)["message"]["body_text"] == "late"
+
+
+# ---------------------------------------------------------------------------------------------- the server's host
+
+@pytest.fixture(scope="module")
+def server_on_127_0_0_2(tmp_path_factory):
+    srv = start_server(tmp_path_factory.mktemp("serve2") / "data", "--host", "127.0.0.2", "--mqrr")
+    Cli(srv.admin).run("queue", "create", Q + "host")
+    Cli(srv.admin).run("send", Q + "host", "--body", "there")
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+@pytest.mark.parametrize("extra", [["--protocol", "mqrr"], ["--protocol", "auto"], ["--epm-port", "{port}"],
+                                   ["--protocol", "mqrr", "--epm-port", "{port}"]])
+def test_reads_without_rpc_go_to_the_host_qm2qm_info_reports(server_on_127_0_0_2, extra):
+    cli = Cli(server_on_127_0_0_2.admin)
+    extra = [a.format(port=server_on_127_0_0_2.port) for a in extra]
+    out = cli.json("peek", Q + "host", *extra)
+    assert out["message"]["body_text"] == "there", out
