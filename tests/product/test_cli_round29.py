@@ -114,3 +114,24 @@ def test_reads_without_rpc_go_to_the_host_qm2qm_info_reports(server_on_127_0_0_2
     extra = [a.format(port=server_on_127_0_0_2.port) for a in extra]
     out = cli.json("peek", Q + "host", *extra)
     assert out["message"]["body_text"] == "there", out
+
+
+# ---------------------------------------------------------------------------------------------- send --body-file
+
+@pytest.mark.parametrize("source", ["sparse", "/dev/zero"])
+def test_send_body_file_stops_reading_past_the_4_mib_body_limit(cli, tmp_path, source):
+    if source == "sparse":
+        source = str(tmp_path / "big")
+        with open(source, "wb") as fh:
+            fh.truncate(300 * 1024 * 1024)
+    result = cli.runner.invoke(main, ["send", Q, "--body-file", source, "--admin", cli.admin])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for --body-file: {source!r} holds more than the 4194304-byte (4 MiB) body limit" \
+        in result.output
+
+
+async def test_a_request_too_large_says_the_message_body_limit(api):
+    resp = await api.request("POST", "/v1/queues", data=b"x" * (7 * 1024 * 1024))
+    data = await resp.json()
+    assert (resp.status, data["error"]) == (413, "request_too_large"), data
+    assert data["message"] == "request body larger than 6356992 bytes (a message body is at most 4194304 bytes, 4 MiB)"
