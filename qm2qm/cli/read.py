@@ -400,7 +400,7 @@ def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
 @click.argument("pathname")
 @click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many messages to peek.")
+              help="How many messages to peek (more than 1 needs --cursor).")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
 @read_options
@@ -408,6 +408,9 @@ def peek(pathname, timeout, count, use_cursor, legacy, via_admin, epm_port, qmco
          as_json, protocol, mqrr_port) -> None:
     """Peek PATHNAME (a path name or format name): R_QMOpenRemoteQueue, RemoteQMOpenQueue, StartReceive(2), close
     (or, with --protocol mqrr, R_OpenQueue, R_StartReceive, R_CloseQueue)."""
+    if count > 1 and not use_cursor:
+        raise click.UsageError(f"--count {count} needs --cursor: without a cursor every peek is PEEK_CURRENT, "
+                               "the same head message")
     _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json,
                _via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
 

@@ -135,3 +135,20 @@ async def test_a_request_too_large_says_the_message_body_limit(api):
     data = await resp.json()
     assert (resp.status, data["error"]) == (413, "request_too_large"), data
     assert data["message"] == "request body larger than 6356992 bytes (a message body is at most 4194304 bytes, 4 MiB)"
+
+
+# ---------------------------------------------------------------------------------------------- peek --count
+
+def test_peek_count_above_one_without_cursor_is_a_usage_error():
+    result = CliRunner().invoke(main, ["peek", Q, "--count", "3", "--admin", NO_ADMIN])
+    assert result.exit_code == 2, result.output
+    assert "--count 3 needs --cursor: without a cursor every peek is PEEK_CURRENT, the same head message" \
+        in result.output
+
+
+def test_peek_count_with_cursor_walks_the_queue(cli):
+    cli.run("queue", "create", Q + "walk")
+    for body in ("one", "two", "three"):
+        cli.run("send", Q + "walk", "--body", body)
+    out = cli.json("peek", Q + "walk", "--cursor", "--count", "3")
+    assert [m["message"]["body_text"] for m in out] == ["one", "two", "three"]
