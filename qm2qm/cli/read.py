@@ -83,11 +83,14 @@ def rpc_options(fn):
     return admin_options(fn)
 
 
+def _listener(info: dict) -> tuple[str, int]:
+    return str(info["rpc"]["host"]), int(info["rpc"]["port"])
+
+
 def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
     if rpc_addr is None:
-        info = _call_admin(lambda: _admin(admin_url).info())
-        host = info["rpc"]["host"]
-        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), int(info["rpc"]["port"])
+        host, port = _call_admin(lambda: _listener(_admin(admin_url).info()))
+        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), port
     from qm2qm.ready import split_host_port
     address = split_host_port(rpc_addr)
     if address is None or not 1 <= address[1] <= 65535:
@@ -219,7 +222,7 @@ class SequenceSession:
             listener = _rpc_address(rpc_addr, admin_url)
             epm_port = listener[1]
             if protocol == "auto" and qmcomm_port is None:
-                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
+                qmcomm_port = _call_admin(lambda: int(_admin(admin_url).info()["qmcomm_port"]))
         if epm_port:
             # without --rpc, the host `qm2qm info` reports; qm2qm's port then comes from the endpoint mapper
             host, qm2qm_port = listener or _rpc_address(rpc_addr, admin_url)
@@ -227,7 +230,7 @@ class SequenceSession:
         else:
             host, qm2qm_port = _rpc_address(rpc_addr, admin_url)
             if qmcomm_port is None:
-                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
+                qmcomm_port = _call_admin(lambda: int(_admin(admin_url).info()["qmcomm_port"]))
         self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
                                    epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
                                    ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port,

@@ -152,3 +152,50 @@ def test_peek_count_with_cursor_walks_the_queue(cli):
         cli.run("send", Q + "walk", "--body", body)
     out = cli.json("peek", Q + "walk", "--cursor", "--count", "3")
     assert [m["message"]["body_text"] for m in out] == ["one", "two", "three"]
+
+
+# ---------------------------------------------------------------------------------------------- not the admin API
+
+ODD_ROUTES = {"/v1/info": (200, b"[1,2]"), "/v1/queues": (200, b'"str"'), "/v1/reads": (400, b"[1]"),
+              "/v1/queues/x/messages": (200, b"null"), "/v1/handles": (200, b'{"other": 1}'),
+              "/v1/transactions": (404, b"")}
+
+
+@pytest.fixture(scope="module")
+def odd_http():
+    """An HTTP server that is not the qm2qm admin API: JSON of other shapes, an empty error body."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            code, body = ODD_ROUTES.get(self.path.split("?")[0], (404, b"{}"))
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["info"], "GET {url}/v1/info answered an array, not a JSON object: is it the qm2qm admin API?"),
+    (["version"], "GET {url}/v1/info answered an array, not a JSON object"),
+    (["peek", "x"], "GET {url}/v1/info answered an array, not a JSON object"),
+    (["queue", "list"], "GET {url}/v1/queues answered a string, not a JSON object"),
+    (["messages", "x"], "GET {url}/v1/queues/x/messages?limit=1000 answered null, not a JSON object"),
+    (["reads"], "GET {url}/v1/reads: Bad Request, with no error message (HTTP 400)"),
+    (["transaction", "list"], "GET {url}/v1/transactions: Not Found, with no error message (HTTP 404)"),
+    (["handles"], "unexpected answer from the admin API (KeyError: 'handles'): is --admin the qm2qm admin"),
+])
+def test_an_admin_url_that_is_not_the_admin_api_is_a_one_line_error(odd_http, args, says):
+    result = CliRunner().invoke(main, [*args, "--admin", odd_http])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("qm2qm: error: ") and result.output.count("\n") == 1, result.output
+    assert says.format(url=odd_http) in result.output
