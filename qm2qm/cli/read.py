@@ -102,6 +102,7 @@ def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
 def _credentials() -> dict:
     """Qm2qmClient keyword arguments from --user / --auth-level / QM2QM_PASSWORD / QM2QM_NTHASH (or a prompt)."""
     import os
+    import re
     meta = click.get_current_context().meta
     user = meta.get("qm2qm.user")
     if not user:
@@ -112,6 +113,9 @@ def _credentials() -> dict:
     if not sep:
         domain, name = "", user
     nthash = os.environ.get("QM2QM_NTHASH", "")
+    if nthash and not re.fullmatch(r"[0-9A-Fa-f]{32}", nthash):
+        raise click.UsageError(f"QM2QM_NTHASH must be an NT hash, 32 hex digits; it holds {len(nthash)} characters"
+                               + ("" if re.fullmatch(r"[0-9A-Fa-f]*", nthash) else " that are not all hex digits"))
     password = os.environ.get("QM2QM_PASSWORD")
     if password is None and not nthash:
         password = click.prompt(f"Password for {user}", hide_input=True, err=True)

@@ -199,3 +199,23 @@ def test_an_admin_url_that_is_not_the_admin_api_is_a_one_line_error(odd_http, ar
     assert result.exit_code == 1, result.output
     assert result.output.startswith("qm2qm: error: ") and result.output.count("\n") == 1, result.output
     assert says.format(url=odd_http) in result.output
+
+
+# ---------------------------------------------------------------------------------------------- QM2QM_NTHASH
+
+@pytest.mark.parametrize("nthash, says", [
+    ("zz", "QM2QM_NTHASH must be an NT hash, 32 hex digits; it holds 2 characters that are not all hex digits"),
+    ("0011", "QM2QM_NTHASH must be an NT hash, 32 hex digits; it holds 4 characters"),
+    ("g" * 32, "it holds 32 characters that are not all hex digits"),
+])
+def test_a_malformed_nthash_is_a_usage_error(nthash, says):
+    result = CliRunner().invoke(main, ["version", "--rpc", "127.0.0.1:1", "--user", "DOM\\alice",
+                                       "--admin", NO_ADMIN], env={"QM2QM_NTHASH": nthash})
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+
+
+def test_a_well_formed_nthash_goes_on_to_connect():
+    result = CliRunner().invoke(main, ["version", "--rpc", "127.0.0.1:1", "--user", "DOM\\alice",
+                                       "--admin", NO_ADMIN], env={"QM2QM_NTHASH": "8846F7EAEE8FB117AD06BDD830B7586C"})
+    assert result.exit_code == 1 and "qm2qm: error: cannot reach 127.0.0.1:1" in result.output, result.output
