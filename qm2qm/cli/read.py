@@ -38,9 +38,12 @@ class TimeoutMs(click.ParamType):
         return number
 
 
+PORT = click.IntRange(1, 65535)
+
+
 def read_options(fn):
     """Options of the commands that open a queue for remote read."""
-    fn = click.option("--mqrr-port", type=int,
+    fn = click.option("--mqrr-port", type=PORT,
                       help="MS-MQRR RemoteRead port (with --protocol mqrr|auto) [from the endpoint mapper].")(fn)
     fn = click.option("--protocol", type=click.Choice(["qm2qm", "mqrr", "auto"]), default="qm2qm",
                       show_default=True,
@@ -48,9 +51,9 @@ def read_options(fn):
                            "auto: MS-MQRR, else qm2qm when it is not registered (as Windows does).")(fn)
     fn = click.option("--via-admin", is_flag=True,
                       help="Shortcut: open through the admin API instead of qmcomm R_QMOpenRemoteQueue.")(fn)
-    fn = click.option("--epm-port", type=int,
+    fn = click.option("--epm-port", type=PORT,
                       help="Find qmcomm and qm2qm through the endpoint mapper on this port (as Windows does).")(fn)
-    fn = click.option("--qmcomm-port", type=int, help="qmcomm port on the --rpc host [asked from the admin API].")(fn)
+    fn = click.option("--qmcomm-port", type=PORT, help="qmcomm port on the --rpc host [asked from the admin API].")(fn)
     return rpc_options(fn)
 
 

@@ -219,3 +219,13 @@ def test_a_well_formed_nthash_goes_on_to_connect():
     result = CliRunner().invoke(main, ["version", "--rpc", "127.0.0.1:1", "--user", "DOM\\alice",
                                        "--admin", NO_ADMIN], env={"QM2QM_NTHASH": "8846F7EAEE8FB117AD06BDD830B7586C"})
     assert result.exit_code == 1 and "qm2qm: error: cannot reach 127.0.0.1:1" in result.output, result.output
+
+
+# ---------------------------------------------------------------------------------------------- read ports
+
+@pytest.mark.parametrize("option", ["--qmcomm-port", "--epm-port", "--mqrr-port"])
+@pytest.mark.parametrize("value", ["-1", "0", "65536", "70000"])
+def test_read_ports_out_of_range_are_usage_errors(option, value):
+    result = CliRunner().invoke(main, ["peek", Q, option, value, "--rpc", "127.0.0.1:1", "--admin", NO_ADMIN])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{option}': {value} is not in the range 1<=x<=65535" in result.output
