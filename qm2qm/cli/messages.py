@@ -71,13 +71,20 @@ def send(pathname, body, body_file, label, priority, time_to_be_received, time_t
 
 @main.command()
 @click.argument("pathname")
-@click.option("--body", "with_body", is_flag=True, help="Include bodies (base64 and text).")
+@click.option("--body", "with_body", is_flag=True,
+              help="Include bodies (base64 and text; the table's BODY column: the text, else '(binary) BASE64').")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="List at most this many.")
 @admin_options
 def messages(pathname, with_body, limit, admin_url, as_json) -> None:
     """List the messages of PATHNAME with their lookup ids and position states."""
     data = _call_admin(lambda: _admin(admin_url).list_messages(pathname, body=with_body, limit=limit))
-    _emit(data, as_json, lambda d: _table(d, MESSAGE_COLUMNS))
+    if not with_body:
+        _emit(data, as_json, lambda d: _table(d, MESSAGE_COLUMNS))
+        return
+    # the body as text when it is UTF-8, else its base64 (as peek prints it)
+    rows = [{**m, "body": m["body_text"] if m.get("body_text") is not None else f"(binary) {m.get('body_base64', '')}"}
+            for m in data]
+    _emit(data, as_json, lambda d: _table(rows, [*MESSAGE_COLUMNS, ("body", "BODY")]))
 
 
 @main.command()

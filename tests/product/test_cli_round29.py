@@ -229,3 +229,17 @@ def test_read_ports_out_of_range_are_usage_errors(option, value):
     result = CliRunner().invoke(main, ["peek", Q, option, value, "--rpc", "127.0.0.1:1", "--admin", NO_ADMIN])
     assert result.exit_code == 2, result.output
     assert f"Invalid value for '{option}': {value} is not in the range 1<=x<=65535" in result.output
+
+
+# ---------------------------------------------------------------------------------------------- messages --body
+
+def test_messages_body_shows_a_body_column_in_the_table(cli, tmp_path):
+    cli.run("queue", "create", Q + "bodies")
+    cli.run("send", Q + "bodies", "--body", "hello text")
+    (tmp_path / "bin").write_bytes(b"\xff\x00\x01")
+    cli.run("send", Q + "bodies", "--body-file", str(tmp_path / "bin"))
+    plain = cli.run("messages", Q + "bodies").stdout
+    assert "BODY" not in plain and "hello text" not in plain
+    lines = cli.run("messages", Q + "bodies", "--body").stdout.splitlines()
+    assert lines[0].split()[-1] == "BODY" and len(lines) == 3, lines
+    assert lines[1].endswith("  hello text") and lines[2].endswith("  (binary) /wAB"), lines
