@@ -243,3 +243,27 @@ def test_messages_body_shows_a_body_column_in_the_table(cli, tmp_path):
     lines = cli.run("messages", Q + "bodies", "--body").stdout.splitlines()
     assert lines[0].split()[-1] == "BODY" and len(lines) == 3, lines
     assert lines[1].endswith("  hello text") and lines[2].endswith("  (binary) /wAB"), lines
+
+
+# ---------------------------------------------------------------------------------------------- directory values
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e999", "[1, NaN]"])
+def test_a_directory_value_that_is_not_json_is_a_string(text):
+    from qm2qm.cli.mqcn import parse_value
+    assert parse_value(text) == text
+
+
+def test_directory_show_json_stays_json_for_nan_like_values(tmp_path):
+    data_dir = tmp_path / "data"
+    start_server(data_dir).stop()                    # a store with its directory
+    runner = CliRunner()
+    ident = "00000000-0000-0000-0000-000000000042"
+    result = runner.invoke(main, ["directory", "set", "Queue", ident, "Label=NaN", "--create",
+                                  "--data-dir", str(data_dir)])
+    assert result.exit_code == 0, result.output
+
+    def strict(constant):
+        raise AssertionError(f"not JSON: {constant}")
+
+    shown = runner.invoke(main, ["directory", "show", "Queue", ident, "--data-dir", str(data_dir), "--json"])
+    assert json.loads(shown.stdout, parse_constant=strict)["attributes"]["Label"] == "NaN", shown.output
