@@ -337,8 +337,8 @@ async def _errors(request: web.Request, handler):
     except AdminError as exc:
         return _json({"error": exc.code, "message": exc.message, **exc.extra}, status=exc.http_status)
     except web.HTTPRequestEntityTooLarge:
-        return _json({"error": "request_too_large", "message": f"request body larger than {MAX_REQUEST} bytes"},
-                     status=413)
+        message = f"request body larger than {MAX_REQUEST} bytes (a message body is at most {MAX_BODY} bytes, 4 MiB)"
+        return _json({"error": "request_too_large", "message": message}, status=413)
     except StoreError as exc:
         # The change is applied in memory but not durable (disk full, read-only store): say so, 507 as for quotas.
         # The store keeps the change and retries it on the next commit (shared_adm/store/sqlite.py).

@@ -275,18 +275,29 @@ class AdminClient:
             req = urllib.request.Request(self.base_url + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"} if data is not None else {})
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read() or b"null")
+                data = json.loads(resp.read() or b"null")
         except urllib.error.HTTPError as exc:
             raw = exc.read()
             try:
                 payload = json.loads(raw)
             except ValueError:
-                payload = {"message": raw.decode("utf-8", "replace")}
-            raise AdminError(payload.get("message", str(exc)), exc.code, payload) from None
+                payload = {"message": raw.decode("utf-8", "replace").strip()}
+            if not isinstance(payload, dict):
+                payload = {}
+            message = payload.get("message")
+            if not isinstance(message, str) or not message:
+                message = f"{method} {self.base_url}{path}: {exc.reason or 'error'}, with no error message"
+            raise AdminError(message, exc.code, payload) from None
         except urllib.error.URLError as exc:
             raise AdminError(f"cannot reach the admin API at {self.base_url}: {exc.reason}") from None
         except (OSError, ValueError) as exc:
             raise AdminError(f"admin API at {self.base_url}: {exc}") from None
+        if not isinstance(data, dict):      # every answer of the admin API is an object (docs/admin-api.md)
+            kinds = {list: "an array", str: "a string", type(None): "null", bool: "a boolean"}
+            kind = kinds.get(type(data), "a number")
+            raise AdminError(f"{method} {self.base_url}{path} answered {kind}, not a JSON object: is it the qm2qm "
+                             "admin API?")
+        return data
 
     def _check_url(self) -> None:
         """AdminError naming what is wrong with base_url (urllib would raise ValueError or InvalidURL from deep

@@ -320,7 +320,13 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {str(p)!r} cannot be read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
-    if set(doc) == {"server"} and isinstance(doc["server"], dict):
+    if isinstance(doc.get("server"), dict):
+        source = f"config file {str(p)!r}"
+        for raw_key in (k for k in doc if k != "server"):
+            if raw_key.replace("-", "_") not in KEYS:
+                raise ConfigError(f"{source}: unknown configuration key {raw_key!r} (known: {', '.join(KEYS)})")
+            raise ConfigError(f"{source}: key {raw_key!r} is outside the [server] table: with one, every key goes "
+                              "in it")
         doc = doc["server"]
     return normalize(doc, source=f"config file {str(p)!r}")
 

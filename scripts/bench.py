@@ -1641,6 +1641,28 @@ def print_table(rows: list[dict]) -> None:
         print(f"| {name} | {k[1]} | " + " | ".join(cells) + " |")
 
 
+def _at_least_one(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is less than 1")
+    return number
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a duration above 0 seconds."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a duration above 0 seconds")
+    return seconds
+
+
 def main() -> None:
     from qm2qm.eventloop import uvloop_available
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -1648,10 +1670,10 @@ def main() -> None:
     parser.add_argument("--only", choices=list(SCENARIOS), action="append", help="run only these (repeatable)")
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], default="both",
                         help="event loop of server and echo baseline [both when uvloop is installed]")
-    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--duration", type=float, default=3.0, help="seconds per closed-loop measurement")
-    parser.add_argument("--processes", type=int, default=2, help="load-generator processes (at most)")
-    parser.add_argument("--repeat", type=int, default=2, help="runs per measurement; the best is kept")
+    parser.add_argument("--clients", type=_at_least_one, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--duration", type=_seconds, default=3.0, help="seconds per closed-loop measurement")
+    parser.add_argument("--processes", type=_at_least_one, default=2, help="load-generator processes (at most)")
+    parser.add_argument("--repeat", type=_at_least_one, default=2, help="runs per measurement; the best is kept")
     parser.add_argument("--echo-per-scenario", action="store_true",
                         help="measure echo again beside each scenario (fair ratios while the machine's speed drifts; "
                              "the run takes longer)")
@@ -1680,6 +1702,11 @@ def main() -> None:
                         help="count perf events of the server (and echo) over each load window, e.g. "
                              "'task-clock,instructions,cycles,cache-misses'")
     args = parser.parse_args()
+    if args.json:       # found now, not after the whole run
+        target = os.path.abspath(args.json)
+        if os.path.isdir(target) or not os.access(os.path.dirname(target), os.W_OK | os.X_OK) \
+                or os.path.exists(target) and not os.access(target, os.W_OK):
+            parser.error(f"argument --json: cannot write {args.json!r}")
     global PY_SPY_DIR, PERF_STAT_EVENTS
     PY_SPY_DIR = args.py_spy
     PERF_STAT_EVENTS = args.perf_stat

@@ -138,18 +138,40 @@ async def _durable(n: int, batch: int, body: bytes, directory: str) -> float | N
         store.close()
 
 
+def _sizes(text: str) -> list[int]:
+    """argparse type: comma-separated queue depths, at least one, each at least 1."""
+    try:
+        sizes = [int(part) for part in text.split(",") if part]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated whole numbers") from None
+    if not sizes or any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: give one or more depths, each at least 1")
+    return sizes
+
+
+def _ops(text: str) -> int:
+    """argparse type: operations per row, at least one per round."""
+    try:
+        ops = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if ops < ROUNDS:
+        raise argparse.ArgumentTypeError(f"{ops} is less than {ROUNDS} (one operation per round)")
+    return ops
+
+
 def main(argv=None) -> int:
     """Run the benchmark and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000,1000000", help="queue depths for the per-op table")
-    parser.add_argument("--ops", type=int, default=20000, help="operations timed per row")
+    parser.add_argument("--sizes", type=_sizes, default="1000,1000000", help="queue depths for the per-op table")
+    parser.add_argument("--ops", type=_ops, default=20000, help="operations timed per row")
     parser.add_argument("--body", type=int, default=100, help="message body size in bytes")
     parser.add_argument("--mem-n", type=int, default=1_000_000, help="messages for the memory measurement (0: skip)")
     parser.add_argument("--durable-n", type=int, default=20000, help="messages for the SqliteStore rate (0: skip)")
     parser.add_argument("--durable-batch", type=int, default=256, help="enqueues per await durable()")
     args = parser.parse_args(argv)
     body = b"x" * args.body
-    sizes = [int(s) for s in args.sizes.split(",") if s]
+    sizes = args.sizes
 
     rows = {n: _per_op(n, args.ops // ROUNDS, body) for n in sizes}
     names = list(next(iter(rows.values())))

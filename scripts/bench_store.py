@@ -126,45 +126,77 @@ def bench_load(root: str, count: int, body_size: int) -> tuple[float, float, int
     return written, loaded, size
 
 
+def _counts(text: str) -> list[int]:
+    """argparse type: comma-separated whole numbers of at least 1 ('' for none)."""
+    try:
+        counts = [int(part) for part in text.split(",") if part]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated whole numbers") from None
+    if any(count < 1 for count in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: every count must be at least 1")
+    return counts
+
+
+def _synchronous(text: str) -> list[str]:
+    """argparse type: comma-separated SqliteStore synchronous settings."""
+    modes = [part for part in text.split(",") if part]
+    wrong = [mode for mode in modes if mode not in ("NORMAL", "FULL")]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"{wrong[0]!r} is not NORMAL or FULL")
+    return modes
+
+
+def _positive(text: str) -> int:
+    """argparse type: a whole number of at least 1."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is less than 1")
+    return number
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=20_000, help="durable puts per group-commit run")
-    parser.add_argument("--producers", default="1,8,64", help="comma-separated producer counts")
+    parser.add_argument("--messages", type=_positive, default=20_000, help="durable puts per group-commit run")
+    parser.add_argument("--producers", type=_counts, default="1,8,64", help="comma-separated producer counts")
     parser.add_argument("--body-size", type=int, default=100)
     parser.add_argument("--interval-ms", type=float, default=10.0, help="SqliteStore commit_interval_ms")
-    parser.add_argument("--synchronous", default="NORMAL,FULL", help="comma-separated: NORMAL, FULL")
-    parser.add_argument("--load-sizes", default="100000,1000000", help="comma-separated message counts; '' skips")
-    parser.add_argument("--acks", default="", help="comma-separated consumer counts of the Lock + delete + durable()"
-                        " run (the recoverable ACK path); '' skips")
+    parser.add_argument("--synchronous", type=_synchronous, default="NORMAL,FULL", help="comma-separated: NORMAL, FULL")
+    parser.add_argument("--load-sizes", type=_counts, default="100000,1000000",
+                        help="comma-separated message counts; '' skips")
+    parser.add_argument("--acks", type=_counts, default="", help="comma-separated consumer counts of the Lock + "
+                        "delete + durable() run (the recoverable ACK path); '' skips")
     parser.add_argument("--dir", default=None, help="where to create stores (default: a temp dir, removed)")
     args = parser.parse_args()
 
     root = args.dir or tempfile.mkdtemp(prefix="bench-store-")
     try:
-        if any(args.producers.split(",")):
+        if args.producers:
             print(f"durable put_message, {args.body_size}-byte bodies, {args.messages} messages per run")
             print("(1 producer = one commit per message: the baseline group commit is measured against)")
             print(f"{'synchronous':>11} {'producers':>9} {'msgs/s':>10} {'commits':>8} {'msgs/commit':>11}")
-        for synchronous in [s for s in args.synchronous.split(",") if s]:
-            for producers in [int(p) for p in args.producers.split(",") if p]:
+        for synchronous in args.synchronous:
+            for producers in args.producers:
                 # one producer awaiting each put is exactly one commit per message: the baseline
                 seconds, commits = bench_group_commit(root, args.messages, producers, args.body_size,
                                                       args.interval_ms, synchronous)
                 print(f"{synchronous:>11} {producers:>9} {args.messages / seconds:>10.0f} {commits:>8} "
                       f"{args.messages / max(commits, 1):>11.1f}", flush=True)
-        acks = [int(c) for c in args.acks.split(",") if c]
+        acks = args.acks
         if acks:
             print(f"\nLock + delete + durable(), {args.body_size}-byte bodies, {args.messages} messages per run")
             print(f"{'synchronous':>11} {'consumers':>9} {'msgs/s':>10} {'CPU us/msg':>10} {'commits':>8} "
                   f"{'msgs/commit':>11}")
-            for synchronous in [s for s in args.synchronous.split(",") if s]:
+            for synchronous in args.synchronous:
                 for consumers in acks:
                     seconds, cpu, commits = bench_acks(root, args.messages, consumers, args.body_size,
                                                        args.interval_ms, synchronous)
                     print(f"{synchronous:>11} {consumers:>9} {args.messages / seconds:>10.0f} "
                           f"{cpu / args.messages * 1e6:>10.1f} {commits:>8} {args.messages / max(commits, 1):>11.1f}",
                           flush=True)
-        sizes = [int(n) for n in args.load_sizes.split(",") if n]
+        sizes = args.load_sizes
         if sizes:
             print(f"\nload(), {args.body_size}-byte bodies")
             print(f"{'messages':>9} {'write s':>8} {'load s':>7} {'msgs/s':>10} {'MiB':>7}")

@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     if overrides:
         from dataclasses import replace
         budget = replace(budget, **overrides)
-    selected = [c.strip() for c in args.only.split(",")] if args.only else list(CHECKS)
+    selected = [c.strip() for c in args.only.split(",") if c.strip()] if args.only is not None else list(CHECKS)
+    if not selected:        # --only "$EMPTY" is a selection of nothing, not the whole run
+        p.error(f"argument --only: names no check; choose from {', '.join(CHECKS)}")
     unknown = [c for c in selected if c not in CHECKS]
     if unknown:
         p.error(f"unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}")

@@ -68,6 +68,8 @@ def _call_admin(fn: Callable[[], Any]) -> Any:
     except AdminError as exc:
         status = f" (HTTP {exc.status})" if exc.status else ""
         _fail(f"{exc}{status}")
+    except (KeyError, TypeError, ValueError) as exc:     # an object of another shape than the admin API's
+        _fail(f"unexpected answer from the admin API ({type(exc).__name__}: {exc}): is --admin the qm2qm admin API?")
 
 
 QUEUE_COLUMNS = [("pathname", "PATHNAME"), ("type", "TYPE"), ("messages", "MSGS"),

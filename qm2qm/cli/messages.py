@@ -16,7 +16,8 @@ ACK_CHOICES = ["pos-arrival", "pos-receive", "neg-arrival", "neg-receive", "nack
 @main.command()
 @click.argument("pathname")
 @click.option("--body", help="Message body text (sent as UTF-8).")
-@click.option("--body-file", type=click.File("rb"), help="Read the body from a file ('-' = stdin).")
+@click.option("--body-file", type=click.File("rb"),
+              help="Read the body from a file ('-' = stdin); at most 4 MiB, reading stops past that.")
 @click.option("--label", help="Label (at most 249 characters).")
 @click.option("--priority", type=int, help="Priority 0..7 [3].")
 @click.option("--ttbr", "time_to_be_received", type=int, help="Time-to-be-received, seconds [infinite].")
@@ -40,7 +41,12 @@ def send(pathname, body, body_file, label, priority, time_to_be_received, time_t
         raise click.UsageError("give --body or --body-file, not both")
     fields: dict[str, Any] = {}
     if body_file is not None:
-        fields["body_base64"] = base64.b64encode(body_file.read()).decode("ascii")
+        from qm2qm.admin import MAX_BODY
+        data = body_file.read(MAX_BODY + 1)         # no further: /dev/zero or a FIFO would never end
+        if len(data) > MAX_BODY:
+            raise click.BadParameter(f"{body_file.name!r} holds more than the {MAX_BODY}-byte (4 MiB) body limit",
+                                     param_hint="--body-file")
+        fields["body_base64"] = base64.b64encode(data).decode("ascii")
     elif body is not None:
         fields["body"] = body
     for key, value in (("label", label), ("priority", priority), ("time_to_be_received", time_to_be_received),
@@ -65,13 +71,20 @@ def send(pathname, body, body_file, label, priority, time_to_be_received, time_t
 
 @main.command()
 @click.argument("pathname")
-@click.option("--body", "with_body", is_flag=True, help="Include bodies (base64 and text).")
+@click.option("--body", "with_body", is_flag=True,
+              help="Include bodies (base64 and text; the table's BODY column: the text, else '(binary) BASE64').")
 @click.option("--limit", type=click.IntRange(min=1), default=1000, show_default=True, help="List at most this many.")
 @admin_options
 def messages(pathname, with_body, limit, admin_url, as_json) -> None:
     """List the messages of PATHNAME with their lookup ids and position states."""
     data = _call_admin(lambda: _admin(admin_url).list_messages(pathname, body=with_body, limit=limit))
-    _emit(data, as_json, lambda d: _table(d, MESSAGE_COLUMNS))
+    if not with_body:
+        _emit(data, as_json, lambda d: _table(d, MESSAGE_COLUMNS))
+        return
+    # the body as text when it is UTF-8, else its base64 (as peek prints it)
+    rows = [{**m, "body": m["body_text"] if m.get("body_text") is not None else f"(binary) {m.get('body_base64', '')}"}
+            for m in data]
+    _emit(data, as_json, lambda d: _table(rows, [*MESSAGE_COLUMNS, ("body", "BODY")]))
 
 
 @main.command()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from pathlib import Path
 from typing import Any
@@ -86,9 +87,17 @@ def parse_value(text: str) -> Any:
         value = json.loads(text)
     except ValueError:
         return text
+    if not _finite(value):          # NaN, Infinity, 1e999: not JSON (Python's json reads them), so a string
+        return text
     if isinstance(value, dict):
         _fail(f"value {text!r}: objects are not directory values", 2)
     return value
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return all(_finite(v) for v in value) if isinstance(value, list) else True
 
 
 def _open(data_dir: str) -> Directory:

@@ -38,9 +38,12 @@ class TimeoutMs(click.ParamType):
         return number
 
 
+PORT = click.IntRange(1, 65535)
+
+
 def read_options(fn):
     """Options of the commands that open a queue for remote read."""
-    fn = click.option("--mqrr-port", type=int,
+    fn = click.option("--mqrr-port", type=PORT,
                       help="MS-MQRR RemoteRead port (with --protocol mqrr|auto) [from the endpoint mapper].")(fn)
     fn = click.option("--protocol", type=click.Choice(["qm2qm", "mqrr", "auto"]), default="qm2qm",
                       show_default=True,
@@ -48,9 +51,9 @@ def read_options(fn):
                            "auto: MS-MQRR, else qm2qm when it is not registered (as Windows does).")(fn)
     fn = click.option("--via-admin", is_flag=True,
                       help="Shortcut: open through the admin API instead of qmcomm R_QMOpenRemoteQueue.")(fn)
-    fn = click.option("--epm-port", type=int,
+    fn = click.option("--epm-port", type=PORT,
                       help="Find qmcomm and qm2qm through the endpoint mapper on this port (as Windows does).")(fn)
-    fn = click.option("--qmcomm-port", type=int, help="qmcomm port on the --rpc host [asked from the admin API].")(fn)
+    fn = click.option("--qmcomm-port", type=PORT, help="qmcomm port on the --rpc host [asked from the admin API].")(fn)
     return rpc_options(fn)
 
 
@@ -60,8 +63,16 @@ def _keep_credential(ctx, param, value):
     return value
 
 
+DEFAULT_CALL_TIMEOUT = 60.0
+
+
 def rpc_options(fn):
     """Options of the commands that call the qm2qm interface over RPC."""
+    fn = click.option("--call-timeout", "call_timeout", type=click.FloatRange(min=0, min_open=True),
+                      default=DEFAULT_CALL_TIMEOUT, show_default=True, expose_value=False,
+                      callback=_keep_credential,
+                      help="Seconds to wait for the server's answer to the bind and each call before giving up; "
+                           "a read waits its --timeout on top of this (infinite: without limit).")(fn)
     fn = click.option("--user", "user", expose_value=False, callback=_keep_credential, envvar="QM2QM_USER",
                       help="Authenticate with NTLM as DOMAIN\\user (env QM2QM_USER); the password comes from "
                            "QM2QM_PASSWORD (or an NT hash from QM2QM_NTHASH) or a prompt.")(fn)
@@ -75,11 +86,14 @@ def rpc_options(fn):
     return admin_options(fn)
 
 
+def _listener(info: dict) -> tuple[str, int]:
+    return str(info["rpc"]["host"]), int(info["rpc"]["port"])
+
+
 def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
     if rpc_addr is None:
-        info = _call_admin(lambda: _admin(admin_url).info())
-        host = info["rpc"]["host"]
-        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), int(info["rpc"]["port"])
+        host, port = _call_admin(lambda: _listener(_admin(admin_url).info()))
+        return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), port
     from qm2qm.ready import split_host_port
     address = split_host_port(rpc_addr)
     if address is None or not 1 <= address[1] <= 65535:
@@ -91,6 +105,7 @@ def _rpc_address(rpc_addr: str | None, admin_url: str) -> tuple[str, int]:
 def _credentials() -> dict:
     """Qm2qmClient keyword arguments from --user / --auth-level / QM2QM_PASSWORD / QM2QM_NTHASH (or a prompt)."""
     import os
+    import re
     meta = click.get_current_context().meta
     user = meta.get("qm2qm.user")
     if not user:
@@ -101,6 +116,9 @@ def _credentials() -> dict:
     if not sep:
         domain, name = "", user
     nthash = os.environ.get("QM2QM_NTHASH", "")
+    if nthash and not re.fullmatch(r"[0-9A-Fa-f]{32}", nthash):
+        raise click.UsageError(f"QM2QM_NTHASH must be an NT hash, 32 hex digits; it holds {len(nthash)} characters"
+                               + ("" if re.fullmatch(r"[0-9A-Fa-f]*", nthash) else " that are not all hex digits"))
     password = os.environ.get("QM2QM_PASSWORD")
     if password is None and not nthash:
         password = click.prompt(f"Password for {user}", hide_input=True, err=True)
@@ -109,11 +127,31 @@ def _credentials() -> dict:
             "auth_level": 6 if level is None else level}
 
 
+def _call_timeout() -> float:
+    """--call-timeout: how long the bind and each call may go unanswered (seconds)."""
+    value = click.get_current_context().meta.get("qm2qm.call_timeout")
+    return DEFAULT_CALL_TIMEOUT if value is None else value
+
+
+def _waiting(rs, timeout_ms: int, fn: Callable[[], Any]) -> Any:
+    """fn() (a read) with the connection waiting the read's ulTimeout on top of --call-timeout (for ever for
+    INFINITE): a read blocks by design, a bind or an open does not."""
+    path = _mqrr(rs)
+    dce = path.client.dce if path is not None else rs.client._dce
+    sock = dce.get_rpc_transport().get_socket()
+    sock.settimeout(None if timeout_ms == INFINITE else _call_timeout() + timeout_ms / 1000)
+    try:
+        return fn()
+    finally:
+        if sock.fileno() != -1:
+            sock.settimeout(_call_timeout())
+
+
 def _client(rpc_addr, admin_url, ndr64):
     from qm2qm.client import Qm2qmClient, RpcCallError
     host, port = _rpc_address(rpc_addr, admin_url)
     try:
-        return Qm2qmClient(host, port, ndr64=ndr64, **_credentials()).connect()
+        return Qm2qmClient(host, port, ndr64=ndr64, call_timeout=_call_timeout(), **_credentials()).connect()
     except RpcCallError as exc:
         _fail(str(exc))
 
@@ -185,20 +223,25 @@ class SequenceSession:
                  mqrr_port: int | None = None) -> None:
         from qm2qm.client import RemoteReader, RpcCallError
         from shared_adm.status import status_name
+        listener = None
         if protocol != "qm2qm" and not epm_port and not mqrr_port:
             # the qm2qm listener answers ept_map itself (MS-RPCE 2.2.1.2): look RemoteRead up there
-            epm_port = _rpc_address(rpc_addr, admin_url)[1]
+            listener = _rpc_address(rpc_addr, admin_url)
+            epm_port = listener[1]
             if protocol == "auto" and qmcomm_port is None:
-                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
+                qmcomm_port = _call_admin(lambda: int(_admin(admin_url).info()["qmcomm_port"]))
         if epm_port:
-            host, qm2qm_port = (_rpc_address(rpc_addr, admin_url) if rpc_addr else ("127.0.0.1", None))
+            # without --rpc, the host `qm2qm info` reports; qm2qm's port then comes from the endpoint mapper
+            host, qm2qm_port = listener or _rpc_address(rpc_addr, admin_url)
+            qm2qm_port = qm2qm_port if rpc_addr else None
         else:
             host, qm2qm_port = _rpc_address(rpc_addr, admin_url)
             if qmcomm_port is None:
-                qmcomm_port = int(_call_admin(lambda: _admin(admin_url).info())["qmcomm_port"])
+                qmcomm_port = _call_admin(lambda: int(_admin(admin_url).info()["qmcomm_port"]))
         self.reader = RemoteReader(host, _format_name(pathname, host), access=access, cursor=cursor,
                                    epm_port=epm_port or 135, qmcomm_port=qmcomm_port, qm2qm_port=qm2qm_port,
-                                   ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port, **_credentials())
+                                   ndr64=ndr64, protocol=protocol, mqrr_port=mqrr_port,
+                                   call_timeout=_call_timeout(), **_credentials())
         try:
             self.reader.open()
         except RpcCallError as exc:
@@ -322,8 +365,8 @@ def _read_loop(pathname, count, timeout, use_cursor, receive, ack, legacy, rpc_a
                 action = MQ_ACTION_RECEIVE
             else:
                 action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
-            result = _remote_call(lambda: start(rs.handle, action=action, timeout_ms=timeout, cursor=h_cursor,
-                                                dw_queue=rs.dw_queue))
+            result = _remote_call(lambda: _waiting(rs, timeout, lambda: start(
+                rs.handle, action=action, timeout_ms=timeout, cursor=h_cursor, dw_queue=rs.dw_queue)))
             entry = _message_json(result)
             if result.ok and receive:
                 hr, _ = _remote_call(lambda: rs.client.end_receive(result.context, ack))
@@ -352,7 +395,7 @@ def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
                 action = MQ_ACTION_RECEIVE
             else:
                 action = MQ_ACTION_PEEK_NEXT if use_cursor and i > 0 else MQ_ACTION_PEEK_CURRENT
-            result = _remote_call(lambda: path.start(action, timeout))
+            result = _remote_call(lambda: _waiting(rs, timeout, lambda: path.start(action, timeout)))
             entry = {**_message_json(result), "protocol": "mqrr"}
             if result.ok and receive:
                 entry["end_receive"] = _hr(_remote_call(lambda: path.end(result.request_id, ack)))
@@ -367,7 +410,7 @@ def _mqrr_loop(rs, count, timeout, use_cursor, receive, ack, results) -> None:
 @click.argument("pathname")
 @click.option("--timeout", type=TimeoutMs(), default=0, show_default=True, help="ulTimeout in ms, or 'infinite'.")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many messages to peek.")
+              help="How many messages to peek (more than 1 needs --cursor).")
 @click.option("--cursor", "use_cursor", is_flag=True, help="Walk with a cursor (PEEK_CURRENT, then PEEK_NEXT).")
 @click.option("--legacy", is_flag=True, help="Use RemoteQMStartReceive (opnum 0) instead of opnum 9.")
 @read_options
@@ -375,6 +418,9 @@ def peek(pathname, timeout, count, use_cursor, legacy, via_admin, epm_port, qmco
          as_json, protocol, mqrr_port) -> None:
     """Peek PATHNAME (a path name or format name): R_QMOpenRemoteQueue, RemoteQMOpenQueue, StartReceive(2), close
     (or, with --protocol mqrr, R_OpenQueue, R_StartReceive, R_CloseQueue)."""
+    if count > 1 and not use_cursor:
+        raise click.UsageError(f"--count {count} needs --cursor: without a cursor every peek is PEEK_CURRENT, "
+                               "the same head message")
     _read_loop(pathname, count, timeout, use_cursor, False, 2, legacy, rpc_addr, ndr64, admin_url, as_json,
                _via(via_admin, epm_port, qmcomm_port, protocol, mqrr_port))
 

@@ -38,6 +38,20 @@ def test_keys_may_sit_under_a_server_table(tmp_path):
     assert load_config(path).host == "0.0.0.0"
 
 
+@pytest.mark.parametrize("text, says", [
+    ('[server]\nport = 2105\n[other]\nx = 1\n', "unknown configuration key 'other'"),
+    ('[other]\nx = 1\n[server]\nport = 2105\n', "unknown configuration key 'other'"),
+    ('prot = 1\n[server]\nport = 2105\n', "unknown configuration key 'prot'"),
+    ('host = "0.0.0.0"\n[server]\nport = 2105\n', "key 'host' is outside the [server] table: with one, every key "
+                                                   "goes in it"),
+])
+def test_a_key_beside_a_server_table_is_named_not_server(tmp_path, text, says):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert says in str(info.value) and "'server'" not in str(info.value)
+
+
 def test_unknown_key_in_file_is_named(tmp_path):
     path = write(tmp_path, 'prot = 2105\n')
     with pytest.raises(ConfigError, match=r"unknown configuration key 'prot'"):
