@@ -96,6 +96,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from argtypes import seconds, whole_number  # noqa: E402
 from proc_cpu import cpu_seconds, cpu_split  # noqa: E402
 
 NDR20 = ("8a885d04-1ceb-11c9-9fe8-08002b104860", 2)
@@ -1641,28 +1642,6 @@ def print_table(rows: list[dict]) -> None:
         print(f"| {name} | {k[1]} | " + " | ".join(cells) + " |")
 
 
-def _at_least_one(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is less than 1")
-    return number
-
-
-def _seconds(text: str) -> float:
-    """argparse type: a duration above 0 seconds."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a duration above 0 seconds")
-    return seconds
-
-
 def main() -> None:
     from qm2qm.eventloop import uvloop_available
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -1670,10 +1649,10 @@ def main() -> None:
     parser.add_argument("--only", choices=list(SCENARIOS), action="append", help="run only these (repeatable)")
     parser.add_argument("--loop", choices=["asyncio", "uvloop", "both"], default="both",
                         help="event loop of server and echo baseline [both when uvloop is installed]")
-    parser.add_argument("--clients", type=_at_least_one, nargs="+", default=[1, 4, 16])
-    parser.add_argument("--duration", type=_seconds, default=3.0, help="seconds per closed-loop measurement")
-    parser.add_argument("--processes", type=_at_least_one, default=2, help="load-generator processes (at most)")
-    parser.add_argument("--repeat", type=_at_least_one, default=2, help="runs per measurement; the best is kept")
+    parser.add_argument("--clients", type=whole_number, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--duration", type=seconds, default=3.0, help="seconds per closed-loop measurement")
+    parser.add_argument("--processes", type=whole_number, default=2, help="load-generator processes (at most)")
+    parser.add_argument("--repeat", type=whole_number, default=2, help="runs per measurement; the best is kept")
     parser.add_argument("--echo-per-scenario", action="store_true",
                         help="measure echo again beside each scenario (fair ratios while the machine's speed drifts; "
                              "the run takes longer)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import os
 import random
@@ -18,7 +19,9 @@ import time
 import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from argtypes import whole_number, whole_numbers  # noqa: E402
 from shared_adm import status as st  # noqa: E402
 from shared_adm.clock import ManualScheduler  # noqa: E402
 from shared_adm.enums import MessageSeekAction, QueueAccessType, QueueShareMode  # noqa: E402
@@ -139,32 +142,20 @@ async def _durable(n: int, batch: int, body: bytes, directory: str) -> float | N
 
 
 def _sizes(text: str) -> list[int]:
-    """argparse type: comma-separated queue depths, at least one, each at least 1."""
-    try:
-        sizes = [int(part) for part in text.split(",") if part]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated whole numbers") from None
-    if not sizes or any(size < 1 for size in sizes):
+    """argparse type: comma-separated queue depths, at least one."""
+    sizes = whole_numbers(text)
+    if not sizes:
         raise argparse.ArgumentTypeError(f"{text!r}: give one or more depths, each at least 1")
     return sizes
-
-
-def _ops(text: str) -> int:
-    """argparse type: operations per row, at least one per round."""
-    try:
-        ops = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if ops < ROUNDS:
-        raise argparse.ArgumentTypeError(f"{ops} is less than {ROUNDS} (one operation per round)")
-    return ops
 
 
 def main(argv=None) -> int:
     """Run the benchmark and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=_sizes, default="1000,1000000", help="queue depths for the per-op table")
-    parser.add_argument("--ops", type=_ops, default=20000, help="operations timed per row")
+    parser.add_argument("--ops", type=functools.partial(whole_number, least=ROUNDS, why=" (one operation per round)"),
+                        default=20000,
+                        help="operations timed per row (at least one per round)")
     parser.add_argument("--body", type=int, default=100, help="message body size in bytes")
     parser.add_argument("--mem-n", type=int, default=1_000_000, help="messages for the memory measurement (0: skip)")
     parser.add_argument("--durable-n", type=int, default=20000, help="messages for the SqliteStore rate (0: skip)")

@@ -17,7 +17,9 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from argtypes import whole_number, whole_numbers  # noqa: E402
 from shared_adm.message import DeliveryGuarantee, Message  # noqa: E402
 from shared_adm.store import SqliteStore, StoredMessage, StoredQueue  # noqa: E402
 
@@ -126,17 +128,6 @@ def bench_load(root: str, count: int, body_size: int) -> tuple[float, float, int
     return written, loaded, size
 
 
-def _counts(text: str) -> list[int]:
-    """argparse type: comma-separated whole numbers of at least 1 ('' for none)."""
-    try:
-        counts = [int(part) for part in text.split(",") if part]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not comma-separated whole numbers") from None
-    if any(count < 1 for count in counts):
-        raise argparse.ArgumentTypeError(f"{text!r}: every count must be at least 1")
-    return counts
-
-
 def _synchronous(text: str) -> list[str]:
     """argparse type: comma-separated SqliteStore synchronous settings."""
     modes = [part for part in text.split(",") if part]
@@ -146,27 +137,16 @@ def _synchronous(text: str) -> list[str]:
     return modes
 
 
-def _positive(text: str) -> int:
-    """argparse type: a whole number of at least 1."""
-    try:
-        number = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{number} is less than 1")
-    return number
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=_positive, default=20_000, help="durable puts per group-commit run")
-    parser.add_argument("--producers", type=_counts, default="1,8,64", help="comma-separated producer counts")
+    parser.add_argument("--messages", type=whole_number, default=20_000, help="durable puts per group-commit run")
+    parser.add_argument("--producers", type=whole_numbers, default="1,8,64", help="comma-separated producer counts")
     parser.add_argument("--body-size", type=int, default=100)
     parser.add_argument("--interval-ms", type=float, default=10.0, help="SqliteStore commit_interval_ms")
     parser.add_argument("--synchronous", type=_synchronous, default="NORMAL,FULL", help="comma-separated: NORMAL, FULL")
-    parser.add_argument("--load-sizes", type=_counts, default="100000,1000000",
+    parser.add_argument("--load-sizes", type=whole_numbers, default="100000,1000000",
                         help="comma-separated message counts; '' skips")
-    parser.add_argument("--acks", type=_counts, default="", help="comma-separated consumer counts of the Lock + "
+    parser.add_argument("--acks", type=whole_numbers, default="", help="comma-separated consumer counts of the Lock + "
                         "delete + durable() run (the recoverable ACK path); '' skips")
     parser.add_argument("--dir", default=None, help="where to create stores (default: a temp dir, removed)")
     args = parser.parse_args()
