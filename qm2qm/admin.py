@@ -864,11 +864,11 @@ class Backend:
         return desc
 
     def descriptors(self) -> list:
-        """Every OpenQueueDescriptor opened for remote read (MS-MQDMPR 3.1.1.16, RemoteReadState not None);
-        the queue manager's own, such as the MS-MQCN consumer's on notify_queue$, are not remote handles."""
+        """Every OpenQueueDescriptor opened for remote read (MS-MQDMPR 3.1.1.16, RemoteReadState not None), on a
+        queue, a subqueue or a queue deleted since (it still counts against --max-open-queues until closed); the
+        queue manager's own, such as the MS-MQCN consumer's on notify_queue$, are not remote handles."""
         from shared_adm.enums import RemoteReadState
-        return [d for q in self.queues() for d in q.open_queue_descriptor_collection
-                if d.remote_read_state is not RemoteReadState.NONE]
+        return [d for d in self.qm.open_descriptors() if d.remote_read_state is not RemoteReadState.NONE]
 
     def find_descriptor(self, handle: int):
         """The OpenQueueDescriptor with this Handle, or None."""

@@ -295,6 +295,10 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
         """The open OpenQueueDescriptor whose Handle is ``handle`` (3.1.1.16), or None."""
         return self._descriptors.get(handle) if isinstance(handle, int) else None
 
+    def open_descriptors(self) -> list[OpenQueueDescriptor]:
+        """Every open OpenQueueDescriptor (3.1.1.16), by Handle: on queues, subqueues, and queues deleted since."""
+        return [self._descriptors[handle] for handle in sorted(self._descriptors)]
+
     def cursor_by_handle(self, handle: int) -> Cursor | None:
         """The open Cursor whose Handle is ``handle`` (3.2.1.2), or None."""
         return self._cursors.get(handle) if isinstance(handle, int) else None
@@ -302,7 +306,9 @@ class QueueManager(ReadEvents, TransactionEvents, ExpiryEvents, SubqueueEvents):
     def queue_by_pathname(self, pathname: str) -> Queue | None:
         """The local Queue with this pathname (MS-MQMQ 2.1.1), or the existing subqueue of a "QueueName;Subqueue"
         one, or None."""
-        pathname, _, subqueue = pathname.partition(";")
+        pathname, separator, subqueue = pathname.partition(";")
+        if separator and not subqueue:
+            return None         # "Name;" names no subqueue (MS-MQMQ 2.1.1: 1 to 32 characters), nor the queue
         key = pathname_key(pathname)
         queue = self._by_path.get(key[1]) if key and self._is_local_host(key[0]) else None
         if queue is None or not subqueue:

@@ -692,3 +692,34 @@ async def test_a_queue_whose_name_holds_braces_is_reachable_by_every_route(api):
     assert (await call(api, "GET", f"/v1/queues/{url(pathname)}/messages"))[0] == 200
     assert (await call(api, "GET", f"/v1/ui/queues/{url(pathname)}/messages"))[0] == 200
     assert (await call(api, "DELETE", f"/v1/queues/{url(pathname)}"))[0] == 200
+
+
+async def test_a_path_name_ending_in_a_semicolon_names_no_queue(api):
+    """"orders;" names no subqueue (MS-MQMQ 2.1.1: 1 to 32 characters) and not the queue: DELETE of it deleted
+    orders and its messages."""
+    await make_queue(api)
+    await call(api, "POST", "/v1/queues/" + url(Q) + "/messages", {"body": "kept"})
+    for method in ("GET", "DELETE"):
+        status, _ = await call(api, method, "/v1/queues/" + url(Q + ";"))
+        assert status == 404
+    status, shown = await call(api, "GET", "/v1/queues/" + url(Q))
+    assert status == 200 and shown["messages"] == 1
+
+
+async def test_handles_lists_descriptors_on_subqueues_and_on_deleted_queues(api):
+    """GET /v1/handles lists every descriptor opened for remote read: one on a subqueue, and one whose queue was
+    deleted since (it stays open, and counts against --max-open-queues, until closed)."""
+    await make_queue(api)
+    _, sent = await call(api, "POST", "/v1/queues/" + url(Q) + "/messages", {"body": "poisoned"})
+    status, _ = await call(api, "POST", f"/v1/queues/{url(Q)}/messages/{sent['lookup_id']}/move", {"to": "poison"})
+    assert status == 200
+    _, on_subqueue = await call(api, "POST", f"/v1/queues/{url(Q + ';poison')}/open", {"access": "peek"})
+    await make_queue(api, ".\\private$\\doomed")
+    _, on_doomed = await call(api, "POST", f"/v1/queues/{url('.' + chr(92) + 'private$' + chr(92) + 'doomed')}/open",
+                              {"access": "peek"})
+    status, _ = await call(api, "DELETE", f"/v1/queues/{url('.' + chr(92) + 'private$' + chr(92) + 'doomed')}")
+    assert status == 200
+    _, listing = await call(api, "GET", "/v1/handles")
+    queues = {h["hRemoteQueue"]: h["queue"] for h in listing["handles"]}
+    assert queues == {on_subqueue["hRemoteQueue"]: "testhost\\private$\\orders;poison",
+                      on_doomed["hRemoteQueue"]: None}
