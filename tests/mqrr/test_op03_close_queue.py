@@ -28,6 +28,15 @@ async def test_close_queue_of_a_closed_handle_fails(env):
     assert await env.fault(c.close, h) == NCA_S_FAULT_CONTEXT_MISMATCH
 
 
+async def test_close_queue_of_a_descriptor_closed_under_it_releases_the_context(env):
+    # DELETE /v1/handles closed the descriptor: the context handle still goes, as qm2qm's and qmcomm's do
+    c, h = await env.opened()
+    (descriptor,) = env.queue.open_queue_descriptor_collection
+    env.qm.close_queue(descriptor)
+    assert await env.call(c.close, h) == (st.MQ_OK, bytes(20))
+    assert await env.fault(c.close, h) == NCA_S_FAULT_CONTEXT_MISMATCH         # the runtime no longer knows it
+
+
 async def test_close_queue_removes_the_pending_request_entries_and_returns_their_messages(env):
     m = env.enqueue()
     c, h = await env.opened()

@@ -26,6 +26,11 @@ def close_context(service: Service, context: QueueContext) -> int:
 def close_queue(service: Service, ctx: CallContext, wire: bytes) -> tuple[int, bytes]:
     """The processing rules of 3.1.4.3; returns (HRESULT, pphContext out)."""
     context, descriptor = queue_of(service, ctx, wire)
+    if context is not None and not context.closed and descriptor is None:
+        # its descriptor was closed under it (DELETE /v1/handles): the context goes as qm2qm's and qmcomm's do
+        context.closed = True
+        service.move_contexts.pop(context.move_context, None)
+        return st.MQ_OK, ctx.close_handle(wire)
     if descriptor is None:
         return st.MQ_ERROR_INVALID_HANDLE, wire
     close_context(service, context)
