@@ -13,6 +13,8 @@ import uuid
 from typing import Any, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 
 from shared_adm.message import INFINITE, DeliveryGuarantee, Message
 from shared_adm import status as st
@@ -312,7 +314,6 @@ class _ClientErrorFilter(logging.Filter):
     logs it as an ERROR with a traceback; keep it as one WARNING line naming the problem."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from aiohttp.http_exceptions import HttpProcessingError
         exc = record.exc_info[1] if record.exc_info else None
         if isinstance(exc, HttpProcessingError):
             record.levelno, record.levelname = logging.WARNING, "WARNING"
@@ -349,6 +350,12 @@ async def _errors(request: web.Request, handler):
                       "message": f"the store cannot commit ({exc}); the change is not durable: it is kept in "
                                  "memory and written when the store can commit again, and lost if the server "
                                  "stops before that"}, status=507)
+    except (HttpProcessingError, RequestPayloadError) as exc:   # a body its Content-Encoding does not decode
+        why = getattr(exc, "message", None) or str(exc).partition("message:")[2].strip() or type(exc).__name__
+        return _json({"error": "bad_body", "message": f"request body: {why}"}, status=400)
+    except ConnectionError:                 # the client left in the middle of its request: nobody to answer
+        log.debug("admin request %s %s: the client left", request.method, printable(request.path))
+        return _json({"error": "client_gone", "message": "the client left"}, status=400)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

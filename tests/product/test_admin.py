@@ -4,6 +4,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import urllib.parse
 
 import pytest
@@ -723,3 +724,43 @@ async def test_handles_lists_descriptors_on_subqueues_and_on_deleted_queues(api)
     queues = {h["hRemoteQueue"]: h["queue"] for h in listing["handles"]}
     assert queues == {on_subqueue["hRemoteQueue"]: "testhost\\private$\\orders;poison",
                       on_doomed["hRemoteQueue"]: None}
+
+
+async def test_a_gzip_body_that_does_not_decode_is_a_400_naming_it(api, caplog):
+    with caplog.at_level(logging.ERROR, logger="qm2qm"):
+        response = await api.post("/v1/queues", data=b"{}", headers={"Content-Type": "application/json",
+                                                                        "Content-Encoding": "gzip"})
+    assert response.status == 400 and await response.json() == {
+        "error": "bad_body", "message": "request body: Can not decode content-encoding: gzip"}
+    assert not [r for r in caplog.records if r.name.startswith("qm2qm")]     # aiohttp's own line: HTTP_LOG's filter
+
+
+async def test_a_client_leaving_in_the_middle_of_its_body_is_no_error_in_the_log(caplog):
+    """As `qm2qm serve` runs the admin app (web.AppRunner, HTTP_LOG): the read of the body fails when the client
+    goes; that is no internal error."""
+    from aiohttp import web
+    from qm2qm.admin import HTTP_LOG
+    from qm2qm.mqqp.interface import build_service
+    qm = QueueManager(MemoryStore(), computer_name="testhost")
+    qm.initialize()
+    runner = web.AppRunner(AdminApi(qm, info=dict, service=build_service(qm)).app, access_log=None,
+                           handle_signals=False, logger=HTTP_LOG)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    try:
+        with caplog.at_level(logging.DEBUG, logger="qm2qm"):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"POST /v1/queues HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{}")
+            await writer.drain()
+            writer.close()
+            for _ in range(500):                 # until the server has seen it go (a hang guard, not a timing)
+                if any("the client left" in r.getMessage() for r in caplog.records):
+                    break
+                await asyncio.sleep(0.01)
+        assert any("the client left" in r.getMessage() for r in caplog.records)
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("qm2qm")]
+    finally:
+        await runner.cleanup()
