@@ -62,7 +62,8 @@ class App:
         self.qmcomm = None              # the qmcomm + qmcomm2 listener (MS-MQMP, IP_HANDSHAKE)
         self.qmcomm_service = None
         self._runner: web.AppRunner | None = None
-        self._admin_site: web.TCPSite | None = None
+        self._admin_server: asyncio.AbstractServer | None = None     # qm2qm/admin_listener.py
+        self.admin_connections = None
         self.admin_port = 0
         self.endpoints = None           # EndpointRegistry: what ept_map answers
         self.epm = None                 # the endpoint mapper's own RpcServer (--epm-port)
@@ -309,13 +310,14 @@ class App:
         attach_app(api, self)
         self._runner = web.AppRunner(api.app, access_log=None, handle_signals=False, logger=HTTP_LOG)
         await self._runner.setup()
-        self._admin_site = web.TCPSite(self._runner, ADMIN_HOST, self.config.admin_port)
+        from qm2qm.admin_listener import AdminConnections, listen
+        self.admin_connections = AdminConnections()
         try:
-            await self._admin_site.start()
+            self._admin_server = await listen(self._runner, ADMIN_HOST, self.config.admin_port, self.admin_connections)
         except OSError as exc:
             raise StartupError(f"cannot listen on admin address {ADMIN_HOST}:{self.config.admin_port}: "
                                f"{exc.strerror or exc}") from None
-        self.admin_port = self._admin_site._server.sockets[0].getsockname()[1]
+        self.admin_port = self._admin_server.sockets[0].getsockname()[1]
 
     def info(self) -> dict:
         """What GET /v1/info reports: where to reach the server and which ports GetQMQMServerPort answers."""
@@ -341,6 +343,9 @@ class App:
         """Stop accepting, answer pending calls, run handles down, flush and close the store (idempotent)."""
         if self.rpc is not None:
             log.info("shutting down: answering pending calls, running handles down, flushing the store")
+        if self._admin_server is not None:
+            self._admin_server.close()
+            self._admin_server = None
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
