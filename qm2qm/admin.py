@@ -34,7 +34,9 @@ MAX_BODY = 4 * 1024 * 1024
 # A JSON request carries the body base64-encoded (4/3) plus the other fields.
 MAX_REQUEST = 6 * 1024 * 1024 + 64 * 1024
 # MS-MQMQ 2.1.1 (MSMQ 4.0–6.0): QueueName = 1*124(%x21 / %x23-2A / %x2D-3A / %x3C-5B / %x5D-7f).
-_QUEUE_NAME = re.compile(r"[\x21\x23-\x2a\x2d-\x3a\x3c-\x5b\x5d-\x7f]{1,124}")
+# no "/" either: DIRECT=HTTP format names write a path's "\" as "/" (MS-MQMQ 2.1.2), so the queue manager refuses it
+_QUEUE_NAME = re.compile(r"[\x21\x23-\x2a\x2d\x2e\x30-\x3a\x3c-\x5b\x5d-\x7f]{1,124}")
+_MAX_PATHNAME = 248     # what the queue manager takes (shared_adm.format_name.pathname_key)
 _COMPUTER = re.compile(r"[\x21-\x7e]{1,256}")
 # MQMSG_ACKNOWLEDGMENT_* (MS-MQMQ 2.2.19.3 MessagePropertiesHeader.Flags bits).
 ACK_NAMES = {
@@ -83,7 +85,10 @@ def check_pathname(value: Any, *, field: str = "pathname") -> str:
         raise AdminError(400, "bad_pathname", f"{field}: bad computer name '{computer}' in '{value}' (MS-MQMQ 2.1.1)")
     if not _QUEUE_NAME.fullmatch(name):
         raise AdminError(400, "bad_pathname", f"{field}: bad queue name '{name}' in '{value}': 1 to 124 printable "
-                                              "characters, none of \\ ; + , \" (MS-MQMQ 2.1.1)")
+                                              "characters, none of \\ / ; + , \" (MS-MQMQ 2.1.1)")
+    if len(value) > _MAX_PATHNAME:
+        raise AdminError(400, "bad_pathname", f"{field}: '{value[:40]}...' has {len(value)} characters; a path name "
+                                              f"has at most {_MAX_PATHNAME}")
     return value
 
 

@@ -157,7 +157,7 @@ async def test_bad_json(api, raw, message):
     ({"pathname": "orders"}, "bad_pathname",
      "pathname: 'orders' is not 'Computer\\QueueName' or 'Computer\\private$\\QueueName' (MS-MQMQ 2.1.1)"),
     ({"pathname": ".\\private$\\a;b"}, "bad_pathname",
-     "pathname: bad queue name 'a;b' in '.\\private$\\a;b': 1 to 124 printable characters, none of \\ ; + , \" "
+     "pathname: bad queue name 'a;b' in '.\\private$\\a;b': 1 to 124 printable characters, none of \\ / ; + , \" "
      "(MS-MQMQ 2.1.1)"),
     ({"pathname": ".\\private$\\" + "q" * 125}, "bad_pathname", None),
     ({"pathname": 5}, "bad_pathname", "pathname: expected a queue path name string, got 5"),
@@ -764,3 +764,13 @@ async def test_a_client_leaving_in_the_middle_of_its_body_is_no_error_in_the_log
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR and r.name.startswith("qm2qm")]
     finally:
         await runner.cleanup()
+
+
+@pytest.mark.parametrize("pathname, says", [
+    (".\\private$\\a/b", "bad queue name 'a/b' in '.\\private$\\a/b': 1 to 124 printable characters, none of \\ / ;"),
+    ("c" * 200 + "\\private$\\" + "q" * 60, "has 270 characters; a path name has at most 248"),
+])
+async def test_a_path_name_the_queue_manager_refuses_is_named_for_what_it_is(api, pathname, says):
+    # both passed the API's own check, and the answer blamed the computer name
+    status, data = await call(api, "POST", "/v1/queues", {"pathname": pathname})
+    assert status == 400 and data["error"] == "bad_pathname" and says in data["message"]
