@@ -249,3 +249,25 @@ async def test_with_a_keytab_spnego_offering_ntlm_first_gets_accept_incomplete_n
     assert isinstance(answer, NegTokenResp)
     assert (answer.neg_state, answer.supported_mech) == (NegState.accept_incomplete, GSSMech.ntlm.value)
     c.close()
+
+
+@pytest.mark.parametrize("level", [4, 5, 6], ids=["packet", "integrity", "privacy"])
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_context_without_replay_or_sequence_detect_fails_its_last_leg(env, auth_type, level):
+    """MS-RPCE 3.3.1.5.2.2: packet needs Replay Detect, integrity and privacy Sequence Detect, and the lack of one
+    is a security provider error; accepted, a resent request PDU passed verification and ran twice."""
+    import spnego
+    from spnego import ContextReq
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, level)
+    c.ctx = spnego.client(None, None, hostname="localhost", service="host",
+                          protocol={16: "kerberos", 9: "negotiate"}[auth_type],
+                          options=spnego.NegotiateOptions.use_gssapi if auth_type == 16 else
+                          spnego.NegotiateOptions.use_negotiate,
+                          context_req=ContextReq.mutual_auth | ContextReq.dce_style | ContextReq.integrity |
+                          ContextReq.confidentiality)
+    fault = await asyncio.to_thread(c.bind)
+    assert c.legs == [F.PTYPE_BIND_ACK, F.PTYPE_FAULT]
+    assert struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
+    assert await asyncio.to_thread(H.peer_closed, c.sock)
+    assert env.server.security.logon_refusals.count == 1
+    c.close()

@@ -264,6 +264,16 @@ class SecurityContext:
         if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality:
             self.failed = True
             raise AuthError(f"the negotiated context cannot protect level {self.auth_level}")
+        # MS-RPCE 3.3.1.5.2.2 (3.2.1.4.1.1): packet needs Replay Detect, integrity and privacy Sequence Detect; the
+        # lack of one is a security provider error. Without it a Kerberos context accepts a resent PDU (NTLM's
+        # signing brings both). Checked only for a context that signs: one without signing fails its first request.
+        needed = ContextReq.sequence_detect if self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY else \
+            ContextReq.replay_detect if self.auth_level >= RPC_C_AUTHN_LEVEL_PKT else ContextReq.none
+        if self._can_sign and needed and not attr & needed:
+            self.failed = True
+            why = f"the negotiated context lacks {needed.name} for level {self.auth_level}"
+            self.provider.note_refused_logon(self.auth_type, b"", why)
+            raise AuthError(why)
 
     def _anonymous_logon(self) -> bytes:
         # An anonymous AUTHENTICATE has no session key, so it can be honoured only where nothing is signed
