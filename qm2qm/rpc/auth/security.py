@@ -224,9 +224,11 @@ class SecurityContext:
         try:
             with self.provider.credentials():
                 out = self._mech.step(token)
-        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error) as exc:
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error,
+                StopIteration) as exc:
             # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ);
-            # struct.error: its NTLM parser given a token shorter than a message header
+            # struct.error: its NTLM parser given a token shorter than a message header; StopIteration: its SPNEGO
+            # acceptor given a first token naming no mechanism (NegTokenInit without mechTypes, a NegTokenResp)
             self.failed = True
             why = f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor"
             self.provider.note_refused_logon(self.auth_type, token, why)
