@@ -225,10 +225,11 @@ class SecurityContext:
             with self.provider.credentials():
                 out = self._mech.step(token)
         except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error,
-                StopIteration) as exc:
+                StopIteration, OverflowError) as exc:
             # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ);
             # struct.error: its NTLM parser given a token shorter than a message header; StopIteration: its SPNEGO
-            # acceptor given a first token naming no mechanism (NegTokenInit without mechTypes, a NegTokenResp)
+            # acceptor given a first token naming no mechanism (NegTokenInit without mechTypes, a NegTokenResp);
+            # OverflowError: an NTLMv2 TimeStamp past any datetime (MS-NLMP 2.2.2.7) in its FileTime parsing
             self.failed = True
             why = f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor"
             self.provider.note_refused_logon(self.auth_type, token, why)
@@ -392,7 +393,8 @@ def _is_anonymous_authenticate(token: bytes) -> bool:
     try:
         from spnego._ntlm_raw.messages import Authenticate
         auth = Authenticate.unpack(token)
-    except Exception:
+        # the fields decode when read: a user name that is not UTF-16 raises UnicodeDecodeError here
+        return not auth.user_name and not auth.nt_challenge_response and \
+            auth.lm_challenge_response in (None, b"", b"\x00")
+    except Exception:   # noqa: BLE001 - not an anonymous AUTHENTICATE; the acceptor judges (and refuses) it
         return False
-    return not auth.user_name and not auth.nt_challenge_response and \
-        auth.lm_challenge_response in (None, b"", b"\x00")
