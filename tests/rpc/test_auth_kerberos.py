@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import uuid
@@ -271,3 +272,32 @@ async def test_kerberos_context_without_replay_or_sequence_detect_fails_its_last
     assert await asyncio.to_thread(H.peer_closed, c.sock)
     assert env.server.security.logon_refusals.count == 1
     c.close()
+
+
+def test_serve_keytab_gssapi_cannot_accept_with_is_a_startup_error(tmp_path):
+    """docs/authentication.md: an unusable keytab is a startup error (exit 2); an empty file is readable, so the
+    acceptor credential is acquired once to tell."""
+    from qm2qm.app import App, StartupError
+    empty = tmp_path / "empty.keytab"
+    empty.write_bytes(b"")
+    with pytest.raises(StartupError, match=r"--keytab .*empty.keytab: GSSAPI cannot accept with it: .*empty") as err:
+        App._check_keytab(str(empty))
+    assert "\n" not in str(err.value)
+
+
+async def test_kerberos_bind_after_the_keytab_was_emptied_gets_bind_nak_not_a_crash(realm, tmp_path, caplog):
+    """At run time an acceptor that cannot start is a failed leg (MS-RPCE 3.3.3.5.3): bind_nak 0, counted."""
+    import shutil
+    keytab = tmp_path / "service.keytab"
+    shutil.copy(realm.keytab, keytab)
+    env = await H.start_env(NDR, users_text=None, keytab=str(keytab))
+    try:
+        keytab.write_bytes(b"")
+        c = await asyncio.to_thread(kerberos_client, env, 16, 6)
+        nak = await asyncio.to_thread(c.bind)
+        assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
+        assert env.server.security.logon_refusals.count == 1
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        c.close()
+    finally:
+        await H.stop_env(env)

@@ -53,6 +53,23 @@ def kerberos_available() -> bool:
     return bool(HAS_GSSAPI)
 
 
+def keytab_problem(path: str) -> str | None:
+    """Why GSSAPI cannot accept with the keytab at ``path`` (an empty file, no key), as one line; None when it can.
+    Acquires the acceptor credential once, as every Kerberos bind does."""
+    saved = os.environ.get("KRB5_KTNAME")
+    os.environ["KRB5_KTNAME"] = path
+    try:
+        spnego.server(protocol="kerberos", options=spnego.NegotiateOptions.use_gssapi)
+    except SpnegoError as exc:
+        return " ".join(str(exc).split())
+    finally:
+        if saved is None:
+            os.environ.pop("KRB5_KTNAME", None)
+        else:
+            os.environ["KRB5_KTNAME"] = saved
+    return None
+
+
 NTLM_ACCEPTOR_COMPAT_LEVEL = "5"         # pyspnego (and gss-ntlmssp) LM_COMPAT_LEVEL: accept NTLMv2 responses only
 
 
@@ -120,9 +137,16 @@ class SecurityProvider:
         self.live_contexts -= count
 
     def new_context(self, auth_type: int, auth_level: int, context_id: int, header_sign: bool) -> "SecurityContext":
-        with self.credentials():
-            protocol = _PROTOCOLS[auth_type]
-            mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        """AuthError when the acceptor cannot start (a keytab GSSAPI cannot use: deleted or emptied while running);
+        the bind is refused as a failed leg (MS-RPCE 3.3.3.5.3), not left to the runtime's internal-error handler."""
+        protocol = _PROTOCOLS[auth_type]
+        try:
+            with self.credentials():
+                mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        except SpnegoError as exc:
+            why = f"cannot start the {protocol} acceptor ({type(exc).__name__})"
+            self.note_refused_logon(auth_type, b"", why)
+            raise AuthError(why) from None
         context = SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
         self.live_contexts += 1             # the connection holding it gives it back when it closes
         if protocol == "negotiate":
