@@ -301,3 +301,27 @@ async def test_kerberos_bind_after_the_keytab_was_emptied_gets_bind_nak_not_a_cr
         c.close()
     finally:
         await H.stop_env(env)
+
+
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_privacy_request_wrapped_without_sealing_gets_sec_pkg_error(env, auth_type):
+    """MS-RPCE 3.3.1.5.2.2: at privacy the body MUST be encrypted; a GSS Wrap token without the Sealed flag
+    (conf_req_flag FALSE, RFC 4121 4.2.6.2) carries it in clear, checksummed only: refused, no handler runs."""
+    from qm2qm.rpc import pdu as P
+    from spnego.iov import BufferType
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, 6)
+    c.kerberos = False                      # no PFC_SUPPORT_HEADER_SIGN: only the body is wrapped
+    await asyncio.to_thread(c.bind)
+    c.kerberos = True
+    stub = b"in clear".ljust(16, b"!")
+    res = c.ctx.wrap_iov([(BufferType.data, stub), BufferType.header], encrypt=False)
+    body, sig = res.buffers[0].data, res.buffers[-1].data
+    assert body == stub and not res.encrypted
+    c.call_id += 1
+    header = P.pack_header(F.PTYPE_REQUEST, 3, P.REQUEST_HEADER_SIZE + len(body) + 8 + len(sig), c.call_id,
+                           len(sig)) + P.REQUEST_FIELDS.pack(len(stub), 0, H.OP_ECHO)
+    await asyncio.to_thread(c.sock.sendall, header + body + P.SEC_TRAILER.pack(auth_type, 6, 0, 0, c.context_id) + sig)
+    fault = await asyncio.to_thread(c.read_pdu)
+    assert fault[2] == F.PTYPE_FAULT and struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
+    assert await asyncio.to_thread(H.peer_closed, c.sock)
+    c.close()

@@ -355,6 +355,10 @@ class SecurityContext:
                        if whole else [(BufferType.data, body)])
                 iov.append((BufferType.header, signature))
                 result = self._mech.unwrap_iov(iov)
+                if not result.encrypted:
+                    # MS-RPCE 3.3.1.5.2.2: at privacy the body MUST be encrypted; a GSS Wrap token without the
+                    # Sealed flag (RFC 4121 4.2.6.2) checks out but carried the stub in clear
+                    raise AuthError("verifier does not check out (the privacy-level stub was not sealed)")
                 return next(b.data for b in result.buffers if b.type == BufferType.data)
             self._mech.verify(header + body + trailer if whole else body, signature)
             if self.kerberos:
