@@ -325,3 +325,28 @@ async def test_kerberos_privacy_request_wrapped_without_sealing_gets_sec_pkg_err
     assert fault[2] == F.PTYPE_FAULT and struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
     assert await asyncio.to_thread(H.peer_closed, c.sock)
     c.close()
+
+
+@pytest.mark.parametrize("with_users", [False, True], ids=["keytab-only", "keytab-and-users"])
+async def test_mgmt_inq_princ_name_answers_for_every_negotiated_authn_service(realm, with_users):
+    """C706 Appendix Q rpc_mgmt_inq_princ_name: the server principal for each authn service a bind negotiates;
+    a keytab-only server answered RPC_S_UNKNOWN_AUTHN_SERVICE for 9 and, with a user file too, for 16."""
+    from tests.rpc.raw_auth_client import RawAuthClient
+    env = await H.start_env(NDR, users_text=H.USERS_TEXT if with_users else None, keytab=realm.keytab)
+    mgmt = (uuid.UUID("afa8bd80-7d8a-11c9-bef4-08002b102989"), 1, 0)
+    try:
+        def inq(authn: int) -> tuple[int, bytes]:
+            c = RawAuthClient(env.server.port, mgmt, (uuid.UUID(NDR[0]), 2, 0), user=None, password=None,
+                              auth_type=16, level=6, hostname="localhost", kerberos=True)
+            try:
+                c.bind()
+                stub = c.response_stub(c.request(4, struct.pack("<II", authn, 256)))
+                return struct.unpack_from("<I", stub, len(stub) - 4)[0], stub[12:-4].split(b"\0")[0]
+            finally:
+                c.close()
+        expected = {9: (0, b"QM2QM-TEST$"), 16: (0, b"QM2QM-TEST$"),
+                    10: (0, b"QM2QM-TEST$") if with_users else (F.RPC_S_UNKNOWN_AUTHN_SERVICE, b"")}
+        for authn, answer in expected.items():
+            assert await asyncio.to_thread(inq, authn) == answer, authn
+    finally:
+        await H.stop_env(env)

@@ -98,6 +98,11 @@ class SecurityProvider:
         log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
                     f" of {who!r}" if who else "", why, self.logon_refusals.count)     # quoted: the name is the peer's
 
+    @property
+    def auth_types(self) -> frozenset[int]:
+        """The auth_type values binds negotiate (NTLM and SPNEGO with a user file; Kerberos and SPNEGO with a keytab)."""
+        return frozenset(self._types)
+
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
         return auth_type in self._types
