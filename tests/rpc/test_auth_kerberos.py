@@ -350,3 +350,28 @@ async def test_mgmt_inq_princ_name_answers_for_every_negotiated_authn_service(re
             assert await asyncio.to_thread(inq, authn) == answer, authn
     finally:
         await H.stop_env(env)
+
+
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_refusal_logs_the_mit_error_and_the_ticket_service(env, caplog, auth_type):
+    """A replayed AP-REQ (RFC 4120 3.2.3, KRB_AP_ERR_REPEAT) is refused (bind_nak 0) and the refused-logon line
+    says so, with the service the ticket names (clear text in the ticket, RFC 4120 5.3); pyspnego hid MIT's
+    error behind an AttributeError."""
+    import socket
+    from qm2qm.rpc import pdu as P
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, 6)
+    ap_req = c.ctx.step()
+    c.close()
+
+    def bind_with(token: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", env.server.port), timeout=30) as s:
+            s.sendall(c._with_auth(P.build_bind(1, c.items, flags=7), token))
+            c.sock = s
+            return c.read_pdu()
+    caplog.set_level(logging.WARNING, logger="qm2qm.rpc.auth")
+    assert (await asyncio.to_thread(bind_with, ap_req))[2] == F.PTYPE_BIND_ACK
+    nak = await asyncio.to_thread(bind_with, ap_req)
+    assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
+    [line] = [r.getMessage() for r in caplog.records if "logon" in r.getMessage()]
+    assert "AttributeError" not in line and "replay" in line.lower(), line
+    assert f"'host/localhost@{REALM}'" in line, line

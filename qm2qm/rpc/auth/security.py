@@ -95,8 +95,10 @@ class SecurityProvider:
         if not self.logon_refusals.note():
             return
         who = _ntlm_account(token if token.startswith(b"NTLMSSP\x00") else _spnego_inner(token))
+        service = None if who else _kerberos_ticket_service(token)
+        whose = f" of {who!r}" if who else f" with a ticket for {service!r}" if service else ""
         log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
-                    f" of {who!r}" if who else "", why, self.logon_refusals.count)     # quoted: the name is the peer's
+                    whose, why, self.logon_refusals.count)     # quoted: the names are the peer's
 
     @property
     def auth_types(self) -> frozenset[int]:
@@ -261,6 +263,9 @@ class SecurityContext:
             # OverflowError: an NTLMv2 TimeStamp past any datetime (MS-NLMP 2.2.2.7) in its FileTime parsing
             self.failed = True
             why = f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor"
+            deferred = _deferred_gss_error(self._mech)
+            if deferred:        # MIT's own reason ("Request is a replay"), not pyspnego's AttributeError
+                why = f"{deferred} (from the {_PROTOCOLS[self.auth_type]} acceptor)"
             self.provider.note_refused_logon(self.auth_type, token, why)
             raise AuthError(why) from None
         if self._mech.complete:
@@ -407,6 +412,48 @@ def _ntlm_account(token: bytes) -> str | None:
     except Exception:   # noqa: BLE001 - a token the acceptor refused may be malformed in any way
         return None
     return printable(name[:256])
+
+
+def _deferred_gss_error(mech) -> str | None:
+    """MIT's message for an acceptor step python-gssapi deferred (its __DEFER_STEP_ERRORS__: the GSSError waits in
+    the context's _last_err while pyspnego, reading actual_flags, raises AttributeError); None when there is none."""
+    for _ in range(3):                  # NegotiateProxy -> GSSAPIProxy -> gssapi.SecurityContext
+        try:
+            mech = getattr(mech, "_context", None)
+        except Exception:   # noqa: BLE001 - NegotiateProxy._context of an exchange that never chose a mechanism
+            return None
+        err = getattr(mech, "_last_err", None)
+        if err is not None:
+            try:
+                messages = err.get_all_statuses(err.min_code, False) if err.min_code else \
+                    err.get_all_statuses(err.maj_code, True)
+            except Exception:   # noqa: BLE001
+                messages = [str(err)]
+            return printable("; ".join(m.decode(errors="replace") if isinstance(m, bytes) else str(m)
+                                       for m in messages)[:256])
+    return None
+
+
+def _kerberos_ticket_service(token: bytes) -> str | None:
+    """service@REALM of the ticket in a Kerberos AP-REQ (raw, or SPNEGO's mechToken), clear text in the ticket
+    (RFC 4120 5.3), control characters escaped; None otherwise."""
+    try:
+        from spnego._asn1 import unpack_asn1
+        from spnego._kerberos import KerberosV5Msg, KrbApReq
+        from spnego._spnego import NegTokenInit, unpack_token
+        if token[:1] in (b"\x60", b"\xa0"):   # SPNEGO: the AP-REQ is the NegTokenInit's mechToken
+            message = unpack_token(token)
+            token = message.mech_token or b"" if isinstance(message, NegTokenInit) else b""
+        if token[:1] != b"\x6e":       # [APPLICATION 14] AP-REQ
+            return None
+        ap_req = KerberosV5Msg.unpack(unpack_asn1(unpack_asn1(token)[0].b_data)[0])
+        if not isinstance(ap_req, KrbApReq):
+            return None
+        ticket = ap_req.ticket
+        name = "/".join(part.decode("utf-8", "replace") for part in ticket.sname.value)
+        return printable(f"{name}@{ticket.realm.decode('utf-8', 'replace')}"[:256])
+    except Exception:   # noqa: BLE001 - a token the acceptor refused may be malformed in any way
+        return None
 
 
 def _spnego_inner(token: bytes) -> bytes:
