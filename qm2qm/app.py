@@ -293,13 +293,18 @@ class App:
 
     @staticmethod
     def _check_keytab(path: str) -> None:
-        """An unreadable keytab is a startup error; without pyspnego[kerberos] Kerberos binds get bind_nak 8."""
-        from qm2qm.rpc.auth.security import kerberos_available
+        """An unreadable keytab, or one GSSAPI cannot accept with (an empty file), is a startup error; without
+        pyspnego[kerberos] Kerberos binds get bind_nak 8."""
+        from qm2qm.rpc.auth.security import kerberos_available, keytab_problem
         if not os.access(path, os.R_OK) or not os.path.isfile(path):
             raise StartupError(f"--keytab {path}: not a readable file")
         if not kerberos_available():
             log.warning("--keytab %s: Kerberos needs pyspnego[kerberos] (python-gssapi and python-krb5; "
                         "pip install 'qm2qm[kerberos]'): Kerberos binds get bind_nak 8", path)
+            return
+        problem = keytab_problem(path)
+        if problem is not None:
+            raise StartupError(f"--keytab {path}: GSSAPI cannot accept with it: {problem}")
 
     async def _bind_admin(self) -> None:
         from qm2qm.admin import HTTP_LOG, AdminApi

@@ -412,8 +412,11 @@ class Connection:
             if not self._security.has_room():
                 raise refuse(f"{self._security.max_contexts} security contexts are alive over every connection",
                              F.BIND_NAK_TEMPORARY_CONGESTION)
-            security = self._security.new_context(trailer.auth_type, trailer.auth_level, trailer.auth_context_id,
-                                                  self._header_sign)
+            try:
+                security = self._security.new_context(trailer.auth_type, trailer.auth_level,
+                                                      trailer.auth_context_id, self._header_sign)
+            except AuthError as exc:    # the acceptor cannot start (an unusable keytab): a failed leg
+                raise self._leg_failed(exc, alter, call_id, refuse) from None
             self._auth[trailer.auth_context_id] = security
             if not alter:
                 # requests without a verifier run under the bind's context; contexts added by alter_context
@@ -422,11 +425,16 @@ class Connection:
         try:
             out = security.step(token)
         except AuthError as exc:
-            if alter:
-                raise _Terminate(f"alter_context security leg failed: {exc}",
-                                 P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
-            raise refuse(f"security leg failed: {exc}", F.BIND_NAK_REASON_NOT_SPECIFIED) from None
+            raise self._leg_failed(exc, alter, call_id, refuse) from None
         return (trailer.auth_type, trailer.auth_level, trailer.auth_context_id, out)
+
+    @staticmethod
+    def _leg_failed(exc: AuthError, alter: bool, call_id: int, refuse) -> "_Terminate":
+        """A failed security leg: bind_nak 0, or in alter_context fault 0x721 (did not execute), closing."""
+        if alter:
+            return _Terminate(f"alter_context security leg failed: {exc}",
+                              P.build_fault(call_id, F.NCA_S_FAULT_SEC_PKG_ERROR, did_not_execute=True))
+        return refuse(f"security leg failed: {exc}", F.BIND_NAK_REASON_NOT_SPECIFIED)
 
     def _on_auth3(self, pdu: bytes, frag_length: int, auth_length: int, call_id: int) -> None:
         """rpc_auth3: the third leg, never answered (MS-RPCE 2.2.2.10, 3.3.1.5.2). A leg for no pending context

@@ -23,7 +23,7 @@ from time import perf_counter
 from typing import Any, Iterable
 
 from qm2qm.rpc.auth.policy import AuthPolicy
-from qm2qm.rpc.auth.security import RPC_C_AUTHN_GSS_NEGOTIATE, RPC_C_AUTHN_WINNT, SecurityProvider
+from qm2qm.rpc.auth.security import SecurityProvider
 from qm2qm.rpc.connection import Connection
 from qm2qm.rpc.events import BindRequest, CallOrphaned, CallRequest, CancelRequest, ConnectionTerminated
 from qm2qm.rpc.groups import AssociationGroup, AssociationGroups
@@ -894,9 +894,10 @@ class RpcServer:
             self.register(interface)
         if mgmt:                                    # every endpoint answers mgmt, as on Windows (MS-RPCE 2.2.1.3)
             names = {}
-            if self.auth.accepts_authentication and self.auth.users is not None:
-                names = {RPC_C_AUTHN_WINNT: self.auth.server_principal,
-                         RPC_C_AUTHN_GSS_NEGOTIATE: self.auth.server_principal}
+            if self.auth.accepts_authentication:
+                # every authn service a bind can negotiate (C706 Appendix Q): with a keytab Kerberos (16) and
+                # SPNEGO (9) too, without a user file as well
+                names = {auth_type: self.auth.server_principal for auth_type in self.security.auth_types}
             ensure_mgmt_interface(self, principal_names=names)
 
     def register(self, interface: Interface) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 import uuid
@@ -249,3 +250,128 @@ async def test_with_a_keytab_spnego_offering_ntlm_first_gets_accept_incomplete_n
     assert isinstance(answer, NegTokenResp)
     assert (answer.neg_state, answer.supported_mech) == (NegState.accept_incomplete, GSSMech.ntlm.value)
     c.close()
+
+
+@pytest.mark.parametrize("level", [4, 5, 6], ids=["packet", "integrity", "privacy"])
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_context_without_replay_or_sequence_detect_fails_its_last_leg(env, auth_type, level):
+    """MS-RPCE 3.3.1.5.2.2: packet needs Replay Detect, integrity and privacy Sequence Detect, and the lack of one
+    is a security provider error; accepted, a resent request PDU passed verification and ran twice."""
+    import spnego
+    from spnego import ContextReq
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, level)
+    c.ctx = spnego.client(None, None, hostname="localhost", service="host",
+                          protocol={16: "kerberos", 9: "negotiate"}[auth_type],
+                          options=spnego.NegotiateOptions.use_gssapi if auth_type == 16 else
+                          spnego.NegotiateOptions.use_negotiate,
+                          context_req=ContextReq.mutual_auth | ContextReq.dce_style | ContextReq.integrity |
+                          ContextReq.confidentiality)
+    fault = await asyncio.to_thread(c.bind)
+    assert c.legs == [F.PTYPE_BIND_ACK, F.PTYPE_FAULT]
+    assert struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
+    assert await asyncio.to_thread(H.peer_closed, c.sock)
+    assert env.server.security.logon_refusals.count == 1
+    c.close()
+
+
+def test_serve_keytab_gssapi_cannot_accept_with_is_a_startup_error(tmp_path):
+    """docs/authentication.md: an unusable keytab is a startup error (exit 2); an empty file is readable, so the
+    acceptor credential is acquired once to tell."""
+    from qm2qm.app import App, StartupError
+    empty = tmp_path / "empty.keytab"
+    empty.write_bytes(b"")
+    with pytest.raises(StartupError, match=r"--keytab .*empty.keytab: GSSAPI cannot accept with it: .*empty") as err:
+        App._check_keytab(str(empty))
+    assert "\n" not in str(err.value)
+
+
+async def test_kerberos_bind_after_the_keytab_was_emptied_gets_bind_nak_not_a_crash(realm, tmp_path, caplog):
+    """At run time an acceptor that cannot start is a failed leg (MS-RPCE 3.3.3.5.3): bind_nak 0, counted."""
+    import shutil
+    keytab = tmp_path / "service.keytab"
+    shutil.copy(realm.keytab, keytab)
+    env = await H.start_env(NDR, users_text=None, keytab=str(keytab))
+    try:
+        keytab.write_bytes(b"")
+        c = await asyncio.to_thread(kerberos_client, env, 16, 6)
+        nak = await asyncio.to_thread(c.bind)
+        assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
+        assert env.server.security.logon_refusals.count == 1
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        c.close()
+    finally:
+        await H.stop_env(env)
+
+
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_privacy_request_wrapped_without_sealing_gets_sec_pkg_error(env, auth_type):
+    """MS-RPCE 3.3.1.5.2.2: at privacy the body MUST be encrypted; a GSS Wrap token without the Sealed flag
+    (conf_req_flag FALSE, RFC 4121 4.2.6.2) carries it in clear, checksummed only: refused, no handler runs."""
+    from qm2qm.rpc import pdu as P
+    from spnego.iov import BufferType
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, 6)
+    c.kerberos = False                      # no PFC_SUPPORT_HEADER_SIGN: only the body is wrapped
+    await asyncio.to_thread(c.bind)
+    c.kerberos = True
+    stub = b"in clear".ljust(16, b"!")
+    res = c.ctx.wrap_iov([(BufferType.data, stub), BufferType.header], encrypt=False)
+    body, sig = res.buffers[0].data, res.buffers[-1].data
+    assert body == stub and not res.encrypted
+    c.call_id += 1
+    header = P.pack_header(F.PTYPE_REQUEST, 3, P.REQUEST_HEADER_SIZE + len(body) + 8 + len(sig), c.call_id,
+                           len(sig)) + P.REQUEST_FIELDS.pack(len(stub), 0, H.OP_ECHO)
+    await asyncio.to_thread(c.sock.sendall, header + body + P.SEC_TRAILER.pack(auth_type, 6, 0, 0, c.context_id) + sig)
+    fault = await asyncio.to_thread(c.read_pdu)
+    assert fault[2] == F.PTYPE_FAULT and struct.unpack_from("<I", fault, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
+    assert await asyncio.to_thread(H.peer_closed, c.sock)
+    c.close()
+
+
+@pytest.mark.parametrize("with_users", [False, True], ids=["keytab-only", "keytab-and-users"])
+async def test_mgmt_inq_princ_name_answers_for_every_negotiated_authn_service(realm, with_users):
+    """C706 Appendix Q rpc_mgmt_inq_princ_name: the server principal for each authn service a bind negotiates;
+    a keytab-only server answered RPC_S_UNKNOWN_AUTHN_SERVICE for 9 and, with a user file too, for 16."""
+    from tests.rpc.raw_auth_client import RawAuthClient
+    env = await H.start_env(NDR, users_text=H.USERS_TEXT if with_users else None, keytab=realm.keytab)
+    mgmt = (uuid.UUID("afa8bd80-7d8a-11c9-bef4-08002b102989"), 1, 0)
+    try:
+        def inq(authn: int) -> tuple[int, bytes]:
+            c = RawAuthClient(env.server.port, mgmt, (uuid.UUID(NDR[0]), 2, 0), user=None, password=None,
+                              auth_type=16, level=6, hostname="localhost", kerberos=True)
+            try:
+                c.bind()
+                stub = c.response_stub(c.request(4, struct.pack("<II", authn, 256)))
+                return struct.unpack_from("<I", stub, len(stub) - 4)[0], stub[12:-4].split(b"\0")[0]
+            finally:
+                c.close()
+        expected = {9: (0, b"QM2QM-TEST$"), 16: (0, b"QM2QM-TEST$"),
+                    10: (0, b"QM2QM-TEST$") if with_users else (F.RPC_S_UNKNOWN_AUTHN_SERVICE, b"")}
+        for authn, answer in expected.items():
+            assert await asyncio.to_thread(inq, authn) == answer, authn
+    finally:
+        await H.stop_env(env)
+
+
+@pytest.mark.parametrize("auth_type", [16, 9], ids=["kerberos", "spnego-kerberos"])
+async def test_kerberos_refusal_logs_the_mit_error_and_the_ticket_service(env, caplog, auth_type):
+    """A replayed AP-REQ (RFC 4120 3.2.3, KRB_AP_ERR_REPEAT) is refused (bind_nak 0) and the refused-logon line
+    says so, with the service the ticket names (clear text in the ticket, RFC 4120 5.3); pyspnego hid MIT's
+    error behind an AttributeError."""
+    import socket
+    from qm2qm.rpc import pdu as P
+    c = await asyncio.to_thread(kerberos_client, env, auth_type, 6)
+    ap_req = c.ctx.step()
+    c.close()
+
+    def bind_with(token: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", env.server.port), timeout=30) as s:
+            s.sendall(c._with_auth(P.build_bind(1, c.items, flags=7), token))
+            c.sock = s
+            return c.read_pdu()
+    caplog.set_level(logging.WARNING, logger="qm2qm.rpc.auth")
+    assert (await asyncio.to_thread(bind_with, ap_req))[2] == F.PTYPE_BIND_ACK
+    nak = await asyncio.to_thread(bind_with, ap_req)
+    assert (nak[2], struct.unpack_from("<H", nak, 16)[0]) == (F.PTYPE_BIND_NAK, F.BIND_NAK_REASON_NOT_SPECIFIED)
+    [line] = [r.getMessage() for r in caplog.records if "logon" in r.getMessage()]
+    assert "AttributeError" not in line and "replay" in line.lower(), line
+    assert f"'host/localhost@{REALM}'" in line, line

@@ -238,3 +238,37 @@ def test_an_alter_context_whose_token_the_acceptor_cannot_parse_gets_sec_pkg_err
         assert status == F.NCA_S_FAULT_SEC_PKG_ERROR and flags & F.PFC_DID_NOT_EXECUTE and conn.closed
     finally:
         users.close()
+
+
+def _spnego_tokens_without_a_mechanism() -> list[bytes]:
+    from spnego._spnego import NegTokenInit, NegTokenResp
+    return [NegTokenInit(mech_types=[], mech_token=b"\x6e\x00").pack(),
+            NegTokenResp(neg_state=0, response_token=b"x").pack(), NegTokenResp().pack()]
+
+
+@pytest.mark.parametrize("alter", [False, True], ids=["bind", "alter_context"])
+@pytest.mark.parametrize("index", range(3), ids=["init-without-mech-types", "resp-first", "empty-resp"])
+def test_a_spnego_first_token_naming_no_mechanism_is_a_refused_leg(alter, index):
+    """MS-RPCE 3.3.3.5.3: pyspnego raises StopIteration on a NegTokenInit with no mechTypes or a NegTokenResp as
+    the first token; the leg is refused (bind_nak 0 / fault 0x721) and counted, not an internal error."""
+    token = _spnego_tokens_without_a_mechanism()[index]
+    users = UserStore.parse("D:u:p\n")
+    try:
+        provider = SecurityProvider(AuthPolicy(users=users))
+        conn = new_connection(security=provider)
+        if alter:
+            [bind] = conn.receive_data(P.build_bind(1, (ContextItem(0, IFACE, (NDR_SYNTAX,)),)))
+            conn.accept_bind(bind, 0x1234, "2105")
+            conn.data_to_send()
+        events = conn.receive_data(_bind_with_token(2, 9, token, alter=alter, context_id=1))
+        answer = conn.data_to_send()
+        if alter:
+            status, flags, _ = fault(answer)
+            assert status == F.NCA_S_FAULT_SEC_PKG_ERROR and flags & F.PFC_DID_NOT_EXECUTE
+        else:
+            assert (answer[2], struct.unpack_from("<H", answer, 16)[0]) == (F.PTYPE_BIND_NAK,
+                                                                          F.BIND_NAK_REASON_NOT_SPECIFIED)
+        assert conn.closed and "security leg failed" in events[-1].reason
+        assert provider.logon_refusals.count == 1
+    finally:
+        users.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import struct
 
 import pytest
@@ -120,3 +121,52 @@ async def auth_env_anonymous():
     env = await start_env(NDR, allow_anonymous_ntlm=True)
     yield env
     await stop_env(env)
+
+
+def _bad_user_name(auth: bytes) -> bytes:
+    """A lone high surrogate as the AUTHENTICATE's user name (UserNameFields, MS-NLMP 2.2.1.3): not UTF-16."""
+    auth = bytearray(auth)
+    _, _, offset = struct.unpack_from("<HHI", auth, 36)
+    auth[offset:offset + 2] = b"\x00\xd8"
+    return bytes(auth)
+
+
+def _bad_timestamp(auth: bytes) -> bytes:
+    """NTLMv2_CLIENT_CHALLENGE.TimeStamp (after NTProofStr and 8 bytes, MS-NLMP 2.2.2.7) past any FILETIME."""
+    auth = bytearray(auth)
+    _, _, offset = struct.unpack_from("<HHI", auth, 20)
+    auth[offset + 24:offset + 32] = b"\xff" * 8
+    return bytes(auth)
+
+
+@pytest.mark.parametrize("patch", [_bad_user_name, _bad_timestamp], ids=["user-name-not-utf16", "timestamp-overflow"])
+@pytest.mark.parametrize("auth_type", [9, 10], ids=["spnego-alter-context", "ntlm-auth3"])
+async def test_an_authenticate_the_parser_chokes_on_is_a_refused_logon(env, caplog, auth_type, patch):
+    """docs/authentication.md bad-input table: a rejected alter_context leg is fault 0x721, a rejected rpc_auth3
+    leaves the context failed and the first request gets fault 5; counted, never an internal-error traceback."""
+    from spnego._spnego import unpack_token
+    c = await asyncio.to_thread(client, env, auth_type=auth_type, level=6)
+    step = c.ctx.step
+
+    def patched_step(token=None):
+        out = step(token)
+        if token is None:
+            return out
+        if auth_type == 10:
+            return patch(out)
+        message = unpack_token(out)
+        message.response_token = patch(message.response_token)
+        return message.pack()
+    c.ctx.step = patched_step
+    refused = env.server.security.logon_refusals.count
+    if auth_type == 9:
+        answer = await asyncio.to_thread(c.bind)
+        assert c.legs == [F.PTYPE_BIND_ACK, F.PTYPE_FAULT]
+        assert struct.unpack_from("<I", answer, 24)[0] == F.NCA_S_FAULT_SEC_PKG_ERROR
+    else:
+        await asyncio.to_thread(c.bind, third_leg="auth3")
+        answer = await asyncio.to_thread(c.request, 0, b"")
+        assert answer[2] == F.PTYPE_FAULT and struct.unpack_from("<I", answer, 24)[0] == F.RPC_S_ACCESS_DENIED
+    assert env.server.security.logon_refusals.count == refused + 1
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    c.close()

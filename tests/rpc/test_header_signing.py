@@ -36,7 +36,8 @@ class StandInMechanism:
     """Completes on its first token; signs / verifies exactly the bytes it is given."""
 
     complete = False
-    context_attr = ContextReq.integrity | ContextReq.confidentiality
+    context_attr = ContextReq.integrity | ContextReq.confidentiality | ContextReq.replay_detect | \
+        ContextReq.sequence_detect
     client_principal = "user@REALM"
 
     def step(self, token: bytes) -> bytes:

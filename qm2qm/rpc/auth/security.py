@@ -53,6 +53,23 @@ def kerberos_available() -> bool:
     return bool(HAS_GSSAPI)
 
 
+def keytab_problem(path: str) -> str | None:
+    """Why GSSAPI cannot accept with the keytab at ``path`` (an empty file, no key), as one line; None when it can.
+    Acquires the acceptor credential once, as every Kerberos bind does."""
+    saved = os.environ.get("KRB5_KTNAME")
+    os.environ["KRB5_KTNAME"] = path
+    try:
+        spnego.server(protocol="kerberos", options=spnego.NegotiateOptions.use_gssapi)
+    except SpnegoError as exc:
+        return " ".join(str(exc).split())
+    finally:
+        if saved is None:
+            os.environ.pop("KRB5_KTNAME", None)
+        else:
+            os.environ["KRB5_KTNAME"] = saved
+    return None
+
+
 NTLM_ACCEPTOR_COMPAT_LEVEL = "5"         # pyspnego (and gss-ntlmssp) LM_COMPAT_LEVEL: accept NTLMv2 responses only
 
 
@@ -78,8 +95,15 @@ class SecurityProvider:
         if not self.logon_refusals.note():
             return
         who = _ntlm_account(token if token.startswith(b"NTLMSSP\x00") else _spnego_inner(token))
+        service = None if who else _kerberos_ticket_service(token)
+        whose = f" of {who!r}" if who else f" with a ticket for {service!r}" if service else ""
         log.warning("%s logon%s refused: %s (%d refused since the server started)", _PROTOCOLS[auth_type],
-                    f" of {who!r}" if who else "", why, self.logon_refusals.count)     # quoted: the name is the peer's
+                    whose, why, self.logon_refusals.count)     # quoted: the names are the peer's
+
+    @property
+    def auth_types(self) -> frozenset[int]:
+        """The auth_type values binds negotiate (NTLM and SPNEGO with a user file; Kerberos and SPNEGO with a keytab)."""
+        return frozenset(self._types)
 
     def supports(self, auth_type: int) -> bool:
         """Whether binds of this auth_type are negotiated (else bind_nak reason 8)."""
@@ -120,9 +144,16 @@ class SecurityProvider:
         self.live_contexts -= count
 
     def new_context(self, auth_type: int, auth_level: int, context_id: int, header_sign: bool) -> "SecurityContext":
-        with self.credentials():
-            protocol = _PROTOCOLS[auth_type]
-            mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        """AuthError when the acceptor cannot start (a keytab GSSAPI cannot use: deleted or emptied while running);
+        the bind is refused as a failed leg (MS-RPCE 3.3.3.5.3), not left to the runtime's internal-error handler."""
+        protocol = _PROTOCOLS[auth_type]
+        try:
+            with self.credentials():
+                mech = spnego.server(protocol=protocol, options=_OPTIONS[protocol])
+        except SpnegoError as exc:
+            why = f"cannot start the {protocol} acceptor ({type(exc).__name__})"
+            self.note_refused_logon(auth_type, b"", why)
+            raise AuthError(why) from None
         context = SecurityContext(self, mech, auth_type, auth_level, context_id, header_sign)
         self.live_contexts += 1             # the connection holding it gives it back when it closes
         if protocol == "negotiate":
@@ -224,11 +255,17 @@ class SecurityContext:
         try:
             with self.provider.credentials():
                 out = self._mech.step(token)
-        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error) as exc:
+        except (SpnegoError, ValueError, KeyError, IndexError, TypeError, AttributeError, struct.error,
+                StopIteration, OverflowError) as exc:
             # AttributeError: pyspnego's GSSAPI acceptor reading flags of a context MIT refused (impacket's AP-REQ);
-            # struct.error: its NTLM parser given a token shorter than a message header
+            # struct.error: its NTLM parser given a token shorter than a message header; StopIteration: its SPNEGO
+            # acceptor given a first token naming no mechanism (NegTokenInit without mechTypes, a NegTokenResp);
+            # OverflowError: an NTLMv2 TimeStamp past any datetime (MS-NLMP 2.2.2.7) in its FileTime parsing
             self.failed = True
             why = f"{type(exc).__name__} from the {_PROTOCOLS[self.auth_type]} acceptor"
+            deferred = _deferred_gss_error(self._mech)
+            if deferred:        # MIT's own reason ("Request is a replay"), not pyspnego's AttributeError
+                why = f"{deferred} (from the {_PROTOCOLS[self.auth_type]} acceptor)"
             self.provider.note_refused_logon(self.auth_type, token, why)
             raise AuthError(why) from None
         if self._mech.complete:
@@ -264,6 +301,16 @@ class SecurityContext:
         if self.auth_level == RPC_C_AUTHN_LEVEL_PKT_PRIVACY and not attr & ContextReq.confidentiality:
             self.failed = True
             raise AuthError(f"the negotiated context cannot protect level {self.auth_level}")
+        # MS-RPCE 3.3.1.5.2.2 (3.2.1.4.1.1): packet needs Replay Detect, integrity and privacy Sequence Detect; the
+        # lack of one is a security provider error. Without it a Kerberos context accepts a resent PDU (NTLM's
+        # signing brings both). Checked only for a context that signs: one without signing fails its first request.
+        needed = ContextReq.sequence_detect if self.auth_level >= RPC_C_AUTHN_LEVEL_PKT_INTEGRITY else \
+            ContextReq.replay_detect if self.auth_level >= RPC_C_AUTHN_LEVEL_PKT else ContextReq.none
+        if self._can_sign and needed and not attr & needed:
+            self.failed = True
+            why = f"the negotiated context lacks {needed.name} for level {self.auth_level}"
+            self.provider.note_refused_logon(self.auth_type, b"", why)
+            raise AuthError(why)
 
     def _anonymous_logon(self) -> bytes:
         # An anonymous AUTHENTICATE has no session key, so it can be honoured only where nothing is signed
@@ -318,6 +365,10 @@ class SecurityContext:
                        if whole else [(BufferType.data, body)])
                 iov.append((BufferType.header, signature))
                 result = self._mech.unwrap_iov(iov)
+                if not result.encrypted:
+                    # MS-RPCE 3.3.1.5.2.2: at privacy the body MUST be encrypted; a GSS Wrap token without the
+                    # Sealed flag (RFC 4121 4.2.6.2) checks out but carried the stub in clear
+                    raise AuthError("verifier does not check out (the privacy-level stub was not sealed)")
                 return next(b.data for b in result.buffers if b.type == BufferType.data)
             self._mech.verify(header + body + trailer if whole else body, signature)
             if self.kerberos:
@@ -363,6 +414,48 @@ def _ntlm_account(token: bytes) -> str | None:
     return printable(name[:256])
 
 
+def _deferred_gss_error(mech) -> str | None:
+    """MIT's message for an acceptor step python-gssapi deferred (its __DEFER_STEP_ERRORS__: the GSSError waits in
+    the context's _last_err while pyspnego, reading actual_flags, raises AttributeError); None when there is none."""
+    for _ in range(3):                  # NegotiateProxy -> GSSAPIProxy -> gssapi.SecurityContext
+        try:
+            mech = getattr(mech, "_context", None)
+        except Exception:   # noqa: BLE001 - NegotiateProxy._context of an exchange that never chose a mechanism
+            return None
+        err = getattr(mech, "_last_err", None)
+        if err is not None:
+            try:
+                messages = err.get_all_statuses(err.min_code, False) if err.min_code else \
+                    err.get_all_statuses(err.maj_code, True)
+            except Exception:   # noqa: BLE001
+                messages = [str(err)]
+            return printable("; ".join(m.decode(errors="replace") if isinstance(m, bytes) else str(m)
+                                       for m in messages)[:256])
+    return None
+
+
+def _kerberos_ticket_service(token: bytes) -> str | None:
+    """service@REALM of the ticket in a Kerberos AP-REQ (raw, or SPNEGO's mechToken), clear text in the ticket
+    (RFC 4120 5.3), control characters escaped; None otherwise."""
+    try:
+        from spnego._asn1 import unpack_asn1
+        from spnego._kerberos import KerberosV5Msg, KrbApReq
+        from spnego._spnego import NegTokenInit, unpack_token
+        if token[:1] in (b"\x60", b"\xa0"):   # SPNEGO: the AP-REQ is the NegTokenInit's mechToken
+            message = unpack_token(token)
+            token = message.mech_token or b"" if isinstance(message, NegTokenInit) else b""
+        if token[:1] != b"\x6e":       # [APPLICATION 14] AP-REQ
+            return None
+        ap_req = KerberosV5Msg.unpack(unpack_asn1(unpack_asn1(token)[0].b_data)[0])
+        if not isinstance(ap_req, KrbApReq):
+            return None
+        ticket = ap_req.ticket
+        name = "/".join(part.decode("utf-8", "replace") for part in ticket.sname.value)
+        return printable(f"{name}@{ticket.realm.decode('utf-8', 'replace')}"[:256])
+    except Exception:   # noqa: BLE001 - a token the acceptor refused may be malformed in any way
+        return None
+
+
 def _spnego_inner(token: bytes) -> bytes:
     """The mechanism token inside a SPNEGO NegTokenResp (b"" when it is not one)."""
     try:
@@ -380,7 +473,8 @@ def _is_anonymous_authenticate(token: bytes) -> bool:
     try:
         from spnego._ntlm_raw.messages import Authenticate
         auth = Authenticate.unpack(token)
-    except Exception:
+        # the fields decode when read: a user name that is not UTF-16 raises UnicodeDecodeError here
+        return not auth.user_name and not auth.nt_challenge_response and \
+            auth.lm_challenge_response in (None, b"", b"\x00")
+    except Exception:   # noqa: BLE001 - not an anonymous AUTHENTICATE; the acceptor judges (and refuses) it
         return False
-    return not auth.user_name and not auth.nt_challenge_response and \
-        auth.lm_challenge_response in (None, b"", b"\x00")
