@@ -589,7 +589,7 @@ class AdminApi:
         """POST /v1/queues/{name}/open: as MS-MQMP R_QMOpenRemoteQueue (3.1.4.2), without its access check: the
         admin API is loopback administration (docs/admin-api.md), not a remote reader."""
         body = await _body(request)
-        queue = self._queue(request)        # after the body's await: the queue may have been deleted meanwhile
+        queue, subqueue = self._queue_or_subqueue_to_make(request)      # after the body's await, as every route
         _reject_unknown(body, {"access", "share_mode"})
         access = _str(body, "access", "receive")
         share = _str(body, "share_mode", "deny-none")
@@ -597,8 +597,22 @@ class AdminApi:
             raise AdminError(400, "bad_value", f"access: expected one of {', '.join(ACCESS)}, got {access!r}")
         if share not in SHARE:
             raise AdminError(400, "bad_value", f"share_mode: expected one of {', '.join(SHARE)}, got {share!r}")
-        desc = self.backend.open_for_remote_read(queue, access, share)
+        desc = self.backend.open_for_remote_read(queue, access, share, subqueue)
         return _json(self.backend.descriptor_view(desc), status=201)
+
+    def _queue_or_subqueue_to_make(self, request: web.Request):
+        """(queue, None) for a queue or subqueue that exists; (its queue, subqueue name) for a subqueue not made yet,
+        which Open Queue makes as for R_QMOpenRemoteQueue (MS-MQDMPR 3.1.7.1.5); else 404."""
+        from shared_adm.format_name import is_subqueue_name
+        name = request.match_info["name"]
+        queue = self.backend.find_queue(name)
+        if queue is not None:
+            return queue, None
+        parent_name, separator, subqueue = name.partition(";")
+        parent = self.backend.find_queue(parent_name) if separator and is_subqueue_name(subqueue) else None
+        if parent is None or parent.parent_queue is not None or self.qm.is_machine_queue(parent):
+            raise AdminError(404, "MQ_ERROR_QUEUE_NOT_FOUND", f"unknown queue '{name}'")
+        return parent, subqueue
 
     async def show_permissions(self, request: web.Request) -> web.Response:
         """GET /v1/queues/{name}/permissions: the queue's owner and access-allowed ACEs (MS-MQMQ 2.2.24 rights)."""
@@ -863,16 +877,17 @@ class Backend:
                                                     "(MS-MQDMPR 3.1.7.1.9 rStatus 2)")
 
     # remote read handles -----------------------------------------------------------------------------------
-    def open_for_remote_read(self, queue, access: str, share: str):
-        """As MS-MQMP R_QMOpenRemoteQueue (3.1.4.2): Open Queue, then RemoteReadState := Opened."""
+    def open_for_remote_read(self, queue, access: str, share: str, subqueue: str | None = None):
+        """As MS-MQMP R_QMOpenRemoteQueue (3.1.4.2): Open Queue (of ``queue``'s ``subqueue``, made if need be),
+        then RemoteReadState := Opened."""
         from shared_adm.enums import QueueAccessType, QueueShareMode, RemoteReadState
         required = QueueAccessType.RECEIVE_ACCESS if access == "receive" else QueueAccessType.PEEK_ACCESS
         mode = QueueShareMode.DENY_RECEIVE if share == "deny-receive" else QueueShareMode.DENY_NONE
-        status, desc = self.qm.open_queue(self.format_name(queue), required, mode,
-                                          remote_read_state=RemoteReadState.OPENED)
+        format_name = self.format_name(queue) + (f";{subqueue}" if subqueue else "")
+        status, desc = self.qm.open_queue(format_name, required, mode, remote_read_state=RemoteReadState.OPENED)
         if status != 0:
-            raise mq_error(status, f"Open Queue '{self.pathname(queue)}' ({access}, {share}) failed: "
-                                   f"{status_name(status)}")
+            raise mq_error(status, f"Open Queue '{self.pathname(queue)}{f';{subqueue}' if subqueue else ''}' "
+                                   f"({access}, {share}) failed: {status_name(status)}")
         return desc
 
     def descriptors(self) -> list:

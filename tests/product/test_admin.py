@@ -774,3 +774,14 @@ async def test_a_path_name_the_queue_manager_refuses_is_named_for_what_it_is(api
     # both passed the API's own check, and the answer blamed the computer name
     status, data = await call(api, "POST", "/v1/queues", {"pathname": pathname})
     assert status == 400 and data["error"] == "bad_pathname" and says in data["message"]
+
+
+async def test_an_open_of_a_subqueue_not_made_yet_makes_it_as_qmcomm_does(api):
+    # MS-MQDMPR 3.1.7.1.5: the first Open Queue naming a subqueue makes it (R_QMOpenRemoteQueue and R_OpenQueue did;
+    # the admin API answered 404)
+    await make_queue(api)
+    status, opened = await call(api, "POST", f"/v1/queues/{url(Q + ';retry')}/open", {"access": "peek"})
+    assert status == 201 and opened["queue"] == "testhost\\private$\\orders;retry"
+    for name in (Q + ";journal", Q + ";", ".\\private$\\nosuch;retry", Q + ";retry;again"):
+        status, data = await call(api, "POST", f"/v1/queues/{url(name)}/open", {})
+        assert status == 404 and data["error"] == "MQ_ERROR_QUEUE_NOT_FOUND", name
