@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from typing import Any, Callable
 
@@ -18,6 +19,13 @@ def _fail(message: str, code: int = 1) -> None:
     """One line on stderr, no traceback, then exit."""
     click.echo(f"qm2qm: error: {message}", err=True)
     sys.exit(code)
+
+
+def seconds_above_zero(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """click callback of a time-out option: a finite number of seconds above 0, at most a day."""
+    if not (math.isfinite(value) and 0 < value <= 86400):
+        raise click.BadParameter(f"expected seconds more than 0 and at most 86400, got {value!r}")
+    return value
 
 
 def _emit(data: Any, as_json: bool, human: Callable[[Any], None]) -> None:

@@ -4,12 +4,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import sys
 from pathlib import Path
 
 import click
 
+from qm2qm.cli._common import seconds_above_zero
 from qm2qm.logfmt import printable
 
 MASTER_HELP = ("Spark master (local[*], local-cluster[2,1,1024], spark://host:7077 ...); "
@@ -51,13 +51,6 @@ def _check_call_table(path: str) -> None:
         call_table_dir(path)
     except ValueError as exc:
         _fail(str(exc))
-
-
-def _seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
-    """A time-out: a finite number of seconds above 0 (at most a day)."""
-    if not (math.isfinite(value) and 0 < value <= 86400):
-        raise click.BadParameter(f"expected seconds more than 0 and at most 86400, got {value!r}")
-    return value
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -109,7 +102,7 @@ def _queue_map(queue_map_file: str | None, pairs: tuple[str, ...]) -> dict[int, 
 @click.option("--queue", "queue_pairs", multiple=True, metavar="HANDLE=PATHNAME", help="One mapping (repeatable).")
 @click.option("--out", "out_path", type=click.Path(dir_okay=False),
               help="Trace to write (.parquet or .jsonl) [RECORDING.replay.parquet].")
-@click.option("--timeout", "call_timeout", type=float, default=30.0, show_default=True, callback=_seconds,
+@click.option("--timeout", "call_timeout", type=float, default=30.0, show_default=True, callback=seconds_above_zero,
               help="Seconds to wait for one live answer before recording no_response (more than 0).")
 @click.option("--progress/--no-progress", default=None, help="Progress bar [on a terminal].")
 def replay(recording, target, admin_url, queue_map_file, queue_pairs, out_path, call_timeout, progress) -> None:

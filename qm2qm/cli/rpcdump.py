@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import click
 
+from qm2qm.cli._common import seconds_above_zero
 from qm2qm.rpc.epm_tower import (PROTOCOL_HTTP, PROTOCOL_IP, PROTOCOL_LRPC, PROTOCOL_NAMED_PIPE, PROTOCOL_NCACN,
                                  PROTOCOL_NCADG, PROTOCOL_NETBIOS, PROTOCOL_TCP, PROTOCOL_UDP, TowerError,
                                  parse_floors, parse_syntax_floor)
@@ -193,7 +194,8 @@ def render(entries: list[Entry]) -> str:
 @click.command("rpcdump")
 @click.argument("target", metavar="HOST[:PORT]")
 @click.option("--ndr64", is_flag=True, help="Bind the endpoint mapper with NDR64 instead of NDR 2.0.")
-@click.option("--timeout", type=float, default=10.0, show_default=True, help="Socket timeout in seconds.")
+@click.option("--timeout", type=float, default=10.0, show_default=True, callback=seconds_above_zero,
+              help="Socket timeout in seconds (more than 0).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of entries instead of text.")
 def rpcdump_command(target: str, ndr64: bool, timeout: float, as_json: bool) -> None:
     """List the endpoints an endpoint mapper advertises (default port 135)."""

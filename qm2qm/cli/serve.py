@@ -49,7 +49,7 @@ from shared_adm.store.base import StoreError
                    "close it and run its handles down (MS-RPCE 3.3.3.2.1) [720, as Windows; 0 = off].")
 @click.option("--epm-port", type=int, help="Endpoint mapper TCP port [135]; 0 = off (ept_map still answers on --port).")
 @click.option("--trace", type=click.Path(dir_okay=False), help="Record every RPC call (.parquet or .jsonl).")
-@click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801].")
+@click.option("--mqsd-port", type=int, help="MS-MQSD discovery responder UDP port [off; the spec's is 1801]; 0 = off.")
 @click.option("--mqrr/--no-mqrr", default=None,
               help="Also serve MS-MQRR RemoteRead on --port and register it at the endpoint mapper [off: a "
                    "Windows client then finds it not registered and reads through qmcomm + qm2qm].")

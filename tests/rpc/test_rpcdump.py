@@ -162,3 +162,10 @@ def test_an_unparseable_tower_is_shown_raw():
     entry = R.decode_entry(bytes(16), b"note\0", b"\x01\x00\x05", "h")
     assert entry.binding.startswith("unparseable tower:") and entry.tower == "010005" and entry.annotation == "note"
     assert "UUID    : ? " in R.render([entry])
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_rpcdump_timeout_must_be_above_zero(value):
+    # 0 set a non-blocking socket: "Operation now in progress" named no option
+    result = CliRunner().invoke(R.rpcdump_command, ["127.0.0.1", "--timeout", value])
+    assert result.exit_code == 2 and "Invalid value for '--timeout'" in result.output
