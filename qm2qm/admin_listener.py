@@ -8,7 +8,7 @@ import asyncio
 import logging
 from typing import Any, Callable
 
-from qm2qm.logfmt import Refusals
+from qm2qm.rpc.budget import ConnectionSlots
 
 log = logging.getLogger("qm2qm.admin")
 
@@ -18,14 +18,14 @@ MAX_ADMIN_CONNECTIONS = 256
 FIRST_BYTE_TIMEOUT_S = 60.0
 
 
-class AdminConnections:
-    """Connections open on the admin listener, against MAX_ADMIN_CONNECTIONS."""
+class AdminConnections(ConnectionSlots):
+    """Connections open on the admin listener, against MAX_ADMIN_CONNECTIONS, and how long a new one may be silent."""
+
+    __slots__ = ("first_byte_timeout_s",)
 
     def __init__(self, capacity: int = MAX_ADMIN_CONNECTIONS, first_byte_timeout_s: float = FIRST_BYTE_TIMEOUT_S):
-        self.capacity = capacity
+        super().__init__(capacity)
         self.first_byte_timeout_s = first_byte_timeout_s
-        self.open = 0
-        self.refusals = Refusals()
 
 
 class BoundedConnection(asyncio.Protocol):
@@ -39,13 +39,12 @@ class BoundedConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         bounds = self.bounds
-        if bounds.open >= bounds.capacity:
+        if not bounds.take():
             if bounds.refusals.note():
                 log.warning("admin connection refused: %d open (the most the admin listener takes); %d refused "
                             "since the server started", bounds.open, bounds.refusals.count)
             transport.abort()
             return
-        bounds.open += 1
         self.inner = self.make_inner()
         self.inner.connection_made(transport)
         self._silence = asyncio.get_running_loop().call_later(bounds.first_byte_timeout_s, transport.close)
@@ -71,7 +70,7 @@ class BoundedConnection(asyncio.Protocol):
         if self._silence is not None:
             self._silence.cancel()
             self._silence = None
-        self.bounds.open -= 1
+        self.bounds.give()
         self.inner.connection_lost(exc)
 
 
