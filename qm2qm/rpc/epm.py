@@ -474,14 +474,13 @@ class EpmListenerError(OSError):
 
 
 async def start_epm_listener(registry: EndpointRegistry, *, host: str = "0.0.0.0", port: int = EPM_PORT,
-                             observer: Any = None, **server_kwargs: Any):
+                             **server_kwargs: Any):
     """Start an RpcServer serving epm and mgmt on host:port and return it (MS-RPCE 2.1.1.1).
     Port 0 picks an ephemeral port (tests); the CLI's ``--epm-port 0`` means: do not call this at all."""
     from qm2qm.rpc.server import RpcServer
     if not 0 <= port <= 0xFFFF:
         raise ValueError(f"endpoint mapper port {port} is not a TCP port (0..65535)")
     server = RpcServer((), host=host, port=port, **server_kwargs)
-    server.observer = observer
     server.register(build_epm_interface(registry, server=server))
     ensure_mgmt_interface(server)
     try:
