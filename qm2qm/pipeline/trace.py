@@ -64,6 +64,8 @@ class CallWriter:
         self.source = source
         self.rows_written = 0
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if owner_only:      # made owner-only before a byte is written: the writers below truncate, keeping the mode
+            _owner_only_file(self.path).close()
         if self.format == "parquet":
             self._pq = pq.ParquetWriter(str(self.path), schema.CALL_SCHEMA)
             self._fh = None
@@ -72,8 +74,6 @@ class CallWriter:
             self._fh = open(self.path, "w", encoding="utf-8")
             self._fh.write(json.dumps({"format": schema.FORMAT_NAME, "version": schema.FORMAT_VERSION,
                                        "source": source}) + "\n")
-        if owner_only:
-            os.chmod(self.path, 0o600)
 
     def write(self, rows: list[dict]) -> None:
         """Append call rows (dicts with the call-table columns)."""
