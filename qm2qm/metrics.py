@@ -141,6 +141,16 @@ class RpcMetrics:
         return [self.ops[key] for key in sorted(self.ops)]
 
 
+def live_context_handles(listeners: list) -> dict[str, int]:
+    """Live context handles by type name over the association groups of every RPC listener (MS-RPCE 3.3.1.4.1)."""
+    counts: dict[str, int] = {}
+    for rpc in listeners:
+        for group in rpc.groups.snapshot():
+            for entry in group.handles.entries():
+                counts[entry.handle_type.name] = counts.get(entry.handle_type.name, 0) + 1
+    return counts
+
+
 def _histogram(name: str, doc: str, labels: list[str], series: list[tuple[list[str], Histogram]]):
     family = HistogramMetricFamily(name, doc, labels=labels)
     for values, hist in series:
@@ -225,14 +235,9 @@ class Qm2qmCollector:
                                   "because --max-connections were open", value=sum(refused.values()))
         yield GaugeMetricFamily("qm2qm_rpc_association_groups", "Association groups alive now (MS-RPCE 3.3.1.1.1)",
                                 value=sum(len(rpc.groups) for rpc in listeners))
-        by_type: dict[str, int] = {}
-        for rpc in listeners:
-            for interface in rpc.registry.values():
-                for handle_type in interface.handle_types:
-                    by_type.setdefault(handle_type.name, 0)
-            for group in rpc.groups.snapshot():
-                for entry in group.handles.entries():
-                    by_type[entry.handle_type.name] = by_type.get(entry.handle_type.name, 0) + 1
+        by_type = {handle_type.name: 0 for rpc in listeners for interface in rpc.registry.values()
+                   for handle_type in interface.handle_types}     # a series for every declared type, 0 included
+        by_type.update(live_context_handles(listeners))
         handles = GaugeMetricFamily("qm2qm_rpc_context_handles", "Live context handles by type (MS-RPCE 3.3.1.4.1)",
                                     labels=["type"])
         for name, count in sorted(by_type.items()):

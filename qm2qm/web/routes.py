@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from qm2qm.metrics import build_registry, exposition
+from qm2qm.metrics import build_registry, exposition, live_context_handles
 
 STATIC = Path(__file__).parent / "static"
 PAGES = {"/": "index.html", "/ui/queue": "queue.html", "/ui/handles": "handles.html"}
@@ -93,11 +93,6 @@ class WebView:
                               "calls": op.latency.total, "faults": sum(op.faults.values()),
                               "seconds": op.latency.sum})
         listeners = app.listeners()
-        handles: dict[str, int] = {}
-        groups = [group for rpc in listeners for group in rpc.groups.snapshot()]
-        for group in groups:
-            for entry in group.handles.entries():
-                handles[entry.handle_type.name] = handles.get(entry.handle_type.name, 0) + 1
         queues = [{"pathname": self.api.backend.pathname(q), "messages": len(q.message_position_list),
                    "bytes": q.total_bytes} for q in self.api.backend.queues()]
         return web.json_response({
@@ -105,8 +100,8 @@ class WebView:
             "metrics": app.metrics is not None,
             "calls": calls,
             "connections": sum(len(rpc.connections) for rpc in listeners),
-            "association_groups": len(groups),
-            "context_handles": handles,
+            "association_groups": sum(len(rpc.groups) for rpc in listeners),
+            "context_handles": live_context_handles(listeners),
             "queues": queues,
         })
 
