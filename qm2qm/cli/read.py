@@ -16,7 +16,7 @@ from typing import Any, Callable
 import click
 
 from qm2qm.cli._common import (INFINITE, _admin,
-                               _call_admin, _emit, _fail, admin_options, main)
+                               _call_admin, _emit, _fail, admin_options, main, seconds_above_zero)
 from qm2qm.logfmt import printable
 
 
@@ -68,9 +68,10 @@ DEFAULT_CALL_TIMEOUT = 60.0
 
 def rpc_options(fn):
     """Options of the commands that call the qm2qm interface over RPC."""
-    fn = click.option("--call-timeout", "call_timeout", type=click.FloatRange(min=0, min_open=True),
+    fn = click.option("--call-timeout", "call_timeout", type=float,
                       default=DEFAULT_CALL_TIMEOUT, show_default=True, expose_value=False,
-                      callback=_keep_credential,
+                      callback=lambda ctx, param, value: _keep_credential(ctx, param,
+                                                                          seconds_above_zero(ctx, param, value)),
                       help="Seconds to wait for the server's answer to the bind and each call before giving up; "
                            "a read waits its --timeout on top of this (infinite: without limit).")(fn)
     fn = click.option("--user", "user", expose_value=False, callback=_keep_credential, envvar="QM2QM_USER",

@@ -64,7 +64,7 @@ def test_rpc_commands_give_up_on_a_peer_that_never_answers_after_call_timeout(si
     assert f"127.0.0.1:{silent_peer}" in proc.stderr and "timed out" in proc.stderr
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc"])
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])
 def test_call_timeout_must_be_a_positive_number(value):
     result = CliRunner().invoke(main, ["version", "--call-timeout", value, "--admin", NO_ADMIN])
     assert result.exit_code == 2 and "Invalid value for '--call-timeout'" in result.output, result.output
