@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
 
 
-def run_script(name: str, *args: str, cwd: Path, timeout: float = 240) -> str:
-    """Run scripts/<name> with this Python from ``cwd`` (outside the checkout, as the Spark A/Bs must); its stdout,
-    after checking it exited 0."""
+def run_script_process(name: str, *args: str, cwd: Path, timeout: float) -> tuple[int, str, str]:
+    """Run scripts/<name> with this Python from ``cwd``: (exit status, stdout, stderr); a hang guard of ``timeout``
+    seconds fails the test."""
     # a session of its own: a script that hangs is killed with the servers and load processes it started
     proc = subprocess.Popen([sys.executable, str(SCRIPTS / name), *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1"),
@@ -29,8 +29,15 @@ def run_script(name: str, *args: str, cwd: Path, timeout: float = 240) -> str:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         stdout, stderr = proc.communicate()
-        pytest.fail(f"{name} still running after {timeout} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
-    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
+        pytest.fail(f"{name} {args} still running after {timeout} s\n{stdout[-3000:]}\n{stderr[-3000:]}")
+    return proc.returncode, stdout, stderr
+
+
+def run_script(name: str, *args: str, cwd: Path, timeout: float = 240) -> str:
+    """Run scripts/<name> with this Python from ``cwd`` (outside the checkout, as the Spark A/Bs must); its stdout,
+    after checking it exited 0."""
+    returncode, stdout, stderr = run_script_process(name, *args, cwd=cwd, timeout=timeout)
+    assert returncode == 0, f"{name} exited {returncode}\n{stdout[-3000:]}\n{stderr[-3000:]}"
     return stdout
 
 

@@ -2,32 +2,18 @@
 argument), not a traceback part-way through, nor after the whole run, nor by running something else."""
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
+from tests.product.test_scripts import ROOT, run_script_process
+
 # A hang guard, not a timing assertion: every case here is refused before any work starts.
 GUARD_S = 60
 
 
 def refused(name: str, *args: str) -> str:
     """Run scripts/<name> with ``args``; its stderr, after checking it was a usage error and no traceback."""
-    # a session of its own: a script that starts its run after all is killed with the servers it started
-    proc = subprocess.Popen([sys.executable, str(SCRIPTS / name), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(ROOT), start_new_session=True)
-    try:
-        _, stderr = proc.communicate(timeout=GUARD_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, stderr = proc.communicate()
-        pytest.fail(f"{name} {args} was not refused: still running after {GUARD_S} s\n{stderr[-2000:]}")
-    assert proc.returncode == 2 and "Traceback" not in stderr, (proc.returncode, stderr[-2000:])
+    returncode, _, stderr = run_script_process(name, *args, cwd=ROOT, timeout=GUARD_S)
+    assert returncode == 2 and "Traceback" not in stderr, (returncode, stderr[-2000:])
     return stderr
 
 
